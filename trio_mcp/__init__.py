@@ -1,0 +1,25 @@
+"""trio_mcp: a spec-faithful reference server for MCP's Streamable HTTP transport.
+
+Layers, each importing only the ones before it:
+
+- ``trio_mcp.protocol``: the rules as pure code (no I/O, no trio, no hypercorn);
+- ``trio_mcp._trio``: the runtime: a session manager, one supervisor task per session;
+- ``trio_mcp._asgi``: the ASGI adapter, translation only;
+- ``trio_mcp._serve`` and ``trio_mcp._cli``: serving under hypercorn.
+"""
+
+from ._config import ResponseMode as ResponseMode
+from ._config import ServerConfig as ServerConfig
+from ._content import Audio as Audio
+from ._content import EmbeddedResource as EmbeddedResource
+from ._content import Image as Image
+from ._content import ResourceLink as ResourceLink
+from ._content import Text as Text
+from ._content import ToolResult as ToolResult
+from ._context import Context as Context
+from ._serve import serve as serve
+from ._server import Server as Server
+from ._server import ToolError as ToolError
+from .protocol import Retention as Retention
+
+__version__ = "0.1.0"

@@ -1,0 +1,7 @@
+"""``python -m trio_mcp`` is ``trio-mcp``; with no arguments it serves the demo server."""
+
+import sys
+
+from ._cli import main
+
+main(sys.argv[1:] or ["serve"])

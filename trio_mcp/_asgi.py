@@ -1,0 +1,209 @@
+# The ASGI adapter: translates ASGI scope/receive/send into the runtime's HttpRequest and
+# Responder, and back. It makes no protocol decision (spec/transport.md is decided in
+# trio_mcp.protocol and executed by trio_mcp._trio).
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from .protocol import ErrorCode, Headers, HttpRequest, RemoteProtocolError, Reply
+from .protocol._transport import error_reply
+from ._trio._manager import SessionManager
+
+if TYPE_CHECKING:
+    from ._config import ServerConfig
+    from ._server import Server
+
+__all__ = ["ASGIApp"]
+
+logger = logging.getLogger("trio_mcp.asgi")
+
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+
+
+class ASGIResponder:
+    """The Responder of one ASGI HTTP exchange."""
+
+    def __init__(self, send: Send) -> None:
+        self._send = send
+        self.disconnected = trio.Event()
+        self.started = False
+        self.finished = False
+
+    async def _safe_send(self, message: MutableMapping[str, Any]) -> None:
+        if self.finished:
+            return
+        try:
+            await self._send(message)
+        except (OSError, trio.BrokenResourceError, trio.ClosedResourceError):
+            # The client went away under us: the runtime learns it from `disconnected`.
+            self.disconnected.set()
+
+    async def reply(self, reply: Reply) -> None:
+        if self.started:
+            return
+        self.started = True
+        await self._safe_send(
+            {
+                "type": "http.response.start",
+                "status": reply.status,
+                "headers": [
+                    *((k.encode("latin-1"), v.encode("latin-1")) for k, v in reply.headers),
+                    (b"content-length", str(len(reply.body)).encode()),
+                ],
+            }
+        )
+        await self._safe_send({"type": "http.response.body", "body": reply.body})
+        self.finished = True
+
+    async def start_stream(self, status: int, headers: Sequence[tuple[str, str]]) -> None:
+        self.started = True
+        await self._safe_send(
+            {
+                "type": "http.response.start",
+                "status": status,
+                "headers": [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers],
+            }
+        )
+
+    async def write(self, data: bytes) -> None:
+        await self._safe_send({"type": "http.response.body", "body": data, "more_body": True})
+
+    async def end(self) -> None:
+        await self._safe_send({"type": "http.response.body", "body": b""})
+        self.finished = True
+
+
+class ASGIApp:
+    """An MCP server as an ASGI 3 application.
+
+    Under hypercorn (``hypercorn --worker-class trio module:app``) the lifespan protocol
+    starts and stops the session manager. When embedding, ``async with app.running():``
+    does the same.
+    """
+
+    def __init__(self, server: Server, config: ServerConfig, *, bind_hosts: list[str]) -> None:
+        self.server = server
+        self.config = config
+        self.manager = SessionManager(server, config, bind_hosts=bind_hosts)
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[SessionManager]:
+        """Run the session manager for the duration of the block (idempotent)."""
+        if self.manager.running:
+            yield self.manager
+            return
+        async with trio.open_nursery() as nursery:
+            await nursery.start(self.manager.run)
+            self.server.attach_manager(self.manager)
+            try:
+                yield self.manager
+            finally:
+                self.server.detach_manager(self.manager)
+                nursery.cancel_scope.cancel()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        kind = scope["type"]
+        if kind == "http":
+            await self._http(scope, receive, send)
+        elif kind == "lifespan":
+            await self._lifespan(receive, send)
+        else:
+            # Not an HTTP endpoint: refuse websockets and anything else.
+            if kind == "websocket":
+                await send({"type": "websocket.close", "code": 1008})
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        message = await receive()
+        if message["type"] != "lifespan.startup":
+            return
+        async with self.running():
+            await send({"type": "lifespan.startup.complete"})
+            while (await receive())["type"] != "lifespan.shutdown":
+                pass
+        await send({"type": "lifespan.shutdown.complete"})
+
+    async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        responder = ASGIResponder(send)
+        path = scope.get("path", "")
+        if path.rstrip("/") != self.config.path.rstrip("/"):
+            await responder.reply(
+                error_reply(
+                    RemoteProtocolError(
+                        f"Not Found: the MCP endpoint is {self.config.path}.",
+                        code=ErrorCode.INVALID_REQUEST,
+                        http_status=404,
+                    )
+                )
+            )
+            return
+        body, complete = await _read_body(receive, self.config.max_body_bytes)
+        if not complete:
+            if body is None:
+                return  # the client left before sending its body
+            await responder.reply(
+                error_reply(
+                    RemoteProtocolError(
+                        f"Payload Too Large: the body exceeds {self.config.max_body_bytes} "
+                        "bytes.",
+                        code=ErrorCode.INVALID_REQUEST,
+                        http_status=413,
+                    )
+                )
+            )
+            return
+        request = HttpRequest(
+            method=scope["method"].upper(),
+            path=path,
+            headers=Headers(list(scope.get("headers", []))),
+            body=body or b"",
+        )
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_watch_disconnect, receive, responder.disconnected)
+            try:
+                await self.manager.handle(request, responder)
+            except Exception:
+                # Never a 500 with a traceback: log it, answer a JSON-RPC internal error.
+                logger.exception("unexpected error serving %s", request.method)
+                if not responder.started:
+                    await responder.reply(
+                        error_reply(
+                            RemoteProtocolError(
+                                "Internal error.", code=ErrorCode.INTERNAL_ERROR, http_status=500
+                            )
+                        )
+                    )
+                elif not responder.finished:
+                    await responder.end()
+            nursery.cancel_scope.cancel()
+
+
+async def _read_body(receive: Receive, limit: int) -> tuple[bytes | None, bool]:
+    """The request body; (body, False) when it exceeds ``limit``; (None, False) on disconnect."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return None, False
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            return b"", False
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks), True
+
+
+async def _watch_disconnect(receive: Receive, disconnected: trio.Event) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            disconnected.set()
+            return

@@ -1,0 +1,88 @@
+# The command line: `trio-mcp serve [module:server]`.
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Sequence
+
+import trio
+
+from ._config import ResponseMode, ServerConfig
+from ._server import Server
+
+__all__ = ["load_server", "main"]
+
+
+def load_server(spec: str) -> Server:
+    """Import ``package.module:attribute`` and return the Server it names."""
+    module_name, _, attr = spec.partition(":")
+    if not module_name:
+        raise SystemExit(f"trio-mcp: expected package.module:server, got {spec!r}")
+    module = importlib.import_module(module_name)
+    obj = getattr(module, attr or "server", None)
+    if callable(obj) and not isinstance(obj, Server):
+        obj = obj()
+    if not isinstance(obj, Server):
+        raise SystemExit(f"trio-mcp: {spec!r} is not a trio_mcp.Server")
+    return obj
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="trio-mcp", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="serve an MCP server over Streamable HTTP")
+    serve.add_argument(
+        "server", nargs="?", default="trio_mcp.demo:server",
+        help="package.module:attribute of a trio_mcp.Server (default: the built-in demo)",
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks one)")
+    serve.add_argument("--path", default="/mcp", help="the MCP endpoint path (default /mcp)")
+    serve.add_argument("--certfile", help="TLS certificate (PEM); serves HTTPS with --keyfile")
+    serve.add_argument("--keyfile", help="TLS private key (PEM)")
+    serve.add_argument(
+        "--json-response", action="store_true",
+        help="answer requests with application/json instead of an SSE stream",
+    )
+    serve.add_argument(
+        "--allow-origin", action="append", default=[],
+        help="an Origin to accept besides loopback origins (repeatable; '*' for any)",
+    )
+    serve.add_argument(
+        "--log-level", default="info",
+        choices=["debug", "info", "warning", "error", "critical"],
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=getattr(logging, args.log_level.upper()),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    server = load_server(args.server)
+    config = ServerConfig(
+        path=args.path,
+        response_mode=ResponseMode.JSON if args.json_response else ResponseMode.SSE,
+        allowed_origins=frozenset(args.allow_origin),
+    )
+
+    async def run() -> None:
+        async with trio.open_nursery() as nursery:
+            urls = await nursery.start(
+                lambda task_status: server.serve(
+                    host=args.host, port=args.port, config=config,
+                    certfile=args.certfile, keyfile=args.keyfile, task_status=task_status,
+                )
+            )
+            for url in urls:
+                print(f"trio-mcp: serving {server.name} at {url}{config.path}", flush=True)
+
+    try:
+        trio.run(run)
+    except KeyboardInterrupt:
+        pass

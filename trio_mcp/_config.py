@@ -1,0 +1,56 @@
+# Server settings: every limit and default the runtime applies, in one frozen object.
+# The defaults are documented in spec/ (each setting names the rule it serves).
+from __future__ import annotations
+
+import enum
+
+import attrs
+
+from .protocol import Retention
+
+__all__ = ["ResponseMode", "ServerConfig"]
+
+
+class ResponseMode(enum.Enum):
+    """How a POSTed request is answered (T-POST-7 lets the server pick; TM-HTTP-MODE)."""
+
+    #: Every request gets a text/event-stream response: progress, logs and server-to-client
+    #: requests can ride it, and it can be resumed. The default.
+    SSE = "sse"
+    #: Every request gets one application/json body. Request-scoped notifications have no
+    #: wire form and are dropped; server-to-client requests from a handler fail.
+    JSON = "json"
+
+
+@attrs.frozen(kw_only=True)
+class ServerConfig:
+    """Settings of one trio-mcp server. All times are in seconds unless the name says ms."""
+
+    path: str = "/mcp"
+    """The MCP endpoint (T-EP-1: one path for POST, GET and DELETE)."""
+    response_mode: ResponseMode = ResponseMode.SSE
+    max_body_bytes: int = 4 * 1024 * 1024
+    """POST bodies above this get 413."""
+    allowed_origins: frozenset[str] = frozenset()
+    """Origins accepted besides loopback ones (T-SEC-1). ``"*"`` accepts any."""
+    allowed_hosts: frozenset[str] | None = None
+    """Host names accepted; None derives them from the bind (loopback binds: loopback only)."""
+    retention: Retention = Retention()
+    """Each session's replay window (TM-RES-WINDOW)."""
+    retry_ms: int = 1000
+    """The SSE ``retry`` sent before the server closes a connection (T-PSSE-4)."""
+    keepalive_interval: float = 15.0
+    """An SSE comment goes out on a stream idle this long."""
+    max_inflight_requests: int = 64
+    """Requests a session may have running or with an unsent response (TM-RES-PIN)."""
+    session_idle_ttl: float = 30 * 60
+    """A session with nothing in flight and no open stream ends after this long."""
+    uninitialized_ttl: float = 60.0
+    """A session whose client never sent notifications/initialized ends after this long."""
+    max_sessions: int = 10_000
+    cancel_grace: float = 5.0
+    """How long a cancelled handler may run on (ignoring cancellation) before it is cut."""
+    client_request_timeout: float = 60.0
+    """Default timeout of a server-to-client request (sampling, elicitation, roots, ping)."""
+    page_size: int = 50
+    """Items per page of tools/list, resources/list, prompts/list (U-PAGE-1)."""

@@ -1,0 +1,406 @@
+# The session manager: one nursery holding every session's supervisor task, and the code that
+# turns a validated HTTP request into work for a session (spec/transport.md, spec/sessions.md).
+# Every protocol decision is made by trio_mcp.protocol; this module executes them.
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import trio
+
+from ..protocol import (
+    STANDALONE_STREAM,
+    CursorCodec,
+    Entry,
+    EntryKind,
+    ErrorCode,
+    ErrorResponse,
+    Notification,
+    OriginPolicy,
+    RemoteProtocolError,
+    Request,
+    Response,
+    dumps,
+)
+from ..protocol._lifecycle import Admission
+from ..protocol._transport import (
+    GetPlan,
+    HttpRequest,
+    PostPlan,
+    Reply,
+    check_batch,
+    error_reply,
+    json_reply,
+    method_not_allowed,
+    plan_delete,
+    plan_get,
+    plan_post,
+    session_not_found,
+)
+from ..protocol._versions import effective_version, negotiate
+from ._responder import Responder
+from ._session import Session
+from ._view import View
+
+if TYPE_CHECKING:
+    from .._config import ServerConfig
+    from .._server import Server
+
+__all__ = ["ManagerStats", "SessionManager"]
+
+logger = logging.getLogger("trio_mcp.manager")
+
+
+@attrs.define
+class ManagerStats:
+    sessions_created: int = 0
+    sessions_deleted: int = 0
+    sessions_expired: int = 0
+    sessions_evicted: int = 0
+    streams_opened: int = 0
+
+
+class SessionManager:
+    """Owns all sessions of one server. ``run()`` must be running for requests to be served."""
+
+    def __init__(self, server: Server, config: ServerConfig, *, bind_hosts: list[str]) -> None:
+        self.server = server
+        self.config = config
+        self.sessions: dict[str, Session] = {}
+        # The key lives only in this process: cursors from before a restart do not verify.
+        self.codec = CursorCodec(os.urandom(32))
+        hosts = config.allowed_hosts
+        policy = OriginPolicy.for_bind(bind_hosts, config.allowed_origins)
+        if hosts is not None:
+            policy = attrs.evolve(policy, allowed_hosts=frozenset(hosts) or None)
+        self.policy = policy
+        self.stats = ManagerStats()
+        self._nursery: trio.Nursery | None = None
+
+    # -- lifetime -----------------------------------------------------------------------
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                nursery.start_soon(self._expire_loop)
+                task_status.started()
+                await trio.sleep_forever()
+        finally:
+            self._nursery = None
+
+    @property
+    def running(self) -> bool:
+        return self._nursery is not None
+
+    def forget(self, session: Session) -> None:
+        if self.sessions.get(session.id) is session:
+            del self.sessions[session.id]
+
+    async def _expire_loop(self) -> None:
+        cfg = self.config
+        period = max(0.05, min(cfg.session_idle_ttl, cfg.uninitialized_ttl) / 10)
+        while True:
+            await trio.sleep(period)
+            now = trio.current_time()
+            for session in list(self.sessions.values()):
+                session.log.evict(now)
+                if not session.idle:
+                    continue
+                ttl = cfg.session_idle_ttl
+                if session.phase.value == "awaiting-initialized":
+                    ttl = min(ttl, cfg.uninitialized_ttl)
+                if now - session.last_activity >= ttl:
+                    self.stats.sessions_expired += 1
+                    session.close("expired")
+
+    # -- HTTP entry ---------------------------------------------------------------------
+
+    async def handle(self, request: HttpRequest, responder: Responder) -> None:
+        """Serve one request to the MCP endpoint."""
+        try:
+            # T-SEC-1 (MUST): Origin is validated on every request, whatever its method.
+            self.policy.check(request.headers)
+            if self._nursery is None:
+                raise RemoteProtocolError(
+                    "Service Unavailable: the server is not running.",
+                    code=ErrorCode.SERVER_BUSY,
+                    http_status=503,
+                )
+            if request.method == "POST":
+                await self._post(request, responder)
+            elif request.method == "GET":
+                await self._get(request, responder)
+            elif request.method == "DELETE":
+                await self._delete(request, responder)
+            else:
+                raise method_not_allowed()
+        except RemoteProtocolError as exc:
+            await responder.reply(error_reply(exc))
+
+    def _lookup(self, session_id: str) -> Session:
+        session = self.sessions.get(session_id)
+        if session is None or session.closed:
+            raise session_not_found()
+        return session
+
+    # -- POST ---------------------------------------------------------------------------
+
+    async def _post(self, request: HttpRequest, responder: Responder) -> None:
+        plan = plan_post(request, max_body_bytes=self.config.max_body_bytes)
+        if plan.is_initialize and plan.session_id is None:
+            await self._initialize(plan, responder)
+            return
+        assert plan.session_id is not None
+        session = self._lookup(plan.session_id)
+        version = effective_version(plan.version_header, session.version)
+        del version  # checked for validity; the session's negotiated version rules behaviour
+        check_batch(plan, session.version)
+        requests: list[Request] = []
+        for message in plan.messages:
+            admission = session.admit(message)
+            if admission is Admission.IGNORE:
+                continue
+            if isinstance(message, Request):
+                requests.append(message)
+            elif isinstance(message, Notification):
+                session.receive_notification(message)
+            else:
+                session.receive_response(message)
+        if not requests:
+            # T-POST-4 (MUST): accepted notifications and responses get 202 with no body.
+            await responder.reply(Reply(status=202))
+            return
+        session.check_capacity(len(requests))
+        await self._answer(session, tuple(requests), plan, responder)
+
+    async def _initialize(self, plan: PostPlan, responder: Responder) -> None:
+        [message] = plan.messages
+        assert isinstance(message, Request)
+        params = message.params or {}
+        requested = params.get("protocolVersion")
+        caps = params.get("capabilities", {})
+        info = params.get("clientInfo", {})
+        if not isinstance(requested, str) or not isinstance(caps, Mapping) or not isinstance(
+            info, Mapping
+        ):
+            raise RemoteProtocolError(
+                "Invalid params: initialize needs protocolVersion (string), capabilities "
+                "(object) and clientInfo (object).",
+                code=ErrorCode.INVALID_PARAMS,
+                request_id=message.id,
+            )
+        if plan.version_header is not None:
+            effective_version(plan.version_header, None)
+        if len(self.sessions) >= self.config.max_sessions and not self._evict_one():
+            raise RemoteProtocolError(
+                "Service Unavailable: every session is busy; retry later.",
+                code=ErrorCode.SERVER_BUSY,
+                http_status=503,
+                headers=(("retry-after", "5"),),
+                request_id=message.id,
+            )
+        version = negotiate(requested)
+        # T-SESS-2 / T-SEC-9 / T-SEC-10: 192 bits from the OS CSPRNG; T-SESS-3: base64url is
+        # visible ASCII.
+        session_id = secrets.token_urlsafe(24)
+        session = Session(
+            manager=self,
+            session_id=session_id,
+            version=version,
+            client_info=info,
+            client_capabilities=caps,
+            config=self.config,
+            codec=self.codec,
+        )
+        assert self._nursery is not None
+        self.sessions[session_id] = session
+        await self._nursery.start(session.run)
+        self.stats.sessions_created += 1
+        result = self.server._initialize_result(version)
+        response = Response(id=message.id, result=result)
+        # T-SESS-1: the session id rides the HTTP response that carries the InitializeResult.
+        extra = (("mcp-session-id", session_id),)
+        await self._reply_now(session, message, response, plan, responder, extra)
+
+    def _evict_one(self) -> bool:
+        """Make room by ending the least recently used idle session (TM-SESS-CAP)."""
+        idle = [s for s in self.sessions.values() if s.idle]
+        if not idle:
+            return False
+        victim = min(idle, key=lambda s: s.last_activity)
+        self.stats.sessions_evicted += 1
+        victim.close("evicted")
+        self.sessions.pop(victim.id, None)
+        return True
+
+    async def _reply_now(
+        self,
+        session: Session,
+        request: Request,
+        response: Response,
+        plan: PostPlan,
+        responder: Responder,
+        extra: tuple[tuple[str, str], ...],
+    ) -> None:
+        """Answer a request whose response is already known (initialize)."""
+        from .._config import ResponseMode
+
+        if self.config.response_mode is ResponseMode.JSON:
+            await responder.reply(
+                Reply(
+                    status=200,
+                    headers=(("content-type", "application/json"), *extra),
+                    body=dumps(response),
+                )
+            )
+            return
+        state = session.log.open_stream([request.id])
+        priming = self._prime(session, state.number)
+        session.log.append(
+            state.number, dumps(response), now=trio.current_time(),
+            kind=EntryKind.RESPONSE, answers=request.id,
+        )
+        await self._serve_view(session, state.number, -1, responder, priming=priming,
+                               headers=extra)
+
+    def _prime(self, session: Session, stream: int, *, carry: bool = False) -> Entry | None:
+        """The stream's priming position, taken before anything else is appended to it."""
+        if not session.primes:
+            return None
+        return session.log.prime(stream, now=trio.current_time(), carry_unsent=carry)
+
+    async def _answer(
+        self,
+        session: Session,
+        requests: tuple[Request, ...],
+        plan: PostPlan,
+        responder: Responder,
+    ) -> None:
+        from .._config import ResponseMode
+
+        if self.config.response_mode is ResponseMode.JSON:
+            flights = session.start_requests(requests, stream=None)
+            # The POST waits for its handlers. Closing the connection does not cancel them
+            # (T-PSSE-12): they finish and their results are dropped, having nowhere to go.
+            with trio.CancelScope() as scope:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(_cancel_when, responder.disconnected, scope)
+                    for flight in flights:
+                        await flight.done.wait()
+                    nursery.cancel_scope.cancel()
+            if scope.cancelled_caught:
+                return
+            outcomes = [f.outcome for f in flights if f.outcome is not None]
+            if not outcomes:
+                # Every request was cancelled by the client: nothing to send (U-CANCEL-4).
+                await responder.reply(Reply(status=202))
+                return
+            body: Any = (
+                [o.to_dict() for o in outcomes] if plan.batch else outcomes[0].to_dict()
+            )
+            await responder.reply(json_reply(200, body))
+            return
+        state = session.log.open_stream([r.id for r in requests])
+        priming = self._prime(session, state.number)
+        session.start_requests(requests, stream=state.number)
+        await self._serve_view(session, state.number, -1, responder, priming=priming)
+
+    async def _serve_view(
+        self,
+        session: Session,
+        stream: int,
+        after: int,
+        responder: Responder,
+        *,
+        priming: Entry | None = None,
+        attached_comment: bool = False,
+        headers: tuple[tuple[str, str], ...] = (),
+    ) -> str:
+        view = View(session=session, stream=stream, cursor=after, responder=responder)
+        session.attach_view(view)
+        self.stats.streams_opened += 1
+        return await view.run(priming=priming, attached_comment=attached_comment, headers=headers)
+
+    # -- GET ----------------------------------------------------------------------------
+
+    async def _get(self, request: HttpRequest, responder: Responder) -> None:
+        plan = plan_get(request)
+        session = self._lookup(plan.session_id)
+        effective_version(plan.version_header, session.version)
+        session.touch()
+        if plan.last_event_id is not None:
+            await self._resume(session, plan, responder)
+            return
+        if STANDALONE_STREAM in session.views:
+            # TM-GET-ONE: one standalone stream per session; a second fresh GET is refused
+            # (resuming with Last-Event-ID takes the stream over instead).
+            raise RemoteProtocolError(
+                "Conflict: this session already has a standalone SSE stream open; resume it "
+                "with Last-Event-ID or close it first.",
+                code=ErrorCode.INVALID_REQUEST,
+                http_status=409,
+            )
+        state = session.log.stream(STANDALONE_STREAM)
+        assert state is not None
+        # TM-GET-FRESH: a fresh GET delivers what no connection has taken yet, and replays
+        # nothing.
+        after = state.written_through
+        await self._serve_view(
+            session, STANDALONE_STREAM, after, responder,
+            priming=self._prime(session, STANDALONE_STREAM, carry=True),
+        )
+
+    async def _resume(self, session: Session, plan: GetPlan, responder: Responder) -> None:
+        assert plan.last_event_id is not None
+        cursor = self.codec.decode(session.id, plan.last_event_id)
+        if cursor is None:
+            # TM-RES-MALFORMED: a cursor this server did not issue for this session.
+            raise RemoteProtocolError(
+                "Bad Request: Last-Event-ID is not an event id of this session.",
+                code=ErrorCode.INVALID_REQUEST,
+                http_status=400,
+                data={"lastEventId": plan.last_event_id[:200]},
+            )
+        # T-RESUME-5 / T-RESUME-6: re-attach to the cursor's own stream, after the cursor.
+        await self._serve_view(session, cursor.stream, cursor.seq, responder, attached_comment=True)
+
+    # -- DELETE -------------------------------------------------------------------------
+
+    async def _delete(self, request: HttpRequest, responder: Responder) -> None:
+        plan = plan_delete(request)
+        session = self._lookup(plan.session_id)
+        effective_version(plan.version_header, session.version)
+        # T-SESS-9: the client ends its session; every later request with its id gets 404.
+        session.close("deleted")
+        self.sessions.pop(session.id, None)
+        self.stats.sessions_deleted += 1
+        await responder.reply(Reply(status=204))
+
+    # -- introspection ------------------------------------------------------------------
+
+    def statistics(self) -> dict[str, Any]:
+        sessions = list(self.sessions.values())
+        return {
+            **attrs.asdict(self.stats),
+            "sessions_open": len(sessions),
+            "streams_open": sum(len(s.views) for s in sessions),
+            "bytes_retained": sum(s.log.retained_bytes for s in sessions),
+            "events_retained": sum(s.log.retained_events for s in sessions),
+        }
+
+    def notify_all(self, method: str, params: Mapping[str, Any] | None = None) -> None:
+        """Send a notification on every operating session's standalone stream."""
+        for session in list(self.sessions.values()):
+            session.send(Notification(method=method, params=params))
+
+
+async def _cancel_when(event: trio.Event, scope: trio.CancelScope) -> None:
+    await event.wait()
+    scope.cancel()
+

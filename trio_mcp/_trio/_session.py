@@ -1,0 +1,459 @@
+# One MCP session: a supervisor task that owns the session's state, its event log and a
+# nursery of request handlers (spec/sessions.md). Ending the session cancels that nursery,
+# and with it every handler and every connection attached to the session: no orphans.
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import trio
+
+from ..protocol import (
+    STANDALONE_STREAM,
+    Cursor,
+    EntryKind,
+    ErrorCode,
+    ErrorResponse,
+    Gap,
+    Message,
+    Notification,
+    Phase,
+    ProtocolError,
+    RemoteProtocolError,
+    Request,
+    RequestId,
+    Response,
+    StreamClosedError,
+    dumps,
+)
+from ..protocol._eventlog import EventLog
+from ..protocol._lifecycle import Admission, admit
+from ..protocol._sse import encode_event
+from ..protocol._versions import revision_at_least
+from ._view import View, ViewEnd, gap_event
+
+if TYPE_CHECKING:
+    from .._config import ServerConfig
+    from ..protocol import CursorCodec
+    from ._manager import SessionManager
+
+__all__ = ["InFlight", "Session", "SessionStats"]
+
+logger = logging.getLogger("trio_mcp.session")
+
+#: First revision whose clients accept an empty-data priming event (see T-PSSE-1's note).
+PRIMING_SINCE = "2025-11-25"
+
+
+@attrs.define(eq=False)
+class InFlight:
+    """A client request being handled."""
+
+    request: Request
+    stream: int | None
+    """The log stream its response goes to; None when it is answered as application/json."""
+    scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
+    done: trio.Event = attrs.field(factory=trio.Event)
+    outcome: Message | None = None
+    cancelled_by_client: bool = False
+
+
+@attrs.define(eq=False)
+class Outbound:
+    """A request this server sent to the client, waiting for its response."""
+
+    request_id: int
+    method: str
+    done: trio.Event = attrs.field(factory=trio.Event)
+    response: Response | ErrorResponse | None = None
+
+
+@attrs.define
+class SessionStats:
+    requests: int = 0
+    notifications_dropped: int = 0
+    events_written: int = 0
+
+
+class Session:
+    """State and tasks of one session. Created by the SessionManager, run by its nursery."""
+
+    def __init__(
+        self,
+        *,
+        manager: SessionManager,
+        session_id: str,
+        version: str,
+        client_info: Mapping[str, Any],
+        client_capabilities: Mapping[str, Any],
+        config: ServerConfig,
+        codec: CursorCodec,
+    ) -> None:
+        self.manager = manager
+        self.server = manager.server
+        self.id = session_id
+        self.version = version
+        self.client_info = dict(client_info)
+        self.client_capabilities = dict(client_capabilities)
+        self.config = config
+        self.codec = codec
+        self.phase = Phase.AWAITING_INITIALIZED
+        self.log = EventLog(config.retention)
+        self.inflight: dict[RequestId, InFlight] = {}
+        self.outbound: dict[int, Outbound] = {}
+        self.views: dict[int, View] = {}
+        self.stats = SessionStats()
+        self.log_level: str | None = None
+        self.subscriptions: set[str] = set()
+        self.created_at = trio.current_time()
+        self.last_activity = self.created_at
+        self._outbound_ids = itertools.count(1)
+        self._changed = trio.Event()
+        self._closed = trio.Event()
+        self._nursery: trio.Nursery | None = None
+        self.end_reason: str | None = None
+        #: Request streams that were forgotten, with their request ids, so that a late
+        #: resume of one can still fail its requests explicitly (TM-RES-STALE).
+        self._stream_requests: dict[int, tuple[RequestId, ...]] = {}
+
+    # -- supervision --------------------------------------------------------------------
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """The session's supervisor: runs until the session is closed."""
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                task_status.started()
+                await self._closed.wait()
+                nursery.cancel_scope.cancel()
+        finally:
+            self._nursery = None
+            self.phase = Phase.CLOSED
+            for view in list(self.views.values()):
+                view.stop(ViewEnd.SERVER_CLOSED)
+            for out in self.outbound.values():
+                out.done.set()
+            self._wake()
+            self.manager.forget(self)
+
+    def close(self, reason: str) -> None:
+        """End the session: its handlers are cancelled, its connections closed, its log freed."""
+        if self.end_reason is None:
+            self.end_reason = reason
+        self.phase = Phase.CLOSED
+        self._closed.set()
+
+    @property
+    def closed(self) -> bool:
+        return self.phase is Phase.CLOSED
+
+    @property
+    def idle(self) -> bool:
+        """Idle: nothing in flight and no open connection (TM-SESS-IDLE)."""
+        return not self.inflight and not self.views and not self.outbound
+
+    def touch(self) -> None:
+        self.last_activity = trio.current_time()
+
+    # -- the log and its readers --------------------------------------------------------
+
+    def changed_event(self) -> trio.Event:
+        """An event that fires at the next append (or detach) in this session."""
+        return self._changed
+
+    def _wake(self) -> None:
+        self._changed.set()
+        self._changed = trio.Event()
+
+    @property
+    def primes(self) -> bool:
+        """Whether this session's SSE streams start with a priming event (TM-RES-PRIME)."""
+        return revision_at_least(self.version, PRIMING_SINCE)
+
+    def attach_view(self, view: View) -> None:
+        old = self.views.get(view.stream)
+        if old is not None and old is not view:
+            # Never one stream on two connections (T-MULTI-2): the older one is detached.
+            old.stop(ViewEnd.DETACHED, send_retry=False)
+        self.views[view.stream] = view
+
+    def detach_view(self, view: View) -> None:
+        if self.views.get(view.stream) is view:
+            del self.views[view.stream]
+        self.touch()
+
+    def gap_signal(self, stream: int, gap: Gap, cursor: int) -> bytes:
+        """What a connection gets when its cursor has left the window (TM-RES-STALE).
+
+        A named SSE event for anyone reading the wire, then, for a request stream, an error
+        response for each of its requests still unanswered on this connection, so that the
+        client's pending call fails at once with a clear message instead of hanging.
+        """
+        state = self.log.stream(stream)
+        details = {
+            "stream": stream,
+            "lastEventId": self.codec.encode(self.id, Cursor(stream, cursor)),
+            "reason": "events after this cursor have left the server's replay window",
+        }
+        out = gap_event(details)
+        if stream == STANDALONE_STREAM:
+            return out
+        if state is not None:
+            request_ids: tuple[RequestId, ...] = tuple(state.request_ids)
+        else:
+            request_ids = self._stream_requests.get(stream, ())
+        for rid in request_ids:
+            err = ErrorResponse(
+                id=rid,
+                code=ErrorCode.RESUMPTION_FAILED,
+                message="Resumption failed: messages of this request's stream were lost "
+                "from the server's replay window; the request's outcome is unknown.",
+                data=details,
+            )
+            out += encode_event(data=dumps(err).decode())
+            flight = self.inflight.get(rid)
+            if flight is not None:
+                # The client has been given a final answer: the handler's work is moot.
+                flight.cancelled_by_client = True
+                flight.scope.cancel()
+        if state is not None:
+            self._forget_stream(stream)
+        return out
+
+    def _forget_stream(self, stream: int) -> None:
+        state = self.log.stream(stream)
+        if state is not None:
+            self._stream_requests[stream] = tuple(state.request_ids)
+            if len(self._stream_requests) > 4 * self.config.max_inflight_requests:
+                self._stream_requests.pop(next(iter(self._stream_requests)))
+        self.log.forget_stream(stream)
+
+    # -- incoming messages --------------------------------------------------------------
+
+    def admit(self, message: Message) -> Admission:
+        """Apply the lifecycle table to ``message`` (raises for a second initialize)."""
+        admission = admit(self.phase, message)
+        if admission is Admission.HANDLE_AND_OPERATE:
+            self.phase = Phase.OPERATING
+        return admission
+
+    def receive_notification(self, note: Notification) -> None:
+        self.touch()
+        if note.method == "notifications/cancelled":
+            params = note.params or {}
+            rid = params.get("requestId")
+            flight = self.inflight.get(rid) if isinstance(rid, str | int) else None
+            # U-CANCEL-5 / U-CANCEL-9: unknown, finished or malformed: ignored.
+            if flight is not None and flight.request.method != "initialize":
+                logger.info(
+                    "request %r cancelled by the client: %s", rid, params.get("reason", "")
+                )
+                flight.cancelled_by_client = True
+                flight.scope.cancel()
+            return
+        self.server._on_client_notification(self, note)
+
+    def receive_response(self, message: Response | ErrorResponse) -> None:
+        self.touch()
+        rid = message.id
+        out = self.outbound.pop(rid, None) if isinstance(rid, int) else None
+        if out is None:
+            logger.debug("response to unknown server request %r ignored", rid)
+            return
+        out.response = message
+        out.done.set()
+
+    def check_capacity(self, count: int) -> None:
+        pinned = sum(
+            1 for s in self.log.streams.values() for e in s.entries if e.pinned
+        )
+        if len(self.inflight) + pinned + count > self.config.max_inflight_requests:
+            raise RemoteProtocolError(
+                "Too many requests in flight in this session; retry later.",
+                code=ErrorCode.SERVER_BUSY,
+                http_status=503,
+                headers=(("retry-after", "1"),),
+            )
+
+    def start_requests(self, requests: tuple[Request, ...], *, stream: int | None) -> list[InFlight]:
+        """Start a handler task for each request, in this session's nursery."""
+        if self._nursery is None:
+            raise RemoteProtocolError(
+                "Session not found: it has ended.", http_status=404
+            )
+        for req in requests:
+            if req.id in self.inflight:
+                # J-ID-3 (MUST NOT, client): ids are not reused within a session.
+                raise RemoteProtocolError(
+                    f"Invalid Request: request id {req.id!r} is already in flight.",
+                    request_id=req.id,
+                )
+        flights = []
+        for req in requests:
+            flight = InFlight(request=req, stream=stream)
+            self.inflight[req.id] = flight
+            self.stats.requests += 1
+            self._nursery.start_soon(self._run_handler, flight, name=f"mcp:{req.method}")
+            flights.append(flight)
+        self.touch()
+        return flights
+
+    async def _run_handler(self, flight: InFlight) -> None:
+        from .._context import Context
+
+        req = flight.request
+        ctx = Context(session=self, request=req)
+        outcome: Message | None = None
+        with flight.scope:
+            try:
+                result = await self.server._dispatch(ctx, req)
+                outcome = Response(id=req.id, result=result)
+            except ProtocolError as exc:
+                outcome = ErrorResponse(id=req.id, code=exc.code, message=exc.message, data=exc.data)
+            except Exception:
+                # Never a stack trace on the wire (U-LOG-6 spirit); it goes to the server log.
+                logger.exception("handler for %s failed", req.method)
+                outcome = ErrorResponse(
+                    id=req.id, code=ErrorCode.INTERNAL_ERROR, message="Internal error"
+                )
+        self.inflight.pop(req.id, None)
+        ctx._finished = True
+        if flight.cancelled_by_client or outcome is None:
+            # U-CANCEL-4 (SHOULD): no response for a cancelled request. Its stream ends.
+            if flight.stream is not None and (state := self.log.stream(flight.stream)):
+                state.open_requests.discard(req.id)
+            flight.done.set()
+            self._wake()
+            return
+        self._deliver(flight, outcome)
+
+    def _deliver(self, flight: InFlight, outcome: Message) -> None:
+        if flight.stream is None:
+            flight.outcome = outcome
+        else:
+            try:
+                self.log.append(
+                    flight.stream,
+                    dumps(outcome),
+                    now=trio.current_time(),
+                    kind=EntryKind.RESPONSE,
+                    answers=flight.request.id,
+                )
+            except StreamClosedError:
+                logger.debug("response to %r has no stream left", flight.request.id)
+        flight.done.set()
+        self.touch()
+        self._wake()
+
+    # -- outgoing messages --------------------------------------------------------------
+
+    def send(self, message: Request | Notification, *, related: RequestId | None = None) -> bool:
+        """Queue a server message: on the related request's stream, else the standalone one.
+
+        Returns False when it had nowhere to go (a JSON-mode request, an ended session).
+        """
+        if self.closed:
+            return False
+        stream = STANDALONE_STREAM
+        if related is not None:
+            flight = self.inflight.get(related)
+            if flight is None:
+                # U-PROG-11 / U-PROG-7: nothing goes out for a request that has finished.
+                self.stats.notifications_dropped += 1
+                return False
+            if flight.stream is None:
+                self.stats.notifications_dropped += 1
+                return False
+            stream = flight.stream
+        try:
+            self.log.append(stream, dumps(message), now=trio.current_time())
+        except StreamClosedError:
+            self.stats.notifications_dropped += 1
+            return False
+        self._wake()
+        return True
+
+    async def request(
+        self,
+        method: str,
+        params: Mapping[str, Any] | None,
+        *,
+        related: RequestId | None,
+        timeout: float,
+    ) -> Mapping[str, Any]:
+        """Send a request to the client and wait for its result.
+
+        Raises:
+            RemoteProtocolError: the client answered with an error, never answered within
+                ``timeout``, or the request could not be sent.
+        """
+        rid = next(self._outbound_ids)
+        out = Outbound(request_id=rid, method=method)
+        self.outbound[rid] = out
+        try:
+            if not self.send(Request(id=rid, method=method, params=params), related=related):
+                raise RemoteProtocolError(
+                    f"Cannot send {method}: the request has no stream to carry it (JSON "
+                    "response mode) or the session has ended.",
+                    code=ErrorCode.INTERNAL_ERROR,
+                )
+            with trio.move_on_after(timeout if math.isfinite(timeout) else math.inf):
+                await out.done.wait()
+            if out.response is None:
+                if not out.done.is_set():
+                    # L-TIME-2 (SHOULD): on timeout, cancel the request and stop waiting.
+                    self.send(
+                        Notification(
+                            method="notifications/cancelled",
+                            params={"requestId": rid, "reason": "timed out"},
+                        ),
+                        related=related,
+                    )
+                    raise RemoteProtocolError(
+                        f"The client did not answer {method} within {timeout:g} s.",
+                        code=ErrorCode.INTERNAL_ERROR,
+                    )
+                raise RemoteProtocolError(
+                    f"The session ended before the client answered {method}.",
+                    code=ErrorCode.INTERNAL_ERROR,
+                )
+            if isinstance(out.response, ErrorResponse):
+                raise RemoteProtocolError(
+                    f"The client answered {method} with an error: {out.response.message}",
+                    code=out.response.code,
+                    data=out.response.data,
+                )
+            return out.response.result
+        finally:
+            self.outbound.pop(rid, None)
+
+    def close_stream_connection(self, stream: int) -> bool:
+        """Close the connection attached to ``stream`` with a retry hint (SEP-1699 polling).
+
+        T-PSSE-2 (MAY): once an event id has gone out, the server may close the connection
+        without ending the stream; the client resumes with GET and Last-Event-ID.
+        """
+        view = self.views.get(stream)
+        if view is None:
+            return False
+        view.stop(ViewEnd.SERVER_CLOSED)
+        return True
+
+    def statistics(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "version": self.version,
+            "phase": self.phase.value,
+            "inflight": len(self.inflight),
+            "views": len(self.views),
+            "retained_events": self.log.retained_events,
+            "retained_bytes": self.log.retained_bytes,
+            "events_appended": self.log.appended,
+            "events_evicted": self.log.evicted,
+            **attrs.asdict(self.stats),
+        }
+

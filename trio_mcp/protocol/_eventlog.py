@@ -1,0 +1,296 @@
+# The session's event log (spec/resumption.md): every message the server sends in a session
+# is appended here first, to the stream it belongs to, and connections are views that read
+# from it. Replay and live tail are one loop over this log, so a message goes out at most
+# once per view and never on a stream it does not belong to.
+#
+# Rule 1: everything about what is retained, what a cursor may read and what counts as lost
+#         lives in this file.
+# Rule 2: no I/O, no clock, no randomness: time is passed in.
+from __future__ import annotations
+
+import collections
+import enum
+from collections.abc import Iterable
+from typing import Final
+
+import attrs
+
+from ._jsonrpc import RequestId
+
+__all__ = [
+    "STANDALONE_STREAM",
+    "Entry",
+    "EntryKind",
+    "EventLog",
+    "Gap",
+    "Retention",
+    "StreamClosedError",
+    "StreamState",
+]
+
+#: The standalone stream (the GET stream) is stream 0; POST streams count up from 1.
+STANDALONE_STREAM: Final = 0
+
+
+class EntryKind(enum.Enum):
+    #: An id with empty data that starts a connection (T-PSSE-1); never replayed.
+    PRIMING = "priming"
+    #: A request or notification from the server.
+    MESSAGE = "message"
+    #: The response that answers one of the stream's requests.
+    RESPONSE = "response"
+
+
+@attrs.define(eq=False)
+class Entry:
+    seq: int
+    """Position in the session's log; unique across all streams of the session (T-RESUME-2)."""
+    stream: int
+    kind: EntryKind
+    data: bytes
+    """The serialized JSON-RPC message (empty for a priming entry)."""
+    at: float
+    written: bool = False
+    """Whether a connection has taken this entry to write it."""
+
+    @property
+    def pinned(self) -> bool:
+        """A response nobody has been sent yet is kept whatever the window says (TM-RES-PIN)."""
+        return self.kind is EntryKind.RESPONSE and not self.written
+
+
+@attrs.frozen(kw_only=True)
+class Retention:
+    """How much of a session's log is kept: the replay window (TM-RES-WINDOW)."""
+
+    max_events: int = 256
+    max_bytes: int = 512 * 1024
+    max_age: float = 300.0
+
+    def __attrs_post_init__(self) -> None:
+        if self.max_events < 1 or self.max_bytes < 1 or self.max_age <= 0:
+            raise ValueError("retention limits must be positive")
+
+
+@attrs.define(eq=False)
+class StreamState:
+    number: int
+    open_requests: set[RequestId]
+    """Requests on this stream whose response is not appended yet."""
+    request_ids: tuple[RequestId, ...] = ()
+    """Every request the stream carries a response for (empty for the standalone stream)."""
+    entries: collections.deque[Entry] = attrs.field(factory=collections.deque)
+    last_seq: int = -1
+    """The newest seq appended to this stream (priming included)."""
+    written_through: int = -1
+    """The newest seq a connection has taken from this stream."""
+    lost_through: int = -1
+    """The newest seq of a message of this stream that left the window unsent or unresumed."""
+
+    @property
+    def ended(self) -> bool:
+        """A request stream ends once every request on it has its response (T-PSSE-10)."""
+        return self.number != STANDALONE_STREAM and not self.open_requests
+
+
+@attrs.frozen
+class Gap:
+    """A read that cannot be served: messages after the cursor have left the window."""
+
+    stream: int
+    after: int
+    lost_through: int
+    """The newest lost seq; -1 when the whole stream is forgotten."""
+
+
+class StreamClosedError(Exception):
+    """Appending to a stream that has ended or been forgotten."""
+
+
+class EventLog:
+    """The bounded, per-session log of outgoing messages."""
+
+    def __init__(self, retention: Retention | None = None) -> None:
+        self.retention = retention or Retention()
+        self._next_seq = 0
+        self._next_stream = STANDALONE_STREAM + 1
+        self._entries: collections.OrderedDict[int, Entry] = collections.OrderedDict()
+        self._bytes = 0
+        self.streams: dict[int, StreamState] = {
+            STANDALONE_STREAM: StreamState(number=STANDALONE_STREAM, open_requests=set())
+        }
+        #: Counters for statistics(): appended and evicted entries, and bytes retained.
+        self.appended = 0
+        self.evicted = 0
+
+    # -- streams ------------------------------------------------------------------------
+
+    def open_stream(self, request_ids: Iterable[RequestId]) -> StreamState:
+        """A new request stream carrying the responses to ``request_ids`` (a POST's stream)."""
+        ids = tuple(request_ids)
+        if not ids:
+            raise ValueError("a request stream needs at least one request")
+        state = StreamState(number=self._next_stream, open_requests=set(ids), request_ids=ids)
+        self._next_stream += 1
+        self.streams[state.number] = state
+        return state
+
+    def stream(self, number: int) -> StreamState | None:
+        return self.streams.get(number)
+
+    # -- writing ------------------------------------------------------------------------
+
+    def append(
+        self,
+        stream: int,
+        data: bytes,
+        *,
+        now: float,
+        kind: EntryKind = EntryKind.MESSAGE,
+        answers: RequestId | None = None,
+    ) -> Entry:
+        """Append one message to ``stream``; a RESPONSE names the request it ``answers``.
+
+        Appending never waits: retention is enforced by evicting old entries, never by
+        blocking the producer here (producer backpressure is the runtime's business).
+        """
+        state = self.streams.get(stream)
+        if state is None or state.ended:
+            raise StreamClosedError(f"stream {stream} has ended")
+        if kind is EntryKind.RESPONSE:
+            if answers is None or answers not in state.open_requests:
+                raise StreamClosedError(f"stream {stream} has no open request {answers!r}")
+            state.open_requests.discard(answers)
+        entry = Entry(seq=self._next_seq, stream=stream, kind=kind, data=data, at=now)
+        self._next_seq += 1
+        self._entries[entry.seq] = entry
+        self._bytes += len(data)
+        state.entries.append(entry)
+        state.last_seq = entry.seq
+        self.appended += 1
+        self.evict(now)
+        return entry
+
+    def prime(self, stream: int, *, now: float, carry_unsent: bool = False) -> Entry:
+        """A fresh position in ``stream`` for a connection's priming event (T-PSSE-1).
+
+        With ``carry_unsent`` (a fresh GET on the standalone stream), the stream's messages
+        that no connection has taken yet are moved behind the priming position, with new
+        seqs. Nobody has seen their old ids, so renumbering them is invisible; without it a
+        client that resumed from the priming id would skip them (TM-GET-FRESH).
+        """
+        state = self.streams.get(stream)
+        if state is None:
+            raise StreamClosedError(f"stream {stream} is unknown")
+        carried: list[Entry] = []
+        if carry_unsent:
+            while state.entries and state.entries[-1].seq > state.written_through:
+                entry = state.entries.pop()
+                del self._entries[entry.seq]
+                carried.append(entry)
+            carried.reverse()
+        priming = Entry(
+            seq=self._next_seq, stream=stream, kind=EntryKind.PRIMING, data=b"", at=now,
+            written=True,
+        )
+        self._next_seq += 1
+        # A priming entry is a position, not a message: it takes no room in the window.
+        state.last_seq = priming.seq
+        for old in carried:
+            entry = Entry(seq=self._next_seq, stream=stream, kind=old.kind, data=old.data, at=old.at)
+            self._next_seq += 1
+            self._entries[entry.seq] = entry
+            state.entries.append(entry)
+            state.last_seq = entry.seq
+        return priming
+
+    # -- reading ------------------------------------------------------------------------
+
+    def read_after(self, stream: int, after: int) -> list[Entry] | Gap:
+        """The stream's messages with seq > ``after``, oldest first, or the Gap that
+        makes that impossible. Never another stream's messages (T-RESUME-6)."""
+        state = self.streams.get(stream)
+        if state is None:
+            return Gap(stream=stream, after=after, lost_through=-1)
+        if after < state.lost_through:
+            return Gap(stream=stream, after=after, lost_through=state.lost_through)
+        # Entries are in seq order; the ones a reader still needs are at the end.
+        out: list[Entry] = []
+        for entry in reversed(state.entries):
+            if entry.seq <= after:
+                break
+            out.append(entry)
+        out.reverse()
+        return out
+
+    def mark_written(self, entry: Entry) -> None:
+        """A connection took ``entry``: it no longer pins its place in the window."""
+        entry.written = True
+        state = self.streams.get(entry.stream)
+        if state is not None and entry.seq > state.written_through:
+            state.written_through = entry.seq
+
+    # -- retention ----------------------------------------------------------------------
+
+    @property
+    def retained_bytes(self) -> int:
+        return self._bytes
+
+    @property
+    def retained_events(self) -> int:
+        return len(self._entries)
+
+    def evict(self, now: float) -> int:
+        """Drop entries beyond the window, oldest first, keeping unsent responses.
+
+        Returns the number of entries dropped.
+        """
+        r = self.retention
+        dropped = 0
+        horizon = now - r.max_age
+        victims: list[Entry] = []
+        count, size = len(self._entries), self._bytes
+        for entry in self._entries.values():
+            if count <= r.max_events and size <= r.max_bytes and entry.at >= horizon:
+                break
+            if entry.pinned:
+                continue
+            victims.append(entry)
+            count -= 1
+            size -= len(entry.data)
+        for entry in victims:
+            self._drop(entry)
+            dropped += 1
+        return dropped
+
+    def _drop(self, entry: Entry) -> None:
+        del self._entries[entry.seq]
+        self._bytes -= len(entry.data)
+        self.evicted += 1
+        state = self.streams.get(entry.stream)
+        if state is None:
+            return
+        # Entries leave in seq order, so this is the stream's head, except behind a pinned
+        # response of a batch stream (several requests on one stream).
+        if state.entries and state.entries[0] is entry:
+            state.entries.popleft()
+        else:
+            state.entries.remove(entry)
+        state.lost_through = max(state.lost_through, entry.seq)
+        if state.ended and not state.entries:
+            # An ended stream with nothing left to read is forgotten: resuming it later is
+            # an explicit failure (Gap with lost_through -1), not an empty replay.
+            del self.streams[state.number]
+
+    def forget_stream(self, stream: int) -> None:
+        """Drop a request stream and its entries (its request was cancelled or abandoned)."""
+        state = self.streams.pop(stream, None)
+        if state is None or stream == STANDALONE_STREAM:
+            if state is not None:
+                self.streams[stream] = state
+            return
+        for entry in state.entries:
+            if self._entries.pop(entry.seq, None) is not None:
+                self._bytes -= len(entry.data)
+                self.evicted += 1
+        state.entries.clear()

@@ -1,0 +1,226 @@
+# JSON-RPC 2.0 as MCP uses it (spec/jsonrpc.md): the four message kinds, parsing with the
+# MCP restrictions (J-ID-1, J-ID-2: ids are strings or integers, never null), and compact
+# serialization. No I/O.
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, Final, TypeAlias, final
+
+import attrs
+
+from ._errors import ErrorCode, RemoteProtocolError
+
+__all__ = [
+    "JSON",
+    "ErrorResponse",
+    "Message",
+    "Notification",
+    "Request",
+    "RequestId",
+    "Response",
+    "dumps",
+    "error_response",
+    "loads_body",
+    "parse_message",
+]
+
+JSON: TypeAlias = Any
+RequestId: TypeAlias = "str | int"
+
+JSONRPC_VERSION: Final = "2.0"
+
+
+@final
+@attrs.frozen(kw_only=True)
+class Request:
+    """A message that expects exactly one response."""
+
+    id: RequestId
+    """A string or an integer; never null (J-ID-1, J-ID-2)."""
+    method: str
+    params: Mapping[str, JSON] | None = None
+
+    def to_dict(self) -> dict[str, JSON]:
+        d: dict[str, JSON] = {"jsonrpc": JSONRPC_VERSION, "id": self.id, "method": self.method}
+        if self.params is not None:
+            d["params"] = dict(self.params)
+        return d
+
+
+@final
+@attrs.frozen(kw_only=True)
+class Notification:
+    """A message that gets no response (J-NOTIF-1); it has no id (J-NOTIF-2)."""
+
+    method: str
+    params: Mapping[str, JSON] | None = None
+
+    def to_dict(self) -> dict[str, JSON]:
+        d: dict[str, JSON] = {"jsonrpc": JSONRPC_VERSION, "method": self.method}
+        if self.params is not None:
+            d["params"] = dict(self.params)
+        return d
+
+
+@final
+@attrs.frozen(kw_only=True)
+class Response:
+    """A successful result for the request with the same id (J-RES-1, J-RES-2)."""
+
+    id: RequestId
+    result: Mapping[str, JSON]
+
+    def to_dict(self) -> dict[str, JSON]:
+        return {"jsonrpc": JSONRPC_VERSION, "id": self.id, "result": dict(self.result)}
+
+
+@final
+@attrs.frozen(kw_only=True)
+class ErrorResponse:
+    """An error for the request with the same id, or with no id when it could not be read."""
+
+    id: RequestId | None
+    code: int
+    message: str
+    data: JSON = None
+
+    def to_dict(self) -> dict[str, JSON]:
+        err: dict[str, JSON] = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            err["data"] = self.data
+        d: dict[str, JSON] = {"jsonrpc": JSONRPC_VERSION}
+        # J-ERR-1: the id is left out when it could not be read; the 2025-11-25 schema makes
+        # it optional rather than null.
+        if self.id is not None:
+            d["id"] = self.id
+        d["error"] = err
+        return d
+
+
+Message: TypeAlias = Request | Notification | Response | ErrorResponse
+
+
+def error_response(id: RequestId | None, exc: RemoteProtocolError) -> ErrorResponse:
+    """The error response that answers ``exc`` for the request ``id``."""
+    return ErrorResponse(id=id, code=exc.code, message=exc.message, data=exc.data)
+
+
+def dumps(message: Message | Mapping[str, JSON]) -> bytes:
+    """Compact UTF-8 JSON (T-GEN-1) for a message or a plain JSON object."""
+    obj = message if isinstance(message, Mapping) else message.to_dict()
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def loads_body(body: bytes) -> JSON:
+    """Decode an HTTP body as UTF-8 JSON, or raise a parse error (-32700)."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        # T-GEN-1 (MUST): JSON-RPC messages MUST be UTF-8 encoded.
+        raise RemoteProtocolError(
+            "Parse error: the body is not UTF-8.", code=ErrorCode.PARSE_ERROR
+        ) from None
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        raise RemoteProtocolError(
+            "Parse error: the body is not valid JSON.", code=ErrorCode.PARSE_ERROR
+        ) from None
+
+
+def _read_id(obj: Mapping[str, JSON]) -> RequestId:
+    rid = obj["id"]
+    # J-ID-1/J-ID-2 (MUST): string or integer; not null, and bool is not an integer here.
+    if isinstance(rid, bool) or not isinstance(rid, str | int):
+        raise RemoteProtocolError(
+            "Invalid Request: the id must be a string or an integer, not null.",
+            code=ErrorCode.INVALID_REQUEST,
+        )
+    return rid
+
+
+def _salvage_id(obj: JSON) -> RequestId | None:
+    """The id of a malformed message, when it can be read, for its error response."""
+    if isinstance(obj, Mapping):
+        rid = obj.get("id")
+        if isinstance(rid, str | int) and not isinstance(rid, bool):
+            return rid
+    return None
+
+
+def parse_message(obj: JSON) -> Message:
+    """Classify one decoded JSON value as a JSON-RPC message.
+
+    Raises:
+        RemoteProtocolError: with code -32600 when ``obj`` is not a valid message; its
+            ``request_id`` is set when the id could be read, so the error can answer it.
+    """
+    try:
+        return _parse(obj)
+    except RemoteProtocolError as exc:
+        exc.request_id = _salvage_id(obj)
+        raise
+
+
+def _parse(obj: JSON) -> Message:
+    if not isinstance(obj, Mapping):
+        raise RemoteProtocolError(
+            "Invalid Request: a JSON-RPC message must be a JSON object.",
+            code=ErrorCode.INVALID_REQUEST,
+        )
+    if obj.get("jsonrpc") != JSONRPC_VERSION:
+        raise RemoteProtocolError(
+            'Invalid Request: "jsonrpc" must be "2.0".', code=ErrorCode.INVALID_REQUEST
+        )
+    has_id = "id" in obj
+    if "method" in obj:
+        method = obj["method"]
+        if not isinstance(method, str) or not method:
+            raise RemoteProtocolError(
+                "Invalid Request: the method must be a non-empty string.",
+                code=ErrorCode.INVALID_REQUEST,
+            )
+        params = obj.get("params")
+        if params is not None and not isinstance(params, Mapping):
+            # MCP params are always objects (by-name), never arrays.
+            raise RemoteProtocolError(
+                "Invalid Request: params must be an object.", code=ErrorCode.INVALID_REQUEST
+            )
+        if "result" in obj or "error" in obj:
+            raise RemoteProtocolError(
+                "Invalid Request: a message cannot be both a request and a response.",
+                code=ErrorCode.INVALID_REQUEST,
+            )
+        if has_id:
+            return Request(id=_read_id(obj), method=method, params=params)
+        return Notification(method=method, params=params)
+    if "result" in obj and "error" not in obj:
+        if not has_id:
+            raise RemoteProtocolError(
+                "Invalid Request: a response needs an id.", code=ErrorCode.INVALID_REQUEST
+            )
+        result = obj["result"]
+        if not isinstance(result, Mapping):
+            raise RemoteProtocolError(
+                "Invalid Request: result must be an object.", code=ErrorCode.INVALID_REQUEST
+            )
+        return Response(id=_read_id(obj), result=result)
+    if "error" in obj and "result" not in obj:
+        err = obj["error"]
+        if (
+            not isinstance(err, Mapping)
+            or not isinstance(err.get("code"), int)
+            or isinstance(err.get("code"), bool)
+            or not isinstance(err.get("message"), str)
+        ):
+            raise RemoteProtocolError(
+                "Invalid Request: error must have an integer code and a string message.",
+                code=ErrorCode.INVALID_REQUEST,
+            )
+        rid = _read_id(obj) if has_id and obj["id"] is not None else None
+        return ErrorResponse(id=rid, code=err["code"], message=err["message"], data=err.get("data"))
+    raise RemoteProtocolError(
+        "Invalid Request: not a request, notification or response.",
+        code=ErrorCode.INVALID_REQUEST,
+    )

@@ -1,0 +1,227 @@
+# The Streamable HTTP request rules of the legacy (session) era (spec/transport.md,
+# spec/sessions.md): what makes a POST, GET or DELETE acceptable, and the replies that refuse
+# one. Pure: the runtime hands in an HttpRequest and gets back a plan or a RemoteProtocolError
+# whose http_status and JSON-RPC error are the reply.
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Final
+
+import attrs
+
+from ._errors import ErrorCode, ProtocolError, RemoteProtocolError
+from ._headers import (
+    LAST_EVENT_ID,
+    PROTOCOL_VERSION,
+    SESSION_ID,
+    Headers,
+    check_content_type,
+    check_get_accept,
+    check_post_accept,
+)
+from ._jsonrpc import JSON, ErrorResponse, Message, Request, dumps, loads_body, parse_message
+
+__all__ = [
+    "DeletePlan",
+    "GetPlan",
+    "HttpRequest",
+    "PostPlan",
+    "Reply",
+    "check_batch",
+    "error_reply",
+    "json_reply",
+    "plan_delete",
+    "plan_get",
+    "plan_post",
+]
+
+JSON_HEADERS: Final = (("content-type", "application/json"),)
+#: MT-SSE-5 (SHOULD, and good practice in every revision): proxies must not buffer SSE.
+SSE_HEADERS: Final = (
+    ("content-type", "text/event-stream"),
+    ("cache-control", "no-cache, no-transform"),
+    ("x-accel-buffering", "no"),
+)
+
+
+@attrs.frozen(kw_only=True)
+class HttpRequest:
+    method: str
+    path: str
+    headers: Headers
+    body: bytes = b""
+
+
+@attrs.frozen(kw_only=True)
+class Reply:
+    """A complete HTTP response (for everything that is not an SSE stream)."""
+
+    status: int
+    headers: tuple[tuple[str, str], ...] = ()
+    body: bytes = b""
+
+
+def json_reply(status: int, obj: Mapping[str, JSON] | Sequence[JSON], **extra: str) -> Reply:
+    import json
+
+    body = json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+    headers = JSON_HEADERS + tuple((k.replace("_", "-"), v) for k, v in extra.items())
+    return Reply(status=status, headers=headers, body=body)
+
+
+def error_reply(exc: ProtocolError) -> Reply:
+    """The reply for a refused HTTP request: its status and a JSON-RPC error body.
+
+    T-POST-6 / T-SEC-3 (MAY): the body is a JSON-RPC error response; it carries the request's
+    id when one could be read, and no id otherwise.
+    """
+    body = dumps(
+        ErrorResponse(id=exc.request_id, code=exc.code, message=exc.message, data=exc.data)
+    )
+    return Reply(status=exc.http_status, headers=JSON_HEADERS + exc.headers, body=body)
+
+
+@attrs.frozen(kw_only=True)
+class PostPlan:
+    session_id: str | None
+    version_header: str | None
+    messages: tuple[Message, ...]
+    batch: bool
+
+    @property
+    def requests(self) -> tuple[Request, ...]:
+        return tuple(m for m in self.messages if isinstance(m, Request))
+
+    @property
+    def is_initialize(self) -> bool:
+        return any(isinstance(m, Request) and m.method == "initialize" for m in self.messages)
+
+
+@attrs.frozen(kw_only=True)
+class GetPlan:
+    session_id: str
+    version_header: str | None
+    last_event_id: str | None
+
+
+@attrs.frozen(kw_only=True)
+class DeletePlan:
+    session_id: str
+    version_header: str | None
+
+
+def _session_id(headers: Headers) -> str | None:
+    value = headers.get(SESSION_ID)
+    return value.strip() if value is not None else None
+
+
+def _require_session(headers: Headers, what: str) -> str:
+    sid = _session_id(headers)
+    if not sid:
+        # T-SESS-6 (SHOULD): a request without a session id (other than initialize) gets
+        # 400. Nothing is allocated for it.
+        raise RemoteProtocolError(
+            f"Bad Request: {what} needs an MCP-Session-Id header; start with an initialize "
+            "request.",
+            code=ErrorCode.INVALID_REQUEST,
+            http_status=400,
+        )
+    return sid
+
+
+def plan_post(request: HttpRequest, *, max_body_bytes: int) -> PostPlan:
+    """Validate a POST and parse its body.
+
+    Raises:
+        RemoteProtocolError: carrying the status and JSON-RPC error to answer with.
+    """
+    headers = request.headers
+    check_post_accept(headers.get("accept"))
+    check_content_type(headers.get("content-type"))
+    if len(request.body) > max_body_bytes:
+        raise RemoteProtocolError(
+            f"Payload Too Large: the body exceeds {max_body_bytes} bytes.",
+            code=ErrorCode.INVALID_REQUEST,
+            http_status=413,
+        )
+    decoded = loads_body(request.body)
+    batch = isinstance(decoded, list)
+    items: list[JSON] = decoded if batch else [decoded]
+    if batch and not items:
+        raise RemoteProtocolError(
+            "Invalid Request: an empty batch.", code=ErrorCode.INVALID_REQUEST
+        )
+    messages = tuple(parse_message(item) for item in items)
+    plan = PostPlan(
+        session_id=_session_id(headers),
+        version_header=headers.get(PROTOCOL_VERSION),
+        messages=messages,
+        batch=batch,
+    )
+    if plan.is_initialize:
+        if batch:
+            # 2025-03-26 basic § Batching: the initialize request MUST NOT be part of a batch.
+            raise RemoteProtocolError(
+                "Invalid Request: initialize cannot be sent in a batch.",
+                code=ErrorCode.INVALID_REQUEST,
+            )
+        # An initialize that carries a session id is a second initialize: the session answers
+        # it (L-INIT-1), so the plan keeps the id.
+    elif plan.session_id is None:
+        rid = messages[0].id if not batch and isinstance(messages[0], Request) else None
+        exc = RemoteProtocolError(
+            "Bad Request: this request needs an MCP-Session-Id header; start with an "
+            "initialize request.",
+            code=ErrorCode.INVALID_REQUEST,
+            http_status=400,
+            request_id=rid,
+        )
+        raise exc
+    return plan
+
+
+def check_batch(plan: PostPlan, session_version: str) -> None:
+    """J-BATCH-1 / T-POST-3: a JSON array is a valid body only in a 2025-03-26 session."""
+    if plan.batch and session_version != "2025-03-26":
+        raise RemoteProtocolError(
+            "Invalid Request: JSON-RPC batches are not part of protocol version "
+            f"{session_version}; send one message per POST.",
+            code=ErrorCode.INVALID_REQUEST,
+        )
+
+
+def plan_get(request: HttpRequest) -> GetPlan:
+    headers = request.headers
+    check_get_accept(headers.get("accept"))
+    return GetPlan(
+        session_id=_require_session(headers, "a GET"),
+        version_header=headers.get(PROTOCOL_VERSION),
+        last_event_id=headers.get(LAST_EVENT_ID),
+    )
+
+
+def plan_delete(request: HttpRequest) -> DeletePlan:
+    headers = request.headers
+    return DeletePlan(
+        session_id=_require_session(headers, "a DELETE"),
+        version_header=headers.get(PROTOCOL_VERSION),
+    )
+
+
+def method_not_allowed() -> RemoteProtocolError:
+    return RemoteProtocolError(
+        "Method Not Allowed: the MCP endpoint takes POST, GET and DELETE.",
+        code=ErrorCode.INVALID_REQUEST,
+        http_status=405,
+        headers=(("allow", "GET, POST, DELETE"),),
+    )
+
+
+def session_not_found() -> RemoteProtocolError:
+    # T-SESS-7 (MUST): an ended session's id gets 404; never-issued ids are answered alike.
+    return RemoteProtocolError(
+        "Session not found: it has ended or never existed; start a new session with an "
+        "initialize request.",
+        code=ErrorCode.INVALID_REQUEST,
+        http_status=404,
+    )
