@@ -8,13 +8,14 @@ import binascii
 import inspect
 import json
 import logging
+import typing
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
 from . import _schema
-from ._content import ToolResult, is_content, json_text, to_content_list
+from ._content import CONTENT_TYPES, ToolResult, is_content, json_text, to_content_list
 from ._context import LOG_LEVELS, Context
 from .protocol import ErrorCode, LocalProtocolError, Notification, RemoteProtocolError, Request
 
@@ -182,6 +183,9 @@ class Server:
     ) -> None:
         if not inspect.iscoroutinefunction(fn):
             raise TypeError(f"tool {fn!r} must be an async function (it runs as a trio task)")
+        if structured_output is None and _returns_content(fn):
+            # Content blocks are the result itself, not structured data with a schema.
+            structured_output = False
         sig = _schema.derive_signature(
             fn,
             name=name,
@@ -278,6 +282,29 @@ class Server:
     def detach_manager(self, manager: SessionManager) -> None:
         if manager in self._managers:
             self._managers.remove(manager)
+
+
+def _returns_content(fn: Callable[..., Any]) -> bool:
+    """Whether ``fn``'s return annotation is made of content blocks (or a ToolResult)."""
+    try:
+        hint = typing.get_type_hints(fn).get("return")
+    except Exception:
+        return False
+    if hint is None:
+        return False
+    stack = [hint]
+    seen_any = False
+    while stack:
+        t = stack.pop()
+        args = typing.get_args(t)
+        if args:
+            stack.extend(a for a in args if a is not type(None) and a is not Ellipsis)
+            continue
+        if isinstance(t, type) and issubclass(t, (*CONTENT_TYPES, ToolResult)):
+            seen_any = True
+            continue
+        return False
+    return seen_any
 
 
 def _check_tool_name(name: str) -> None:
