@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from ._trio._manager import SessionManager
 from .protocol import ErrorCode, Headers, HttpRequest, RemoteProtocolError, Reply
 from .protocol._transport import error_reply
-from ._trio._manager import SessionManager
 
 if TYPE_CHECKING:
     from ._config import ServerConfig

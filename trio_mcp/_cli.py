@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import logging
 import sys
@@ -82,7 +83,5 @@ def main(argv: Sequence[str] | None = None) -> None:
             for url in urls:
                 print(f"trio-mcp: serving {server.name} at {url}{config.path}", flush=True)
 
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         trio.run(run)
-    except KeyboardInterrupt:
-        pass

@@ -35,7 +35,7 @@ class ServerConfig:
     """Origins accepted besides loopback ones (T-SEC-1). ``"*"`` accepts any."""
     allowed_hosts: frozenset[str] | None = None
     """Host names accepted; None derives them from the bind (loopback binds: loopback only)."""
-    retention: Retention = Retention()
+    retention: Retention = attrs.field(factory=Retention)
     """Each session's replay window (TM-RES-WINDOW)."""
     retry_ms: int = 1000
     """The SSE ``retry`` sent before the server closes a connection (T-PSSE-4)."""

@@ -158,7 +158,7 @@ def to_content_list(value: Any) -> list[dict[str, Any]]:
         return [Text(value).to_dict()]
     if isinstance(value, CONTENT_TYPES):
         return [value.to_dict()]
-    if isinstance(value, list | tuple) and all(isinstance(v, CONTENT_TYPES | str) for v in value):
+    if isinstance(value, list | tuple) and all(isinstance(v, (*CONTENT_TYPES, str)) for v in value):
         return [Text(v).to_dict() if isinstance(v, str) else v.to_dict() for v in value]
     return [Text(json_text(value)).to_dict()]
 

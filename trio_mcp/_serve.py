@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import trio
 from hypercorn.config import Config as HypercornConfig
@@ -60,4 +60,6 @@ async def serve(
     app = ASGIApp(server, config or ServerConfig(), bind_hosts=[host])
     hc = hypercorn_config(host=host, port=port, certfile=certfile, keyfile=keyfile)
     async with app.running():
-        await hypercorn_serve(app, hc, shutdown_trigger=shutdown_trigger, task_status=task_status)
+        # hypercorn types apps with its own TypedDict events; ours takes plain mappings.
+        asgi: Any = app
+        await hypercorn_serve(asgi, hc, shutdown_trigger=shutdown_trigger, task_status=task_status)

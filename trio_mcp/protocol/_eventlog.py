@@ -197,7 +197,9 @@ class EventLog:
         # A priming entry is a position, not a message: it takes no room in the window.
         state.last_seq = priming.seq
         for old in carried:
-            entry = Entry(seq=self._next_seq, stream=stream, kind=old.kind, data=old.data, at=old.at)
+            entry = Entry(
+                seq=self._next_seq, stream=stream, kind=old.kind, data=old.data, at=old.at
+            )
             self._next_seq += 1
             self._entries[entry.seq] = entry
             state.entries.append(entry)

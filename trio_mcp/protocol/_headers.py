@@ -183,9 +183,9 @@ class OriginPolicy:
             )
         if self.allowed_hosts is not None:
             host = headers.get("host")
-            if host is None or _host_name(host) not in self.allowed_hosts and not (
-                "127.0.0.1" in self.allowed_hosts and _host_name(host).startswith("127.")
-            ):
+            name = _host_name(host) if host is not None else ""
+            loopback_alias = "127.0.0.1" in self.allowed_hosts and name.startswith("127.")
+            if name not in self.allowed_hosts and not loopback_alias:
                 # TM-SEC-HOST: a loopback server refuses foreign Host names (DNS rebinding).
                 # 421 Misdirected Request: this server is not the one that name points at.
                 raise RemoteProtocolError(

@@ -1,0 +1,33 @@
+"""The project's own quality gates, run as tests so that the README's one test command
+covers them: mypy in strict mode on the package, and ruff on everything."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.slow
+def test_package_type_checks_under_mypy_strict() -> None:
+    """`mypy --strict trio_mcp` reports no error."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", "trio_mcp"],
+        cwd=ROOT, capture_output=True, text=True, timeout=600,
+    )
+
+    assert 0 == proc.returncode, proc.stdout + proc.stderr
+
+
+def test_code_is_ruff_clean() -> None:
+    """`ruff check` finds nothing in the package, the tests or the benchmarks."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "ruff", "check", "--no-cache", "trio_mcp", "tests", "benchmarks"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+
+    assert 0 == proc.returncode, proc.stdout + proc.stderr
