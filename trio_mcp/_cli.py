@@ -5,6 +5,7 @@ import argparse
 import contextlib
 import importlib
 import logging
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -52,6 +53,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="an Origin to accept besides loopback origins (repeatable; '*' for any)",
     )
     serve.add_argument(
+        "--stats-port", type=int, default=None,
+        help="serve the server's counters as JSON on 127.0.0.1:PORT/stats",
+    )
+    serve.add_argument(
         "--log-level", default="info",
         choices=["debug", "info", "warning", "error", "critical"],
     )
@@ -73,15 +78,29 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
 
     async def run() -> None:
-        async with trio.open_nursery() as nursery:
-            urls = await nursery.start(
-                lambda task_status: server.serve(
-                    host=args.host, port=args.port, config=config,
-                    certfile=args.certfile, keyfile=args.keyfile, task_status=task_status,
+        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+
+            async def on_signal() -> None:
+                # TM-SESS-SHUTDOWN: SIGINT or SIGTERM starts the graceful shutdown.
+                async for signum in signals:
+                    logging.getLogger("trio_mcp").info(
+                        "%s: shutting down", signal.Signals(signum).name
+                    )
+                    return
+
+            async with trio.open_nursery() as nursery:
+                urls = await nursery.start(
+                    lambda task_status: server.serve(
+                        host=args.host, port=args.port, config=config,
+                        certfile=args.certfile, keyfile=args.keyfile,
+                        shutdown_trigger=on_signal, stats_port=args.stats_port,
+                        task_status=task_status,
+                    )
                 )
-            )
-            for url in urls:
-                print(f"trio-mcp: serving {server.name} at {url}{config.path}", flush=True)
+                for url in urls:
+                    where = url if url.endswith("/stats") else f"{url}{config.path}"
+                    what = "counters" if url.endswith("/stats") else server.name
+                    print(f"trio-mcp: serving {what} at {where}", flush=True)
 
     with contextlib.suppress(KeyboardInterrupt):
         trio.run(run)

@@ -41,6 +41,19 @@ class ServerConfig:
     """The SSE ``retry`` sent before the server closes a connection (T-PSSE-4)."""
     keepalive_interval: float = 15.0
     """An SSE comment goes out on a stream idle this long."""
+    stall_budget: float = 10.0
+    """A connection whose reader drains slower than ``min_read_rate`` for this long, while the
+    server has data for it, is cut and told to resume (TM-BP-STALL)."""
+    min_read_rate: float = 2048.0
+    """Bytes per second below which a busy connection counts as stalled."""
+    signal_timeout: float = 1.0
+    """How long a cut connection gets to take its ``resumption-required`` signal."""
+    max_stream_lag: int | None = None
+    """Unsent events a stream with an attached reader may hold before a handler that sends
+    more waits (producer backpressure, TM-BP-PRODUCER); None: half the retention window."""
+    producer_wait: float | None = None
+    """The longest a handler waits on a slow reader before its message is appended anyway;
+    None: the stall budget."""
     max_inflight_requests: int = 64
     """Requests a session may have running or with an unsent response (TM-RES-PIN)."""
     session_idle_ttl: float = 30 * 60
@@ -48,6 +61,8 @@ class ServerConfig:
     uninitialized_ttl: float = 60.0
     """A session whose client never sent notifications/initialized ends after this long."""
     max_sessions: int = 10_000
+    shutdown_grace: float = 10.0
+    """On shutdown, how long running handlers may finish before they are cancelled."""
     cancel_grace: float = 5.0
     """How long a cancelled handler may run on (ignoring cancellation) before it is cut."""
     client_request_timeout: float = 60.0

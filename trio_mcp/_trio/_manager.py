@@ -3,7 +3,6 @@
 # Every protocol decision is made by trio_mcp.protocol; this module executes them.
 from __future__ import annotations
 
-import json
 import logging
 import os
 import secrets
@@ -19,7 +18,6 @@ from ..protocol import (
     Entry,
     EntryKind,
     ErrorCode,
-    ErrorResponse,
     Notification,
     OriginPolicy,
     RemoteProtocolError,
@@ -63,6 +61,11 @@ class ManagerStats:
     sessions_expired: int = 0
     sessions_evicted: int = 0
     streams_opened: int = 0
+    streams_stalled: int = 0
+    streams_cut: int = 0
+    events_appended_closed: int = 0
+    """Events appended by sessions that have ended (live sessions are summed on demand)."""
+    events_evicted_closed: int = 0
 
 
 class SessionManager:
@@ -81,6 +84,7 @@ class SessionManager:
         self.policy = policy
         self.stats = ManagerStats()
         self._nursery: trio.Nursery | None = None
+        self.shutting_down = False
 
     # -- lifetime -----------------------------------------------------------------------
 
@@ -101,6 +105,27 @@ class SessionManager:
     def forget(self, session: Session) -> None:
         if self.sessions.get(session.id) is session:
             del self.sessions[session.id]
+        if not session.tallied:
+            session.tallied = True
+            self.stats.events_appended_closed += session.log.appended
+            self.stats.events_evicted_closed += session.log.evicted
+
+    async def shutdown(self, grace: float) -> None:
+        """Graceful shutdown (TM-SESS-SHUTDOWN): refuse new work, close every connection
+        with a retry hint, give running handlers ``grace`` seconds, then end every session
+        (which cancels what is still running)."""
+        self.shutting_down = True
+        for session in list(self.sessions.values()):
+            for view in list(session.views.values()):
+                view.stop("server-closed")
+        with trio.move_on_after(grace):
+            for session in list(self.sessions.values()):
+                for flight in list(session.inflight.values()):
+                    await flight.done.wait()
+        for session in list(self.sessions.values()):
+            session.close("shutdown")
+        # Let the supervisors run their teardown before the caller stops the server.
+        await trio.lowlevel.checkpoint()
 
     async def _expire_loop(self) -> None:
         cfg = self.config
@@ -126,7 +151,7 @@ class SessionManager:
         try:
             # T-SEC-1 (MUST): Origin is validated on every request, whatever its method.
             self.policy.check(request.headers)
-            if self._nursery is None:
+            if self._nursery is None or self.shutting_down:
                 raise RemoteProtocolError(
                     "Service Unavailable: the server is not running.",
                     code=ErrorCode.SERVER_BUSY,
@@ -386,12 +411,18 @@ class SessionManager:
 
     def statistics(self) -> dict[str, Any]:
         sessions = list(self.sessions.values())
+        stats = attrs.asdict(self.stats)
+        appended = stats.pop("events_appended_closed")
+        evicted = stats.pop("events_evicted_closed")
         return {
-            **attrs.asdict(self.stats),
+            **stats,
             "sessions_open": len(sessions),
             "streams_open": sum(len(s.views) for s in sessions),
-            "bytes_retained": sum(s.log.retained_bytes for s in sessions),
+            "requests_inflight": sum(len(s.inflight) for s in sessions),
+            "events_appended": appended + sum(s.log.appended for s in sessions),
+            "events_evicted": evicted + sum(s.log.evicted for s in sessions),
             "events_retained": sum(s.log.retained_events for s in sessions),
+            "bytes_retained": sum(s.log.retained_bytes for s in sessions),
         }
 
     def notify_all(self, method: str, params: Mapping[str, Any] | None = None) -> None:

@@ -1,8 +1,10 @@
 # One SSE connection as a view of one stream of a session's log (spec/resumption.md).
 #
-# A view is a reader at a cursor. It writes what the log holds after the cursor, then waits
-# for the next append, in one loop: replay and live tail are the same code, so there is no
-# hand-over between them where a message could be doubled or dropped.
+# A view is a reader at a cursor. It hands what the log holds after the cursor to its
+# connection's writer, then waits for the next append, in one loop: replay and live tail are
+# the same code, so there is no hand-over between them where a message could be doubled or
+# dropped. It also watches its writer: a reader that drains too slowly for too long is cut and
+# told where to resume (spec/backpressure.md), and the request behind it keeps running.
 from __future__ import annotations
 
 import json
@@ -14,6 +16,7 @@ import trio
 from ..protocol import Cursor, Entry, EntryKind, Gap, encode_comment, encode_event
 from ..protocol._transport import SSE_HEADERS
 from ._responder import Responder
+from ._writer import ConnectionWriter
 
 if TYPE_CHECKING:
     from ._session import Session
@@ -29,6 +32,11 @@ class ViewEnd:
     DETACHED = "detached"  # another connection re-attached to the stream
     SERVER_CLOSED = "server-closed"  # polling close (SEP-1699), session end or shutdown
     GAP = "gap"  # the cursor fell outside the window
+    STALLED = "stalled"  # the reader drained too slowly for too long (TM-BP-STALL)
+
+
+#: How often a busy view looks at its writer's drain rate.
+_CHECK_EVERY = 0.25
 
 
 @attrs.define(eq=False)
@@ -36,11 +44,14 @@ class View:
     session: Session
     stream: int
     cursor: int
-    """The seq of the last entry this view has written (or the position it attached at)."""
+    """The seq of the last entry handed to the writer (or the position attached at)."""
     responder: Responder
+    delivered: int = -1
+    """The seq of the last entry the connection took (its writes completed)."""
     scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
     end_reason: str | None = None
     send_retry: bool = True
+    writer: ConnectionWriter | None = None
 
     def stop(self, reason: str, *, send_retry: bool = True) -> None:
         """End this connection from outside; the stream itself lives on in the log."""
@@ -49,8 +60,15 @@ class View:
             self.send_retry = send_retry
         self.scope.cancel()
 
-    def _event_id(self, seq: int) -> str:
+    def event_id(self, seq: int) -> str:
         return self.session.codec.encode(self.session.id, Cursor(self.stream, seq))
+
+    def lag(self) -> int:
+        """Messages of this stream appended but not yet taken by the connection."""
+        state = self.session.log.stream(self.stream)
+        if state is None:
+            return 0
+        return sum(1 for e in state.entries if e.seq > self.delivered)
 
     async def run(
         self,
@@ -65,73 +83,161 @@ class View:
         to the stream, so the priming event comes first on the wire.
         """
         session = self.session
+        self.delivered = self.cursor
         await self.responder.start_stream(200, (*SSE_HEADERS, *headers))
+        writer = ConnectionWriter(self.responder, window=session.config.stall_budget)
+        self.writer = writer
+        if not session.spawn(writer.run, name=f"mcp:writer:{self.stream}"):
+            writer.close()
+            return ViewEnd.SERVER_CLOSED
         if priming is not None:
             # T-PSSE-1 (SHOULD): start with an event that has an id and empty data, so the
             # client has a cursor to resume from even if nothing else arrives.
             self.cursor = max(self.cursor, priming.seq)
-            await self.responder.write(encode_event(id=self._event_id(priming.seq), data=""))
+            self.delivered = self.cursor
+            writer.submit(encode_event(id=self.event_id(priming.seq), data=""))
         if attached_comment:
             # TM-RES-ATTACHED: a comment, which every client ignores, says where we are.
-            await self.responder.write(
-                encode_comment(f"attached stream={self.stream} after={self.cursor}")
-            )
+            writer.submit(encode_comment(f"attached stream={self.stream} after={self.cursor}"))
         with self.scope:
-            self.end_reason = await self._pump()
+            self.end_reason = await self._pump(writer)
         reason = self.end_reason or ViewEnd.SERVER_CLOSED
         session.detach_view(self)
-        if reason not in (ViewEnd.COMPLETE, ViewEnd.CLIENT_GONE, ViewEnd.GAP) and self.send_retry:
-            # T-PSSE-4 / T-GET-8 (SHOULD): before closing a connection whose stream goes on,
-            # send a retry field so the client knows when to resume.
-            with trio.move_on_after(1.0) as cs:
-                cs.shield = True
-                await self.responder.write(encode_event(retry=session.config.retry_ms))
-        with trio.move_on_after(1.0) as cs:
-            cs.shield = True
-            await self.responder.end()
+        await self._finish(writer, reason)
         return reason
 
-    async def _pump(self) -> str:
+    async def _finish(self, writer: ConnectionWriter, reason: str) -> None:
         session = self.session
-        keepalive = session.config.keepalive_interval
+        cfg = session.config
+        if reason == ViewEnd.STALLED:
+            # TM-BP-SIGNAL: a named event with the cursor to resume from, and retry. It may
+            # never get through a stalled connection: it is tried within a short bound.
+            session.manager.stats.streams_cut += 1
+            details = {
+                "lastEventId": self.event_id(self.delivered),
+                "retry": cfg.retry_ms,
+                "reason": "the connection drained too slowly; resume with GET and Last-Event-ID",
+            }
+            writer.submit(
+                encode_event(
+                    event="resumption-required",
+                    data=json.dumps(details, separators=(",", ":")),
+                    retry=cfg.retry_ms,
+                )
+            )
+        elif reason not in (ViewEnd.COMPLETE, ViewEnd.CLIENT_GONE, ViewEnd.GAP) and self.send_retry:
+            # T-PSSE-4 / T-GET-8 (SHOULD): before closing a connection whose stream goes on,
+            # send a retry field so the client knows when to resume.
+            writer.submit(encode_event(retry=cfg.retry_ms))
+        bound = cfg.signal_timeout if reason == ViewEnd.STALLED else cfg.stall_budget
+        with trio.move_on_after(bound) as cs:
+            cs.shield = True
+            while not writer.idle and not writer.finished.is_set():
+                await writer.wait_progress()
+        writer.close()
+        if reason == ViewEnd.STALLED:
+            # Never end a cut response properly: a completed response would leave the
+            # connection open for keep-alive. Returning unfinished makes hypercorn close it.
+            return
+        if writer.idle and not self.responder.disconnected.is_set():
+            with trio.move_on_after(cfg.signal_timeout) as cs:
+                cs.shield = True
+                await self.responder.end()
+        # Otherwise a write is stuck on the client: returning ends the HTTP request task and
+        # hypercorn closes the connection, which releases the stuck write (TM-BP-RELEASE).
+
+    async def _pump(self, writer: ConnectionWriter) -> str:
+        session = self.session
+        cfg = session.config
         while True:
-            if self.responder.disconnected.is_set():
+            if self.responder.disconnected.is_set() or writer.finished.is_set():
                 return ViewEnd.CLIENT_GONE
             changed = session.changed_event()
             got = session.log.read_after(self.stream, self.cursor)
             if isinstance(got, Gap):
-                await self._write_gap(got)
+                writer.submit(session.gap_signal(self.stream, got, self.delivered))
                 return ViewEnd.GAP
             for entry in got:
-                await self._write_entry(entry)
+                # Hand over one entry at a time, and only when the writer has room: the
+                # log, not a queue in front of the socket, holds what the reader lags by.
+                while not writer.has_room:
+                    if await self._wait_writer(writer):
+                        return ViewEnd.STALLED
+                    if writer.finished.is_set():
+                        return ViewEnd.CLIENT_GONE
+                self._submit(writer, entry)
             state = session.log.stream(self.stream)
             if state is None or (state.ended and self.cursor >= state.last_seq):
+                # T-PSSE-10 (SHOULD): the stream ends after its last response is taken.
+                while not writer.idle:
+                    if await self._wait_writer(writer):
+                        return ViewEnd.STALLED
+                    if writer.finished.is_set():
+                        return ViewEnd.CLIENT_GONE
                 return ViewEnd.COMPLETE
-            with trio.move_on_after(keepalive) as idle:
-                async with trio.open_nursery() as nursery:
-                    nursery.start_soon(_set_when, changed, nursery.cancel_scope)
-                    nursery.start_soon(_set_when, self.responder.disconnected, nursery.cancel_scope)
+            if not writer.idle:
+                if await self._wait_writer(writer, changed):
+                    return ViewEnd.STALLED
+                continue
+            with trio.move_on_after(cfg.keepalive_interval) as idle:
+                await _first_of(changed, self.responder.disconnected)
             if idle.cancelled_caught:
-                await self.responder.write(encode_comment("keep-alive"))
+                writer.submit(encode_comment("keep-alive"))
 
-    async def _write_entry(self, entry: Entry) -> None:
-        if entry.kind is not EntryKind.PRIMING:
-            await self.responder.write(
-                encode_event(id=self._event_id(entry.seq), data=entry.data.decode("utf-8"))
-            )
+    def _submit(self, writer: ConnectionWriter, entry: Entry) -> None:
+        self.cursor = entry.seq
+        if entry.kind is EntryKind.PRIMING:
+            return
+        data = encode_event(id=self.event_id(entry.seq), data=entry.data.decode("utf-8"))
+
+        def written() -> None:
             # Marked only once the connection took it: a response whose write never finished
             # stays pinned in the window for the client's resume (TM-RES-PIN).
             self.session.log.mark_written(entry)
+            self.delivered = max(self.delivered, entry.seq)
             self.session.stats.events_written += 1
-        self.cursor = entry.seq
+            self.session.notify_progress()
 
-    async def _write_gap(self, gap: Gap) -> None:
-        await self.responder.write(self.session.gap_signal(self.stream, gap, self.cursor))
+        writer.submit(data, written)
+
+    async def _wait_writer(
+        self, writer: ConnectionWriter, changed: trio.Event | None = None
+    ) -> bool:
+        """Wait for the writer to make progress (or the log to change); True if stalled."""
+        cfg = self.session.config
+        with trio.move_on_after(_CHECK_EVERY):
+            if changed is None:
+                await _first_of(writer.finished, self.responder.disconnected, progress=writer)
+            else:
+                await _first_of(
+                    changed, writer.finished, self.responder.disconnected, progress=writer
+                )
+        # TM-BP-STALL: busy for the whole budget and still under the minimum rate.
+        stalled = writer.stalled_for(trio.current_time(), cfg.min_read_rate)
+        if stalled >= cfg.stall_budget:
+            self.session.manager.stats.streams_stalled += 1
+            return True
+        return False
 
 
-async def _set_when(event: trio.Event, scope: trio.CancelScope) -> None:
-    await event.wait()
-    scope.cancel()
+async def _first_of(*events: trio.Event, progress: ConnectionWriter | None = None) -> None:
+    """Return when any of ``events`` is set (or ``progress`` makes a write)."""
+    if any(e.is_set() for e in events):
+        return
+    async with trio.open_nursery() as nursery:
+
+        async def watch(event: trio.Event) -> None:
+            await event.wait()
+            nursery.cancel_scope.cancel()
+
+        async def watch_progress(writer: ConnectionWriter) -> None:
+            await writer.wait_progress()
+            nursery.cancel_scope.cancel()
+
+        for event in events:
+            nursery.start_soon(watch, event)
+        if progress is not None:
+            nursery.start_soon(watch_progress, progress)
 
 
 def gap_event(details: dict[str, object]) -> bytes:
