@@ -158,11 +158,13 @@ class ASGIApp:
                 )
             )
             return
+        server_addr = scope.get("server")
         request = HttpRequest(
             method=scope["method"].upper(),
             path=path,
             headers=Headers(list(scope.get("headers", []))),
             body=body or b"",
+            local_host=str(server_addr[0]) if server_addr else None,
         )
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_watch_disconnect, receive, responder.disconnected)

@@ -77,11 +77,9 @@ class SessionManager:
         self.sessions: dict[str, Session] = {}
         # The key lives only in this process: cursors from before a restart do not verify.
         self.codec = CursorCodec(os.urandom(32))
-        hosts = config.allowed_hosts
-        policy = OriginPolicy.for_bind(bind_hosts, config.allowed_origins)
-        if hosts is not None:
-            policy = attrs.evolve(policy, allowed_hosts=frozenset(hosts) or None)
-        self.policy = policy
+        self._bind_hosts = list(bind_hosts)
+        self._policies: dict[str | None, OriginPolicy] = {}
+        self.policy = self.policy_for(None)
         self.stats = ManagerStats()
         self._nursery: trio.Nursery | None = None
         self.shutting_down = False
@@ -150,7 +148,7 @@ class SessionManager:
         """Serve one request to the MCP endpoint."""
         try:
             # T-SEC-1 (MUST): Origin is validated on every request, whatever its method.
-            self.policy.check(request.headers)
+            self.policy_for(request.local_host).check(request.headers)
             if self._nursery is None or self.shutting_down:
                 raise RemoteProtocolError(
                     "Service Unavailable: the server is not running.",
@@ -167,6 +165,26 @@ class SessionManager:
                 raise method_not_allowed()
         except RemoteProtocolError as exc:
             await responder.reply(error_reply(exc))
+
+    def policy_for(self, local_host: str | None) -> OriginPolicy:
+        """The Origin/Host policy for requests arriving on ``local_host``.
+
+        Served by ``serve()`` the bind address is known. Under another ASGI server (the
+        hypercorn command line) it is not, so the address each request arrived on decides:
+        a request that came in over loopback gets the loopback Host check (TM-SEC-HOST).
+        """
+        key = None if self._bind_hosts else local_host
+        policy = self._policies.get(key)
+        if policy is None:
+            binds = self._bind_hosts or ([local_host] if local_host else [])
+            policy = OriginPolicy.for_bind(binds, self.config.allowed_origins)
+            if self.config.allowed_hosts is not None:
+                policy = attrs.evolve(
+                    policy, allowed_hosts=frozenset(self.config.allowed_hosts) or None
+                )
+            if len(self._policies) < 64:  # a few local addresses at most
+                self._policies[key] = policy
+        return policy
 
     def _lookup(self, session_id: str) -> Session:
         session = self.sessions.get(session_id)
@@ -202,6 +220,9 @@ class SessionManager:
             await responder.reply(Reply(status=202))
             return
         session.check_capacity(len(requests))
+        # Checked before a stream is opened for them: a refused POST must leave no stream
+        # behind in the log (one that no response would ever end).
+        session.check_request_ids(tuple(requests))
         await self._answer(session, tuple(requests), plan, responder)
 
     async def _initialize(self, plan: PostPlan, responder: Responder) -> None:

@@ -50,6 +50,8 @@ class HttpRequest:
     path: str
     headers: Headers
     body: bytes = b""
+    local_host: str | None = None
+    """The address the request arrived on (ASGI ``scope["server"]``), when known."""
 
 
 @attrs.frozen(kw_only=True)
@@ -64,7 +66,11 @@ class Reply:
 def json_reply(status: int, obj: Mapping[str, JSON] | Sequence[JSON], **extra: str) -> Reply:
     import json
 
-    body = json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+    try:
+        body = json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        # A lone surrogate has no UTF-8 form (T-GEN-1): escape it, as dumps() does.
+        body = json.dumps(obj, separators=(",", ":"), ensure_ascii=True).encode()
     headers = JSON_HEADERS + tuple((k.replace("_", "-"), v) for k, v in extra.items())
     return Reply(status=status, headers=headers, body=body)
 
