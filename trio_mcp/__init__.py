@@ -8,15 +8,28 @@ Layers, each importing only the ones before it:
 - ``trio_mcp._serve`` and ``trio_mcp._cli``: serving under hypercorn.
 """
 
+from ._completion import Completion as Completion
+from ._completion import CompletionRef as CompletionRef
 from ._config import ResponseMode as ResponseMode
 from ._config import ServerConfig as ServerConfig
+from ._content import AssistantMessage as AssistantMessage
 from ._content import Audio as Audio
+from ._content import Blob as Blob
 from ._content import EmbeddedResource as EmbeddedResource
 from ._content import Image as Image
 from ._content import ResourceLink as ResourceLink
 from ._content import Text as Text
 from ._content import ToolResult as ToolResult
+from ._content import UserMessage as UserMessage
+from ._context import ClientCapabilityError as ClientCapabilityError
+from ._context import ClientTimeoutError as ClientTimeoutError
 from ._context import Context as Context
+from ._context import ElicitationResult as ElicitationResult
+from ._context import Root as Root
+from ._context import SamplingResult as SamplingResult
+from ._context import SessionContext as SessionContext
+from ._prompts import PromptResult as PromptResult
+from ._resources import ResourceNotFound as ResourceNotFound
 from ._serve import serve as serve
 from ._server import Server as Server
 from ._server import ToolError as ToolError

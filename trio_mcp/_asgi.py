@@ -55,7 +55,12 @@ class ASGIResponder:
                 "status": reply.status,
                 "headers": [
                     *((k.encode("latin-1"), v.encode("latin-1")) for k, v in reply.headers),
-                    (b"content-length", str(len(reply.body)).encode()),
+                    # RFC 9110 §8.6: a 204 carries no Content-Length.
+                    *(
+                        [(b"content-length", str(len(reply.body)).encode())]
+                        if reply.status != 204
+                        else []
+                    ),
                 ],
             }
         )

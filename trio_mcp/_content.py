@@ -6,11 +6,12 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any, TypeAlias
+from typing import Any, ClassVar, TypeAlias
 
 import attrs
 
 __all__ = [
+    "AssistantMessage",
     "Audio",
     "Blob",
     "Content",
@@ -19,6 +20,8 @@ __all__ = [
     "ResourceLink",
     "Text",
     "ToolResult",
+    "UserMessage",
+    "message_dict",
     "to_content_list",
 ]
 
@@ -122,6 +125,57 @@ class EmbeddedResource:
 
 Content: TypeAlias = Text | Image | Audio | ResourceLink | EmbeddedResource
 CONTENT_TYPES = (Text, Image, Audio, ResourceLink, EmbeddedResource)
+
+
+@attrs.frozen
+class _Message:
+    """One message of a prompt (prompts/get) or of a sampling request: a role and one content
+    block. A plain ``str`` is a text block."""
+
+    content: str | Content
+    role: ClassVar[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        block = Text(self.content) if isinstance(self.content, str) else self.content
+        if not isinstance(block, CONTENT_TYPES):
+            raise TypeError(f"a message's content is a str or a content block, not {block!r}")
+        return {"role": self.role, "content": block.to_dict()}
+
+
+@attrs.frozen
+class UserMessage(_Message):
+    """A message from the user: ``UserMessage("Summarize this")``."""
+
+    role: ClassVar[str] = "user"
+
+
+@attrs.frozen
+class AssistantMessage(_Message):
+    """A message from the assistant (the model)."""
+
+    role: ClassVar[str] = "assistant"
+
+
+Message: TypeAlias = UserMessage | AssistantMessage
+
+
+def message_dict(value: Any) -> dict[str, Any]:
+    """The wire form of one message: a message helper, a str (a user message), a content
+    block (a user message with it), or an already-built ``{role, content}`` mapping."""
+    if isinstance(value, _Message):
+        return value.to_dict()
+    if isinstance(value, (str, *CONTENT_TYPES)):
+        return UserMessage(value).to_dict()
+    if isinstance(value, Mapping) and value.get("role") in ("user", "assistant"):
+        content = value.get("content")
+        if isinstance(content, Mapping) and isinstance(content.get("type"), str):
+            return {"role": value["role"], "content": dict(content)}
+        if isinstance(content, (str, *CONTENT_TYPES)):
+            return {"role": value["role"], "content": UserMessage(content).to_dict()["content"]}
+    raise TypeError(
+        "a message is a UserMessage, an AssistantMessage, a str, a content block or a "
+        f"{{role, content}} mapping, not {value!r}"
+    )
 
 
 @attrs.frozen(kw_only=True)

@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
-from . import _schema
+from . import _completion, _prompts, _resources, _schema
+from ._completion import GenericHandler, SpecificHandler
 from ._content import CONTENT_TYPES, ToolResult, is_content, json_text, to_content_list
-from ._context import LOG_LEVELS, Context
+from ._context import LOG_LEVELS, Context, SessionContext, log_params
 from .protocol import ErrorCode, LocalProtocolError, Notification, RemoteProtocolError, Request
 
 if TYPE_CHECKING:
@@ -29,7 +30,9 @@ __all__ = ["Server", "ToolError"]
 logger = logging.getLogger("trio_mcp.server")
 
 F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
+G = TypeVar("G", bound=GenericHandler)
 Handler = Callable[["Server", Context, Mapping[str, Any]], Awaitable[Mapping[str, Any]]]
+NotificationHook = Callable[[SessionContext, Mapping[str, Any]], Awaitable[None]]
 
 
 class ToolError(Exception):
@@ -131,9 +134,17 @@ class Server:
             "tools/list": _tools_list,
             "tools/call": _tools_call,
             "logging/setLevel": _set_level,
+            **_resources.METHODS,
+            **_prompts.METHODS,
+            **_completion.METHODS,
         }
         #: Extra capability entries contributed by features (resources, prompts, ...).
         self._extra_capabilities: dict[str, dict[str, Any]] = {"logging": {}}
+        self._resources = _resources.ResourceRegistry()
+        self._prompts = _prompts.PromptRegistry()
+        self._completions = _completion.CompletionRegistry()
+        #: Hooks for notifications from the client, by method (see on_notification).
+        self._notification_hooks: dict[str, list[NotificationHook]] = {}
 
     # -- registration -------------------------------------------------------------------
 
@@ -216,6 +227,216 @@ class Server:
     def tools(self) -> Mapping[str, ToolDef]:
         return dict(self._tools)
 
+    # -- resources, prompts, completion (spec25/server/resources.mdx, prompts.mdx) -----------
+
+    def resource(
+        self,
+        uri: str,
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        mime_type: str | None = None,
+        annotations: Mapping[str, Any] | None = None,
+        meta: Mapping[str, Any] | None = None,
+    ) -> Callable[[F], F]:
+        """Register an async function as the resource at ``uri``.
+
+        A ``{var}`` in ``uri`` makes it a URI template (RFC 6570 level 1): the function's
+        parameters are the variables (str, int or float), taken from the URI being read.
+        It returns a str (text), bytes (a base64 blob), a ``Blob``/``EmbeddedResource``, a
+        list of these, or any JSON value. Raise ``ResourceNotFound`` for a URI that names
+        nothing. A parameter annotated ``Context`` receives the context.
+        """
+
+        def decorate(fn: F) -> F:
+            self.add_resource(
+                fn,
+                uri,
+                name=name,
+                title=title,
+                description=description,
+                mime_type=mime_type,
+                annotations=annotations,
+                meta=meta,
+            )
+            return fn
+
+        return decorate
+
+    def add_resource(
+        self,
+        fn: Callable[..., Awaitable[Any]],
+        uri: str,
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        mime_type: str | None = None,
+        annotations: Mapping[str, Any] | None = None,
+        meta: Mapping[str, Any] | None = None,
+    ) -> None:
+        self._resources.add(
+            _resources.make_resource(
+                fn,
+                uri,
+                name=name,
+                title=title,
+                description=description,
+                mime_type=mime_type,
+                annotations=annotations,
+                meta=meta,
+            )
+        )
+        self._list_changed("resources")
+
+    def remove_resource(self, uri: str) -> None:
+        """Remove the resource or template registered under ``uri``."""
+        self._resources.remove(uri)
+        self._list_changed("resources")
+
+    @property
+    def resources(self) -> Mapping[str, _resources.ResourceDef]:
+        return dict(self._resources.fixed)
+
+    @property
+    def resource_templates(self) -> Mapping[str, _resources.ResourceDef]:
+        return dict(self._resources.templates)
+
+    def notify_resource_updated(self, uri: str) -> int:
+        """Tell every session subscribed to ``uri`` that it changed
+        (notifications/resources/updated, on the standalone stream). Returns how many."""
+        return _resources.notify_updated(self, uri)
+
+    def prompt(
+        self,
+        name: str | None = None,
+        *,
+        title: str | None = None,
+        description: str | None = None,
+        meta: Mapping[str, Any] | None = None,
+    ) -> Callable[[F], F]:
+        """Register an async function as a prompt.
+
+        Its arguments come from the signature (they are strings; a default makes one
+        optional) and their descriptions from the docstring's ``Args:``. It returns a str
+        (one user message), a ``UserMessage``/``AssistantMessage``, a content block, a list
+        of these, or a ``PromptResult``.
+        """
+
+        def decorate(fn: F) -> F:
+            self.add_prompt(fn, name=name, title=title, description=description, meta=meta)
+            return fn
+
+        return decorate
+
+    def add_prompt(
+        self,
+        fn: Callable[..., Awaitable[Any]],
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        meta: Mapping[str, Any] | None = None,
+    ) -> None:
+        self._prompts.add(
+            _prompts.make_prompt(fn, name=name, title=title, description=description, meta=meta)
+        )
+        self._list_changed("prompts")
+
+    def remove_prompt(self, name: str) -> None:
+        self._prompts.remove(name)
+        self._list_changed("prompts")
+
+    @property
+    def prompts(self) -> Mapping[str, _prompts.PromptDef]:
+        return dict(self._prompts.prompts)
+
+    def completion(
+        self, ref_type: typing.Literal["prompt", "resource"], name: str, argument: str
+    ) -> Callable[[F], F]:
+        """Register the completion of one argument of a prompt (``ref_type="prompt"``, its
+        name) or one variable of a resource template (``"resource"``, its URI template).
+
+        The function receives the partial value, and optionally ``arguments`` (the other
+        arguments already given) and a ``Context``; it returns a list of strings (at most
+        100 are sent) or a ``Completion``.
+        """
+
+        def decorate(fn: F) -> F:
+            handler: SpecificHandler = fn
+            self._completions.add(ref_type, name, argument, handler)
+            return fn
+
+        return decorate
+
+    def complete(self) -> Callable[[G], G]:
+        """Register the completion handler for every argument without a specific one.
+
+        It receives ``(ref, argument, value, arguments)`` and returns a list of strings, a
+        ``Completion``, or None (no suggestions).
+        """
+
+        def decorate(fn: G) -> G:
+            self._completions.set_generic(fn)
+            return fn
+
+        return decorate
+
+    # -- notifications from the client, and messages to every session ---------------------
+
+    def on_notification(self, method: str) -> Callable[[NotificationHook], NotificationHook]:
+        """Register an async hook for a notification from the client, e.g.
+        ``notifications/roots/list_changed``. It receives a ``SessionContext`` (to answer
+        on that session's standalone stream) and the notification's params, and runs as a
+        task of the session."""
+
+        def decorate(fn: NotificationHook) -> NotificationHook:
+            if not inspect.iscoroutinefunction(fn):
+                raise TypeError(f"notification hook {fn!r} must be an async function")
+            self._notification_hooks.setdefault(method, []).append(fn)
+            return fn
+
+        return decorate
+
+    def on_roots_list_changed(
+        self, fn: Callable[[SessionContext], Awaitable[None]]
+    ) -> Callable[[SessionContext], Awaitable[None]]:
+        """Register an async hook for ``notifications/roots/list_changed``; it receives the
+        session's ``SessionContext`` (call ``await session.list_roots()`` there)."""
+
+        async def hook(session: SessionContext, params: Mapping[str, Any]) -> None:
+            await fn(session)
+
+        self.on_notification("notifications/roots/list_changed")(hook)
+        return fn
+
+    def _live_sessions(self) -> list[Session]:
+        return [
+            s for m in self._managers for s in list(m.sessions.values()) if not s.closed
+        ]
+
+    def sessions(self) -> list[SessionContext]:
+        """A SessionContext for each open session (server-initiated requests and messages
+        go on its standalone stream)."""
+        return [SessionContext(session=s) for s in self._live_sessions()]
+
+    def log(self, level: str, data: Any, *, logger: str | None = None) -> int:
+        """Send a log message (notifications/message) to every session whose level lets it
+        through (U-LOG-3), on its standalone stream. Returns how many sessions got it.
+
+        It is not async: it only queues the message. A handler logs with ``ctx.log``, which
+        goes on its request's stream instead.
+        """
+        sent = 0
+        for session in self._live_sessions():
+            params = log_params(session, level, data, logger)
+            if params is not None and session.send(
+                Notification(method="notifications/message", params=params)
+            ):
+                sent += 1
+        return sent
+
     def _list_changed(self, kind: str) -> None:
         # U-TOOL-2 (SHOULD): a change of the list is announced to every session, on its
         # standalone stream (T-GET-5: it relates to no request).
@@ -242,6 +463,13 @@ class Server:
     def capabilities(self) -> dict[str, Any]:
         # U-TOOL-1 / L-CAP-1: declare exactly what is served.
         caps: dict[str, Any] = {"tools": {"listChanged": True}}
+        # U-RES-1 / U-PROMPT-1: declared once something is registered.
+        if self._resources.enabled:
+            caps["resources"] = {"subscribe": True, "listChanged": True}
+        if self._prompts.enabled:
+            caps["prompts"] = {"listChanged": True}
+        if self._prompts.enabled or self._resources.templates or self._completions.enabled:
+            caps["completions"] = {}
         caps.update(self._extra_capabilities)
         return caps
 
@@ -272,9 +500,11 @@ class Server:
         return await handler(self, ctx, request.params or {})
 
     def _on_client_notification(self, session: Session, note: Notification) -> None:
-        hook = self._notification_hooks.get(note.method) if hasattr(self, "_notification_hooks") else None
-        if hook is not None:
-            hook(session, note)
+        params = dict(note.params or {})
+        for hook in self._notification_hooks.get(note.method, ()):
+            session.spawn(
+                _run_hook, hook, SessionContext(session=session), params, name=f"mcp:{note.method}"
+            )
 
     def attach_manager(self, manager: SessionManager) -> None:
         self._managers.append(manager)
@@ -282,6 +512,16 @@ class Server:
     def detach_manager(self, manager: SessionManager) -> None:
         if manager in self._managers:
             self._managers.remove(manager)
+
+
+async def _run_hook(
+    hook: NotificationHook, session: SessionContext, params: Mapping[str, Any]
+) -> None:
+    try:
+        await hook(session, params)
+    except Exception:
+        # A failing hook must not end the session: it is logged, like a failing handler.
+        logger.exception("notification hook %r failed", hook)
 
 
 def _returns_content(fn: Callable[..., Any]) -> bool:

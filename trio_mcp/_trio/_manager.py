@@ -18,6 +18,7 @@ from ..protocol import (
     Entry,
     EntryKind,
     ErrorCode,
+    ErrorResponse,
     Notification,
     OriginPolicy,
     RemoteProtocolError,
@@ -343,10 +344,23 @@ class SessionManager:
             if scope.cancelled_caught:
                 return
             outcomes = [f.outcome for f in flights if f.outcome is not None]
+            if not outcomes and session.closed:
+                # T-SESS-7 (MUST): the session ended (DELETE, expiry, eviction) before any
+                # answer; its id now gets 404, so the client knows to start a new session.
+                raise session_not_found()
             if not outcomes:
-                # Every request was cancelled by the client: nothing to send (U-CANCEL-4).
-                await responder.reply(Reply(status=202))
-                return
+                # TM-CANCEL-JSON: every request was cancelled by the client. U-CANCEL-4
+                # (SHOULD) asks for no response, but T-POST-7 (MUST) asks a request's POST
+                # for a JSON body or a stream; the MUST wins: an error the client ignores
+                # (U-CANCEL-6). An SSE answer satisfies both by ending without a response.
+                outcomes = [
+                    ErrorResponse(
+                        id=f.request.id,
+                        code=ErrorCode.REQUEST_CANCELLED,
+                        message="Request cancelled by the client.",
+                    )
+                    for f in flights
+                ]
             body: Any = (
                 [o.to_dict() for o in outcomes] if plan.batch else outcomes[0].to_dict()
             )
@@ -396,7 +410,9 @@ class SessionManager:
         assert state is not None
         # TM-GET-FRESH: a fresh GET delivers what no connection has taken yet, and replays
         # nothing.
-        after = state.written_through
+        # What left the window unsent is lost either way; starting after it keeps a fresh
+        # GET from reporting an old loss forever instead of delivering what is new.
+        after = max(state.written_through, state.lost_through)
         await self._serve_view(
             session, STANDALONE_STREAM, after, responder,
             priming=self._prime(session, STANDALONE_STREAM, carry=True),

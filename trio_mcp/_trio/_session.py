@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -76,6 +76,8 @@ class Outbound:
 class SessionStats:
     requests: int = 0
     notifications_dropped: int = 0
+    handlers_cut: int = 0
+    """Cancelled handlers that outlived ``cancel_grace`` and were let go (see _cut_after_grace)."""
     events_written: int = 0
 
 
@@ -113,9 +115,12 @@ class Session:
         self.last_activity = self.created_at
         self._outbound_ids = itertools.count(1)
         self._changed = trio.Event()
+        self._progress = trio.Event()
         self._closed = trio.Event()
         self._nursery: trio.Nursery | None = None
         self.end_reason: str | None = None
+        #: Whether the manager has added this session's counters to its totals.
+        self.tallied = False
         #: Request streams that were forgotten, with their request ids, so that a late
         #: resume of one can still fail its requests explicitly (TM-RES-STALE).
         self._stream_requests: dict[int, tuple[RequestId, ...]] = {}
@@ -129,16 +134,27 @@ class Session:
                 self._nursery = nursery
                 task_status.started()
                 await self._closed.wait()
+                # The session ends for the client now, before the nursery waits for its
+                # handlers: one that shields itself from cancellation delays only its own
+                # task, not the end of the connections (TM-CANCEL-GRACE).
+                self._teardown()
                 nursery.cancel_scope.cancel()
         finally:
             self._nursery = None
-            self.phase = Phase.CLOSED
-            for view in list(self.views.values()):
-                view.stop(ViewEnd.SERVER_CLOSED)
-            for out in self.outbound.values():
-                out.done.set()
-            self._wake()
-            self.manager.forget(self)
+            self._teardown()
+
+    def _teardown(self) -> None:
+        self.phase = Phase.CLOSED
+        for view in list(self.views.values()):
+            view.stop(ViewEnd.SERVER_CLOSED)
+        for out in self.outbound.values():
+            out.done.set()
+        for flight in self.inflight.values():
+            # A cancelled handler never reaches its own done.set(): wake whoever waits on
+            # it (a JSON-mode POST), which then finds the session closed.
+            flight.done.set()
+        self._wake()
+        self.manager.forget(self)
 
     def close(self, reason: str) -> None:
         """End the session: its handlers are cancelled, its connections closed, its log freed."""
@@ -169,6 +185,11 @@ class Session:
         self._changed.set()
         self._changed = trio.Event()
 
+    def notify_progress(self) -> None:
+        """A connection took an event: producers waiting on a slow reader may go on."""
+        self._progress.set()
+        self._progress = trio.Event()
+
     @property
     def primes(self) -> bool:
         """Whether this session's SSE streams start with a priming event (TM-RES-PRIME)."""
@@ -185,6 +206,9 @@ class Session:
         if self.views.get(view.stream) is view:
             del self.views[view.stream]
         self.touch()
+        # TM-BP-PRODUCER: a handler paced to this reader's speed stops waiting the moment
+        # the reader is gone (cut, left or detached), not when producer_wait runs out.
+        self.notify_progress()
 
     def gap_signal(self, stream: int, gap: Gap, cursor: int) -> bytes:
         """What a connection gets when its cursor has left the window (TM-RES-STALE).
@@ -196,14 +220,21 @@ class Session:
         state = self.log.stream(stream)
         details = {
             "stream": stream,
-            "lastEventId": self.codec.encode(self.id, Cursor(stream, cursor)),
+            "lastEventId": self.codec.encode(self.id, Cursor(stream, cursor))
+            if cursor >= 0
+            else None,
             "reason": "events after this cursor have left the server's replay window",
         }
         out = gap_event(details)
         if stream == STANDALONE_STREAM:
             return out
         if state is not None:
-            request_ids: tuple[RequestId, ...] = tuple(state.request_ids)
+            # A request answered at or before the cursor has its response on the client
+            # already (a batch stream): it must not get a second one.
+            answered = {e.answers for e in state.entries if e.seq <= cursor}
+            request_ids: tuple[RequestId, ...] = tuple(
+                r for r in state.request_ids if r not in answered
+            )
         else:
             request_ids = self._stream_requests.get(stream, ())
         for rid in request_ids:
@@ -218,8 +249,7 @@ class Session:
             flight = self.inflight.get(rid)
             if flight is not None:
                 # The client has been given a final answer: the handler's work is moot.
-                flight.cancelled_by_client = True
-                flight.scope.cancel()
+                self.cancel_flight(flight)
         if state is not None:
             self._forget_stream(stream)
         return out
@@ -252,8 +282,7 @@ class Session:
                 logger.info(
                     "request %r cancelled by the client: %s", rid, params.get("reason", "")
                 )
-                flight.cancelled_by_client = True
-                flight.scope.cancel()
+                self.cancel_flight(flight)
             return
         self.server._on_client_notification(self, note)
 
@@ -279,19 +308,32 @@ class Session:
                 headers=(("retry-after", "1"),),
             )
 
-    def start_requests(self, requests: tuple[Request, ...], *, stream: int | None) -> list[InFlight]:
+    def check_request_ids(self, requests: tuple[Request, ...]) -> None:
+        """Refuse requests whose ids are in flight, or repeated within one batch.
+
+        J-ID-3 (MUST NOT, client): ids are not reused within a session. Two requests with one
+        id in a single 2025-03-26 batch count too: their responses could not be told apart,
+        and one would overwrite the other's in-flight entry.
+        """
+        seen: set[RequestId] = set()
+        for req in requests:
+            if req.id in self.inflight or req.id in seen:
+                why = "is already in flight" if req.id in self.inflight else "repeats in this batch"
+                raise RemoteProtocolError(
+                    f"Invalid Request: request id {req.id!r} {why}.",
+                    request_id=req.id,
+                )
+            seen.add(req.id)
+
+    def start_requests(
+        self, requests: tuple[Request, ...], *, stream: int | None
+    ) -> list[InFlight]:
         """Start a handler task for each request, in this session's nursery."""
         if self._nursery is None:
             raise RemoteProtocolError(
                 "Session not found: it has ended.", http_status=404
             )
-        for req in requests:
-            if req.id in self.inflight:
-                # J-ID-3 (MUST NOT, client): ids are not reused within a session.
-                raise RemoteProtocolError(
-                    f"Invalid Request: request id {req.id!r} is already in flight.",
-                    request_id=req.id,
-                )
+        self.check_request_ids(requests)
         flights = []
         for req in requests:
             flight = InFlight(request=req, stream=stream)
@@ -313,14 +355,17 @@ class Session:
                 result = await self.server._dispatch(ctx, req)
                 outcome = Response(id=req.id, result=result)
             except ProtocolError as exc:
-                outcome = ErrorResponse(id=req.id, code=exc.code, message=exc.message, data=exc.data)
+                outcome = ErrorResponse(
+                    id=req.id, code=exc.code, message=exc.message, data=exc.data
+                )
             except Exception:
                 # Never a stack trace on the wire (U-LOG-6 spirit); it goes to the server log.
                 logger.exception("handler for %s failed", req.method)
                 outcome = ErrorResponse(
                     id=req.id, code=ErrorCode.INTERNAL_ERROR, message="Internal error"
                 )
-        self.inflight.pop(req.id, None)
+        if self.inflight.get(req.id) is flight:
+            del self.inflight[req.id]
         ctx._finished = True
         if flight.cancelled_by_client or outcome is None:
             # U-CANCEL-4 (SHOULD): no response for a cancelled request. Its stream ends.
@@ -330,6 +375,50 @@ class Session:
             self._wake()
             return
         self._deliver(flight, outcome)
+
+    def cancel_flight(self, flight: InFlight) -> None:
+        """Cancel a request whose answer the client no longer wants (U-CANCEL-4).
+
+        Its handler is cancelled at once and no response is sent. A handler that shields
+        itself from cancellation is let go after ``config.cancel_grace`` seconds (see
+        ``_cut_after_grace``).
+        """
+        flight.cancelled_by_client = True
+        flight.scope.cancel()
+        if self._nursery is not None and not flight.done.is_set():
+            self._nursery.start_soon(self._cut_after_grace, flight)
+
+    async def _cut_after_grace(self, flight: InFlight) -> None:
+        """TM-CANCEL-GRACE: bound what a cancelled handler can hold.
+
+        trio cannot pierce a shielded cancel scope from outside, so the task itself runs on
+        until it leaves its shield. What the session can take back, it takes back here:
+        the request's in-flight slot (max_inflight_requests), its stream (which ends), and
+        the idle check that lets the session expire. Ending the session never waits for it.
+        """
+        with trio.move_on_after(self.config.cancel_grace):
+            await flight.done.wait()
+        if flight.done.is_set():
+            return
+        rid = flight.request.id
+        logger.warning(
+            "handler for %s (request %r) ignored its cancellation for %g s; its slot is freed",
+            flight.request.method, rid, self.config.cancel_grace,
+        )
+        self.stats.handlers_cut += 1
+        if self.inflight.get(rid) is flight:
+            del self.inflight[rid]
+        if flight.stream is not None and (state := self.log.stream(flight.stream)):
+            state.open_requests.discard(rid)
+        flight.done.set()
+        self._wake()
+
+    def spawn(self, fn: Callable[..., Awaitable[Any]], *args: Any, name: str) -> bool:
+        """Run ``fn(*args)`` as a task of this session (cancelled when it ends)."""
+        if self._nursery is None or self.closed:
+            return False
+        self._nursery.start_soon(fn, *args, name=name)
+        return True
 
     def _deliver(self, flight: InFlight, outcome: Message) -> None:
         if flight.stream is None:
@@ -365,7 +454,8 @@ class Session:
                 # U-PROG-11 / U-PROG-7: nothing goes out for a request that has finished.
                 self.stats.notifications_dropped += 1
                 return False
-            if flight.stream is None:
+            if flight.stream is None or flight.cancelled_by_client:
+                # U-CANCEL-4: a cancelled request's handler sends nothing more.
                 self.stats.notifications_dropped += 1
                 return False
             stream = flight.stream
@@ -375,6 +465,35 @@ class Session:
             self.stats.notifications_dropped += 1
             return False
         self._wake()
+        return True
+
+    async def send_paced(
+        self, message: Request | Notification, *, related: RequestId | None = None
+    ) -> bool:
+        """``send``, then wait while the stream's attached reader lags too far behind.
+
+        TM-BP-PRODUCER: a handler that emits faster than a healthy reader drains is slowed
+        to the reader's pace, for at most ``producer_wait`` per message; memory stays bounded
+        either way (the log is bounded), this only keeps a live reader inside the window.
+        With no reader attached nothing waits: the log evicts within its window.
+        """
+        if not self.send(message, related=related):
+            return False
+        stream = STANDALONE_STREAM
+        if related is not None:
+            flight = self.inflight.get(related)
+            if flight is None or flight.stream is None:
+                return True
+            stream = flight.stream
+        cfg = self.config
+        limit = cfg.max_stream_lag or max(1, cfg.retention.max_events // 2)
+        wait = cfg.producer_wait if cfg.producer_wait is not None else cfg.stall_budget
+        view = self.views.get(stream)
+        if view is None or view.lag() <= limit:
+            return True
+        with trio.move_on_after(wait):
+            while self.views.get(stream) is view and view.lag() > limit:
+                await self._progress.wait()
         return True
 
     async def request(
@@ -413,7 +532,9 @@ class Session:
                         ),
                         related=related,
                     )
-                    raise RemoteProtocolError(
+                    from .._context import ClientTimeoutError
+
+                    raise ClientTimeoutError(
                         f"The client did not answer {method} within {timeout:g} s.",
                         code=ErrorCode.INTERNAL_ERROR,
                     )
@@ -438,7 +559,9 @@ class Session:
         without ending the stream; the client resumes with GET and Last-Event-ID.
         """
         view = self.views.get(stream)
-        if view is None:
+        if view is None or view.delivered < 0:
+            # Without an event id the client has no cursor to resume from (sessions before
+            # 2025-11-25 are not primed): closing would lose the stream, so it stays open.
             return False
         view.stop(ViewEnd.SERVER_CLOSED)
         return True

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import attrs
@@ -19,6 +20,7 @@ from ._responder import Responder
 from ._writer import ConnectionWriter
 
 if TYPE_CHECKING:
+    from .._config import ServerConfig
     from ._session import Session
 
 __all__ = ["View", "ViewEnd"]
@@ -85,7 +87,10 @@ class View:
         session = self.session
         self.delivered = self.cursor
         await self.responder.start_stream(200, (*SSE_HEADERS, *headers))
-        writer = ConnectionWriter(self.responder, window=session.config.stall_budget)
+        cfg = session.config
+        writer = ConnectionWriter(
+            self.responder, window=cfg.stall_budget, max_write=_max_write(cfg)
+        )
         self.writer = writer
         if not session.spawn(writer.run, name=f"mcp:writer:{self.stream}"):
             writer.close()
@@ -110,41 +115,60 @@ class View:
         session = self.session
         cfg = session.config
         if reason == ViewEnd.STALLED:
-            # TM-BP-SIGNAL: a named event with the cursor to resume from, and retry. It may
-            # never get through a stalled connection: it is tried within a short bound.
             session.manager.stats.streams_cut += 1
-            details = {
-                "lastEventId": self.event_id(self.delivered),
-                "retry": cfg.retry_ms,
-                "reason": "the connection drained too slowly; resume with GET and Last-Event-ID",
-            }
-            writer.submit(
-                encode_event(
-                    event="resumption-required",
-                    data=json.dumps(details, separators=(",", ":")),
-                    retry=cfg.retry_ms,
-                )
-            )
-        elif reason not in (ViewEnd.COMPLETE, ViewEnd.CLIENT_GONE, ViewEnd.GAP) and self.send_retry:
+            await self._signal_stall(writer)
+            # Never end a cut response properly: a completed response would leave the
+            # connection open for keep-alive. Returning unfinished makes hypercorn close it.
+            return
+        if reason not in (ViewEnd.COMPLETE, ViewEnd.CLIENT_GONE, ViewEnd.GAP) and self.send_retry:
             # T-PSSE-4 / T-GET-8 (SHOULD): before closing a connection whose stream goes on,
             # send a retry field so the client knows when to resume.
             writer.submit(encode_event(retry=cfg.retry_ms))
-        bound = cfg.signal_timeout if reason == ViewEnd.STALLED else cfg.stall_budget
-        with trio.move_on_after(bound) as cs:
+        with trio.move_on_after(cfg.stall_budget) as cs:
             cs.shield = True
             while not writer.idle and not writer.finished.is_set():
                 await writer.wait_progress()
         writer.close()
-        if reason == ViewEnd.STALLED:
-            # Never end a cut response properly: a completed response would leave the
-            # connection open for keep-alive. Returning unfinished makes hypercorn close it.
-            return
         if writer.idle and not self.responder.disconnected.is_set():
             with trio.move_on_after(cfg.signal_timeout) as cs:
                 cs.shield = True
                 await self.responder.end()
         # Otherwise a write is stuck on the client: returning ends the HTTP request task and
         # hypercorn closes the connection, which releases the stuck write (TM-BP-RELEASE).
+
+    async def _signal_stall(self, writer: ConnectionWriter) -> None:
+        """TM-BP-SIGNAL: a named event with the cursor to resume from, and retry.
+
+        It may never get through a stalled connection, so it is tried within
+        ``signal_timeout``. It goes ahead of the chunks still queued (never written, their
+        messages stay in the log) but behind the write in progress, which cannot be taken
+        back: once that one is through, the cursor the signal names is the last event the
+        connection took, and the signal is the next thing on the wire. Queued behind
+        MAX_QUEUED events instead, it would not reach a reader this slow within the bound.
+        """
+        cfg = self.session.config
+        writer.drop_queued()
+        with trio.move_on_after(cfg.signal_timeout) as cs:
+            cs.shield = True
+            while not writer.idle and not writer.finished.is_set():
+                await writer.wait_progress()
+            if not writer.finished.is_set():
+                details = {
+                    "lastEventId": self.event_id(self.delivered) if self.delivered >= 0 else None,
+                    "retry": cfg.retry_ms,
+                    "reason": "the connection drained too slowly; "
+                    "resume with GET and Last-Event-ID",
+                }
+                writer.submit(
+                    encode_event(
+                        event="resumption-required",
+                        data=json.dumps(details, separators=(",", ":")),
+                        retry=cfg.retry_ms,
+                    )
+                )
+                while not writer.idle and not writer.finished.is_set():
+                    await writer.wait_progress()
+        writer.close()
 
     async def _pump(self, writer: ConnectionWriter) -> str:
         session = self.session
@@ -163,7 +187,10 @@ class View:
                 while not writer.has_room:
                     if await self._wait_writer(writer):
                         return ViewEnd.STALLED
-                    if writer.finished.is_set():
+                    # T-PSSE-11: the client may leave mid-write. Its writer can sit in a write
+                    # that never finishes, so `disconnected` is what says it is gone; without
+                    # this check the loop spins on _first_of until the stall budget runs out.
+                    if writer.finished.is_set() or self.responder.disconnected.is_set():
                         return ViewEnd.CLIENT_GONE
                 self._submit(writer, entry)
             state = session.log.stream(self.stream)
@@ -172,7 +199,7 @@ class View:
                 while not writer.idle:
                     if await self._wait_writer(writer):
                         return ViewEnd.STALLED
-                    if writer.finished.is_set():
+                    if writer.finished.is_set() or self.responder.disconnected.is_set():
                         return ViewEnd.CLIENT_GONE
                 return ViewEnd.COMPLETE
             if not writer.idle:
@@ -220,9 +247,18 @@ class View:
         return False
 
 
+def _max_write(cfg: ServerConfig) -> int:
+    """The largest single write of a connection: an eighth of what a reader at the minimum
+    rate takes in one stall budget, so the drain rate has a fine enough grain (TM-BP-STALL)."""
+    return max(1024, int(cfg.min_read_rate * cfg.stall_budget / 8))
+
+
 async def _first_of(*events: trio.Event, progress: ConnectionWriter | None = None) -> None:
     """Return when any of ``events`` is set (or ``progress`` makes a write)."""
     if any(e.is_set() for e in events):
+        # Still a checkpoint: callers loop on this, and a loop that never yields would
+        # starve every other task of the process (the writer it waits for among them).
+        await trio.lowlevel.checkpoint()
         return
     async with trio.open_nursery() as nursery:
 
@@ -240,6 +276,6 @@ async def _first_of(*events: trio.Event, progress: ConnectionWriter | None = Non
             nursery.start_soon(watch_progress, progress)
 
 
-def gap_event(details: dict[str, object]) -> bytes:
+def gap_event(details: Mapping[str, object]) -> bytes:
     """The named SSE event that says a resumption failed (TM-RES-STALE)."""
     return encode_event(event="resumption-failed", data=json.dumps(details, separators=(",", ":")))

@@ -37,9 +37,13 @@ class ConnectionWriter:
     because the server had nothing to send.
     """
 
-    def __init__(self, responder: Responder, *, window: float) -> None:
+    def __init__(
+        self, responder: Responder, *, window: float, max_write: int | None = None
+    ) -> None:
         self.responder = responder
         self.window = window
+        #: The most one write hands the responder; larger chunks go out in slices of it.
+        self.max_write = max_write
         self._queue: collections.deque[_Chunk] = collections.deque()
         self._wakeup = trio.Event()
         self._progress = trio.Event()
@@ -73,6 +77,13 @@ class ConnectionWriter:
     async def wait_progress(self) -> None:
         """Wait until a write completes (or the writer stops)."""
         await self._progress.wait()
+
+    def drop_queued(self) -> None:
+        """Forget the chunks not yet on the wire; the write in progress goes on.
+
+        Their messages stay in the session's log: nothing was taken, so nothing is lost.
+        """
+        self._queue.clear()
 
     def close(self) -> None:
         """Stop after the write in progress; queued chunks are dropped."""
@@ -115,15 +126,31 @@ class ConnectionWriter:
                     continue
                 chunk = self._queue.popleft()
                 self.in_flight = chunk
-                # The one await that may block on the client: it is shielded inside hypercorn,
-                # and it returns when the client reads, or when the connection is closed.
-                await self.responder.write(chunk.data)
+                step = self.max_write or len(chunk.data) or 1
+                for start in range(0, len(chunk.data), step):
+                    if self._closed:
+                        break
+                    piece = chunk.data[start : start + step]
+                    # The one await that may block on the client: it is shielded inside
+                    # hypercorn, and it returns when the client reads, or when the connection
+                    # is closed. TM-BP-STALL: a large chunk goes out in slices, so the drain
+                    # rate sees a healthy reader's progress within the window; one write of
+                    # more than min_read_rate x stall_budget bytes would look like a stall.
+                    await self.responder.write(piece)
+                    now = trio.current_time()
+                    self._done.append((now, len(piece)))
+                    self._trim(now)
+                    self.bytes_written += len(piece)
                 self.in_flight = None
-                now = trio.current_time()
-                self._done.append((now, len(chunk.data)))
-                self._trim(now)
-                self.bytes_written += len(chunk.data)
-                if chunk.on_written is not None and not self.responder.disconnected.is_set():
+                # TM-BP-RELEASE: a write that returns after the view gave the connection up
+                # is no delivery: hypercorn reports a write to a connection it has closed as
+                # done. Counting it would mark its message taken, and unpin a response the
+                # client never got (TM-RES-PIN).
+                if (
+                    chunk.on_written is not None
+                    and not self._closed
+                    and not self.responder.disconnected.is_set()
+                ):
                     chunk.on_written()
                 self._progress.set()
                 self._progress = trio.Event()

@@ -52,6 +52,8 @@ class Entry:
     at: float
     written: bool = False
     """Whether a connection has taken this entry to write it."""
+    answers: RequestId | None = None
+    """For a RESPONSE, the id of the request it answers."""
 
     @property
     def pinned(self) -> bool:
@@ -161,7 +163,9 @@ class EventLog:
             if answers is None or answers not in state.open_requests:
                 raise StreamClosedError(f"stream {stream} has no open request {answers!r}")
             state.open_requests.discard(answers)
-        entry = Entry(seq=self._next_seq, stream=stream, kind=kind, data=data, at=now)
+        entry = Entry(
+            seq=self._next_seq, stream=stream, kind=kind, data=data, at=now, answers=answers
+        )
         self._next_seq += 1
         self._entries[entry.seq] = entry
         self._bytes += len(data)
@@ -198,7 +202,8 @@ class EventLog:
         state.last_seq = priming.seq
         for old in carried:
             entry = Entry(
-                seq=self._next_seq, stream=stream, kind=old.kind, data=old.data, at=old.at
+                seq=self._next_seq, stream=stream, kind=old.kind, data=old.data, at=old.at,
+                answers=old.answers,
             )
             self._next_seq += 1
             self._entries[entry.seq] = entry

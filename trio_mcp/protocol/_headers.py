@@ -3,6 +3,7 @@
 # No I/O: headers come in as a list of (name, value) byte pairs, as ASGI gives them.
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Iterable, Sequence
 from typing import Final
 from urllib.parse import urlsplit
@@ -68,12 +69,16 @@ def accepts(accept: str | None, media_type: str) -> bool:
     if accept is None:
         return False
     main = media_type.split("/")[0]
+    # RFC 9110 §12.5.1: the most specific matching range decides, so "application/json;q=0"
+    # refuses JSON even beside "*/*".
+    best: tuple[int, float] | None = None
     for media, q in _media_ranges(accept):
-        if q <= 0:
+        specificity = {media_type: 2, f"{main}/*": 1, "*/*": 0}.get(media)
+        if specificity is None:
             continue
-        if media in (media_type, f"{main}/*", "*/*"):
-            return True
-    return False
+        if best is None or specificity > best[0] or (specificity == best[0] and q > best[1]):
+            best = (specificity, q)
+    return best is not None and best[1] > 0
 
 
 def check_post_accept(accept: str | None) -> None:
@@ -131,7 +136,19 @@ def _host_name(host: str) -> str:
 def is_loopback_host(host: str) -> bool:
     """Whether a bind address or Host header names this machine's loopback interface."""
     name = _host_name(host)
-    return name in _LOOPBACK_NAMES or name.startswith("127.")
+    return name in _LOOPBACK_NAMES or _is_loopback_ipv4(name)
+
+
+def _is_loopback_ipv4(name: str) -> bool:
+    """Whether ``name`` is an IPv4 literal in 127.0.0.0/8.
+
+    Not a prefix test: "127.0.0.1.nip.io" is a DNS name that resolves wherever its owner
+    likes, so counting it as loopback would reopen T-SEC-1's DNS rebinding attack.
+    """
+    try:
+        return ipaddress.IPv4Address(name).is_loopback
+    except ValueError:
+        return False
 
 
 @attrs.frozen(kw_only=True)
@@ -184,7 +201,7 @@ class OriginPolicy:
         if self.allowed_hosts is not None:
             host = headers.get("host")
             name = _host_name(host) if host is not None else ""
-            loopback_alias = "127.0.0.1" in self.allowed_hosts and name.startswith("127.")
+            loopback_alias = "127.0.0.1" in self.allowed_hosts and _is_loopback_ipv4(name)
             if name not in self.allowed_hosts and not loopback_alias:
                 # TM-SEC-HOST: a loopback server refuses foreign Host names (DNS rebinding).
                 # 421 Misdirected Request: this server is not the one that name points at.

@@ -109,7 +109,12 @@ def error_response(id: RequestId | None, exc: RemoteProtocolError) -> ErrorRespo
 def dumps(message: Message | Mapping[str, JSON]) -> bytes:
     """Compact UTF-8 JSON (T-GEN-1) for a message or a plain JSON object."""
     obj = message if isinstance(message, Mapping) else message.to_dict()
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    try:
+        return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        # A lone surrogate (which a client can send as "\ud800") has no UTF-8 form; escaped
+        # as ASCII it still goes out as valid UTF-8, and the id is echoed as it came.
+        return json.dumps(obj, separators=(",", ":"), ensure_ascii=True).encode("ascii")
 
 
 def loads_body(body: bytes) -> JSON:
@@ -122,11 +127,16 @@ def loads_body(body: bytes) -> JSON:
             "Parse error: the body is not UTF-8.", code=ErrorCode.PARSE_ERROR
         ) from None
     try:
-        return json.loads(text)
+        return json.loads(text, parse_constant=_reject_constant)
     except (ValueError, RecursionError):
         raise RemoteProtocolError(
             "Parse error: the body is not valid JSON.", code=ErrorCode.PARSE_ERROR
         ) from None
+
+
+def _reject_constant(name: str) -> JSON:
+    # NaN, Infinity and -Infinity are Python's extensions, not JSON (RFC 8259 §6).
+    raise ValueError(f"{name} is not JSON")
 
 
 def _read_id(obj: Mapping[str, JSON]) -> RequestId:

@@ -118,7 +118,8 @@ class DeletePlan:
 
 def _session_id(headers: Headers) -> str | None:
     value = headers.get(SESSION_ID)
-    return value.strip() if value is not None else None
+    # An empty header names no session: it is missing (400), not unknown (404).
+    return value.strip() or None if value is not None else None
 
 
 def _require_session(headers: Headers, what: str) -> str:

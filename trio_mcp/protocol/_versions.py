@@ -69,6 +69,6 @@ def effective_version(header: str | None, negotiated: str | None) -> str:
         raise RemoteProtocolError(
             f"Bad Request: unsupported MCP-Protocol-Version {value!r}.",
             code=ErrorCode.INVALID_REQUEST,
-            data={"supported": [*LEGACY_VERSIONS, *MODERN_VERSIONS], "requested": value},
+            data={"supported": list(LEGACY_VERSIONS), "requested": value},
         )
     return value

@@ -1,0 +1,393 @@
+# Resources (spec25/server/resources.mdx): a registry of fixed resources and URI templates,
+# the resources/* methods that serve it, and per-session subscriptions. The Server wires it
+# in; it knows nothing of HTTP.
+from __future__ import annotations
+
+import inspect
+import re
+import typing
+import urllib.parse
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from . import _schema
+from ._content import Audio, Blob, EmbeddedResource, Image, Text, json_text
+from ._context import Context
+from .protocol import ErrorCode, Notification, RemoteProtocolError
+
+if TYPE_CHECKING:
+    from ._server import Server
+
+__all__ = ["ResourceDef", "ResourceNotFound", "ResourceRegistry", "UriTemplate"]
+
+
+class ResourceNotFound(Exception):
+    """Raise from a resource function when the URI names nothing: the client gets
+    ``-32002`` (J-ERR-5) with ``data: {uri}``."""
+
+
+def not_found(uri: str) -> RemoteProtocolError:
+    # J-ERR-5 (SHOULD): resource not found is -32002.
+    return RemoteProtocolError(
+        f"Resource not found: {uri}", code=ErrorCode.RESOURCE_NOT_FOUND, data={"uri": uri}
+    )
+
+
+# -- URI templates (RFC 6570 level 1) ----------------------------------------------------------
+
+_EXPRESSION = re.compile(r"\{([^{}]*)\}")
+_VARNAME = re.compile(r"[A-Za-z0-9_]+\Z")
+
+
+@attrs.frozen
+class UriTemplate:
+    """An RFC 6570 level 1 template: ``{var}`` is a simple string expansion.
+
+    A value is percent-encoded when expanded, so it never holds ``/``; matching takes one
+    path segment (without ``/``, ``?`` or ``#``) per variable and percent-decodes it.
+    """
+
+    template: str
+    variables: tuple[str, ...]
+    pattern: re.Pattern[str]
+
+    @classmethod
+    def parse(cls, template: str) -> UriTemplate:
+        parts: list[str] = []
+        variables: list[str] = []
+        pos = 0
+        for m in _EXPRESSION.finditer(template):
+            name = m.group(1)
+            if not _VARNAME.match(name):
+                raise ValueError(
+                    f"URI template {template!r}: {{{name}}} is not a level 1 expression "
+                    "(a plain {name} of letters, digits and _)"
+                )
+            if name in variables:
+                raise ValueError(f"URI template {template!r}: {{{name}}} appears twice")
+            variables.append(name)
+            parts.append(re.escape(template[pos : m.start()]))
+            parts.append(f"(?P<{name}>[^/?#]+)")
+            pos = m.end()
+        rest = template[pos:]
+        if "{" in rest or "}" in rest or any("{" in p or "}" in p for p in parts[::2]):
+            raise ValueError(f"URI template {template!r}: unbalanced braces")
+        parts.append(re.escape(rest))
+        return cls(template, tuple(variables), re.compile("".join(parts)))
+
+    def match(self, uri: str) -> dict[str, str] | None:
+        """The variables of ``uri`` if it matches this template, else None."""
+        m = self.pattern.fullmatch(uri)
+        if m is None:
+            return None
+        return {k: urllib.parse.unquote(v) for k, v in m.groupdict().items()}
+
+    def expand(self, **values: object) -> str:
+        """The URI for ``values`` (each percent-encoded, RFC 6570 §3.2.2)."""
+        missing = set(self.variables) - values.keys()
+        if missing:
+            raise KeyError(f"missing template variables: {', '.join(sorted(missing))}")
+        return _EXPRESSION.sub(
+            lambda m: urllib.parse.quote(str(values[m.group(1)]), safe=""), self.template
+        )
+
+
+def is_template(uri: str) -> bool:
+    return "{" in uri
+
+
+# -- the registry ------------------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class ResourceDef:
+    """A registered resource (``template`` is None) or resource template."""
+
+    uri: str
+    """The fixed URI, or the template text."""
+    name: str
+    title: str | None
+    description: str
+    mime_type: str | None
+    annotations: Mapping[str, Any] | None
+    meta: Mapping[str, Any] | None
+    fn: Callable[..., Awaitable[Any]]
+    template: UriTemplate | None
+    context_param: str | None
+    converters: Mapping[str, Callable[[str], Any]]
+
+    def to_dict(self) -> dict[str, Any]:
+        key = "uriTemplate" if self.template is not None else "uri"
+        d: dict[str, Any] = {key: self.uri, "name": self.name}
+        if self.title is not None:
+            d["title"] = self.title
+        if self.description:
+            d["description"] = self.description
+        if self.mime_type is not None:
+            d["mimeType"] = self.mime_type
+        if self.annotations:
+            d["annotations"] = dict(self.annotations)
+        if self.meta:
+            d["_meta"] = dict(self.meta)
+        return d
+
+
+def _converter(annotation: Any) -> Callable[[str], Any]:
+    """How a template variable's text becomes the parameter's value (str, int or float)."""
+    tp = annotation
+    if typing.get_origin(tp) is typing.Annotated:
+        tp = typing.get_args(tp)[0]
+    args = [a for a in typing.get_args(tp) if a is not type(None)]
+    if len(args) == 1:
+        tp = args[0]
+    if tp is int:
+        return int
+    if tp is float:
+        return float
+    if tp in (str, Any, inspect.Parameter.empty):
+        return str
+    raise TypeError(f"a URI template variable is a str, int or float, not {annotation!r}")
+
+
+def make_resource(
+    fn: Callable[..., Awaitable[Any]],
+    uri: str,
+    *,
+    name: str | None,
+    title: str | None,
+    description: str | None,
+    mime_type: str | None,
+    annotations: Mapping[str, Any] | None,
+    meta: Mapping[str, Any] | None,
+) -> ResourceDef:
+    """Check ``fn`` against ``uri`` and describe it (raises TypeError/ValueError)."""
+    if not inspect.iscoroutinefunction(fn):
+        raise TypeError(f"resource {fn!r} must be an async function (it runs as a trio task)")
+    sig = _schema.derive_signature(
+        fn, name=name, description=description, context_type=Context, structured_output=False
+    )
+    template = UriTemplate.parse(uri) if is_template(uri) else None
+    variables = set(template.variables) if template is not None else set()
+    params = {p.name: p for p in sig.params}
+    required = {p.name for p in sig.params if p.required}
+    unknown = set(params) - variables
+    if unknown or not variables <= set(params) or not required <= variables:
+        if template is None:
+            raise TypeError(
+                f"resource {uri!r}: {sig.name} takes arguments ({', '.join(sorted(params))}); "
+                "a fixed resource takes none (put {var} in the URI to make a template)"
+            )
+        raise TypeError(
+            f"resource template {uri!r}: the parameters of {sig.name} "
+            f"({', '.join(sorted(params)) or 'none'}) must be its variables "
+            f"({', '.join(sorted(variables))})"
+        )
+    return ResourceDef(
+        uri=uri,
+        name=sig.name,
+        title=title,
+        description=sig.description,
+        mime_type=mime_type,
+        annotations=annotations,
+        meta=meta,
+        fn=fn,
+        template=template,
+        context_param=sig.context_param,
+        converters={v: _converter(params[v].annotation) for v in variables},
+    )
+
+
+class ResourceRegistry:
+    """The resources and templates of one server."""
+
+    def __init__(self) -> None:
+        self.fixed: dict[str, ResourceDef] = {}
+        self.templates: dict[str, ResourceDef] = {}
+        #: Set at the first registration: the capability stays declared after that, so a
+        #: server whose last resource goes away still answers resources/list (with nothing).
+        self.enabled = False
+
+    def add(self, resource: ResourceDef) -> None:
+        table = self.fixed if resource.template is None else self.templates
+        table[resource.uri] = resource
+        self.enabled = True
+
+    def remove(self, uri: str) -> None:
+        """Remove the resource or template registered under ``uri`` (KeyError if none)."""
+        if uri in self.fixed:
+            del self.fixed[uri]
+        else:
+            del self.templates[uri]
+
+    def find(self, uri: str) -> tuple[ResourceDef, dict[str, str]] | None:
+        """The resource ``uri`` names: a fixed one first, then the first matching template."""
+        fixed = self.fixed.get(uri)
+        if fixed is not None:
+            return fixed, {}
+        for resource in self.templates.values():
+            assert resource.template is not None
+            variables = resource.template.match(uri)
+            if variables is not None:
+                return resource, variables
+        return None
+
+    async def read(self, uri: str, ctx: Context) -> list[dict[str, Any]]:
+        """The ``contents`` of ``uri``: what its function returns, as resource contents."""
+        found = self.find(uri)
+        if found is None:
+            raise not_found(uri)
+        resource, variables = found
+        try:
+            kwargs: dict[str, Any] = {k: resource.converters[k](v) for k, v in variables.items()}
+        except ValueError:
+            # The URI has the template's shape but a variable of the wrong kind: it names
+            # nothing (a template of ids has no item "abc").
+            raise not_found(uri) from None
+        if resource.context_param is not None:
+            kwargs[resource.context_param] = ctx
+        try:
+            value = await resource.fn(**kwargs)
+        except ResourceNotFound:
+            raise not_found(uri) from None
+        return to_contents(uri, value, resource.mime_type)
+
+
+# -- return values -> resource contents ------------------------------------------------------
+
+_CONTENTS_TYPES = (str, bytes, bytearray, memoryview, Text, Blob, EmbeddedResource, Image, Audio)
+
+
+def to_contents(uri: str, value: Any, mime_type: str | None = None) -> list[dict[str, Any]]:
+    """Resource contents for a resource function's return value.
+
+    ``str`` is text (``text/plain`` unless the resource says otherwise), ``bytes`` is a
+    base64 ``blob`` (U-RES-3), ``Blob``/``EmbeddedResource`` are themselves, an ``Image`` or
+    ``Audio`` is a blob of its type, a list of these is several contents, None is none, and
+    anything else is its JSON text (``application/json``).
+    """
+    if value is None:
+        return []
+    if isinstance(value, list | tuple) and all(isinstance(v, _CONTENTS_TYPES) for v in value):
+        return [c for v in value for c in to_contents(uri, v, mime_type)]
+    if isinstance(value, Text):
+        value = value.text
+    if isinstance(value, str):
+        return [{"uri": uri, "mimeType": mime_type or "text/plain", "text": value}]
+    if isinstance(value, bytes | bytearray | memoryview):
+        blob = Blob(uri=uri, data=bytes(value), mime_type=mime_type or "application/octet-stream")
+        return [blob.to_dict()]
+    if isinstance(value, Image | Audio):
+        data = value.data if isinstance(value.data, bytes) else None
+        if data is None:
+            return [{"uri": uri, "mimeType": value.mime_type, "blob": value.data}]
+        return [Blob(uri=uri, data=data, mime_type=value.mime_type).to_dict()]
+    if isinstance(value, Blob):
+        return [value.to_dict()]
+    if isinstance(value, EmbeddedResource):
+        return [value.contents()]
+    return [{"uri": uri, "mimeType": mime_type or "application/json", "text": json_text(value)}]
+
+
+# -- the resources/* methods -----------------------------------------------------------------
+
+
+def _require(server: Server) -> None:
+    if not server._resources.enabled:
+        # No resources capability declared: the methods are not available (-32601).
+        raise RemoteProtocolError(
+            "Method not found: this server has no resources.", code=ErrorCode.METHOD_NOT_FOUND
+        )
+
+
+def _uri_param(params: Mapping[str, Any]) -> str:
+    uri = params.get("uri")
+    if not isinstance(uri, str) or not uri:
+        raise RemoteProtocolError(
+            "Invalid params: uri must be a non-empty string.", code=ErrorCode.INVALID_PARAMS
+        )
+    return uri
+
+
+async def _list(server: Server, ctx: Context, params: Mapping[str, Any]) -> Mapping[str, Any]:
+    from ._server import paginate
+
+    _require(server)
+    page, next_cursor = paginate(
+        "resources",
+        [(r.uri, r.to_dict()) for r in server._resources.fixed.values()],
+        params,
+        ctx._session.config.page_size,
+    )
+    result: dict[str, Any] = {"resources": page}
+    if next_cursor is not None:
+        result["nextCursor"] = next_cursor
+    return result
+
+
+async def _templates_list(
+    server: Server, ctx: Context, params: Mapping[str, Any]
+) -> Mapping[str, Any]:
+    from ._server import paginate
+
+    _require(server)
+    page, next_cursor = paginate(
+        "resource-templates",
+        [(r.uri, r.to_dict()) for r in server._resources.templates.values()],
+        params,
+        ctx._session.config.page_size,
+    )
+    result: dict[str, Any] = {"resourceTemplates": page}
+    if next_cursor is not None:
+        result["nextCursor"] = next_cursor
+    return result
+
+
+async def _read(server: Server, ctx: Context, params: Mapping[str, Any]) -> Mapping[str, Any]:
+    _require(server)
+    # U-RES-3 (MUST): the URI is validated: it must name a registered resource or match a
+    # template, or the read is -32002.
+    uri = _uri_param(params)
+    return {"contents": await server._resources.read(uri, ctx)}
+
+
+async def _subscribe(server: Server, ctx: Context, params: Mapping[str, Any]) -> Mapping[str, Any]:
+    _require(server)
+    uri = _uri_param(params)
+    if server._resources.find(uri) is None:
+        raise not_found(uri)
+    ctx._session.subscriptions.add(uri)
+    return {}
+
+
+async def _unsubscribe(
+    server: Server, ctx: Context, params: Mapping[str, Any]
+) -> Mapping[str, Any]:
+    _require(server)
+    # Unsubscribing from something not subscribed is harmless: the outcome is the same.
+    ctx._session.subscriptions.discard(_uri_param(params))
+    return {}
+
+
+METHODS: Mapping[
+    str, Callable[[Server, Context, Mapping[str, Any]], Awaitable[Mapping[str, Any]]]
+] = {
+    "resources/list": _list,
+    "resources/templates/list": _templates_list,
+    "resources/read": _read,
+    "resources/subscribe": _subscribe,
+    "resources/unsubscribe": _unsubscribe,
+}
+
+
+def notify_updated(server: Server, uri: str) -> int:
+    """Send notifications/resources/updated to each session subscribed to ``uri``, on its
+    standalone stream (it relates to no request, T-GET-5). Returns how many got it."""
+    sent = 0
+    for session in server._live_sessions():
+        if uri in session.subscriptions and session.send(
+            Notification(method="notifications/resources/updated", params={"uri": uri})
+        ):
+            sent += 1
+    return sent
