@@ -204,9 +204,9 @@ class SessionContext:
 
         Raises:
             ClientTimeoutError: no answer within ``timeout`` (the request is then cancelled).
-            RemoteProtocolError: the client answered with an error, or the session ended.
-            LocalProtocolError: the session is not initialized yet (L-INIT-6), or the request
-                has no stream to go out on (JSON response mode).
+            RemoteProtocolError: the client answered with an error, the session ended, or
+                the request has no stream to go out on (JSON response mode).
+            LocalProtocolError: the session is not initialized yet (L-INIT-6).
         """
         if method != "ping" and self._session.phase is Phase.AWAITING_INITIALIZED:
             # L-INIT-6 (SHOULD NOT): only pings before the client's initialized notification.

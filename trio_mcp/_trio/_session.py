@@ -488,11 +488,20 @@ class Session:
         cfg = self.config
         limit = cfg.max_stream_lag or max(1, cfg.retention.max_events // 2)
         wait = cfg.producer_wait if cfg.producer_wait is not None else cfg.stall_budget
+        # The window is counted in events and in bytes: large events would push a reader's
+        # unsent messages out of it by their bytes while their count still looks small.
+        byte_limit = max(1, cfg.retention.max_bytes // 2)
         view = self.views.get(stream)
-        if view is None or view.lag() <= limit:
+        if view is None:
+            return True
+
+        def behind() -> bool:
+            return view.lag() > limit or view.lag_bytes() > byte_limit
+
+        if not behind():
             return True
         with trio.move_on_after(wait):
-            while self.views.get(stream) is view and view.lag() > limit:
+            while self.views.get(stream) is view and behind():
                 await self._progress.wait()
         return True
 

@@ -72,6 +72,13 @@ class View:
             return 0
         return sum(1 for e in state.entries if e.seq > self.delivered)
 
+    def lag_bytes(self) -> int:
+        """Bytes of this stream's messages appended but not yet taken by the connection."""
+        state = self.session.log.stream(self.stream)
+        if state is None:
+            return 0
+        return sum(len(e.data) for e in state.entries if e.seq > self.delivered)
+
     async def run(
         self,
         *,

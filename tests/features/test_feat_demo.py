@@ -1,0 +1,227 @@
+"""The demo server exposes what the conformance suite's server scenarios require
+(conformance.md §2), checked here strictly, in memory."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import pytest
+import trio
+
+from trio_mcp.demo import PNG_1X1, server
+
+CAPS = {"sampling": {}, "elicitation": {}, "roots": {}}
+
+
+async def open_demo(mem: Any) -> Any:
+    ms = await mem(server)
+    return await ms.open_session(CAPS)
+
+
+@pytest.mark.spec("U-TOOL-9")
+async def test_capabilities(autojump_clock, mem):
+    """The demo declares tools, resources (with subscribe), prompts, logging, completions:
+    its tools return embedded resources, so it offers resources too."""
+    s = await open_demo(mem)
+    caps = s.initialize_result["capabilities"]
+    assert caps.keys() >= {"tools", "resources", "prompts", "logging", "completions"}
+    assert caps["resources"]["subscribe"] is True
+
+
+async def test_every_tool_resource_and_prompt_is_described(autojump_clock, mem):
+    """tools-list, resources-list, prompts-list: every tool has a description and an
+    inputSchema, every resource a uri and a name, every prompt a description."""
+    s = await open_demo(mem)
+    with trio.fail_after(10):
+        tools = (await s.result("tools/list"))["tools"]
+        assert all(t["description"] and t["inputSchema"]["type"] == "object" for t in tools)
+        resources = (await s.result("resources/list"))["resources"]
+        assert {"test://static-text", "test://static-binary", "test://watched-resource"} <= {
+            r["uri"] for r in resources
+        }
+        assert all(r["name"] for r in resources)
+        prompts = (await s.result("prompts/list"))["prompts"]
+        assert {p["name"] for p in prompts} >= {
+            "test_simple_prompt",
+            "test_prompt_with_arguments",
+            "test_prompt_with_embedded_resource",
+            "test_prompt_with_image",
+        }
+        assert all(p["description"] for p in prompts)
+
+
+async def test_resources(autojump_clock, mem):
+    """resources-read-text, -read-binary, -templates-read, -subscribe, -unsubscribe."""
+    s = await open_demo(mem)
+    with trio.fail_after(10):
+        [text] = (await s.result("resources/read", {"uri": "test://static-text"}))["contents"]
+        assert text["mimeType"] == "text/plain" and text["text"]
+        [blob] = (await s.result("resources/read", {"uri": "test://static-binary"}))["contents"]
+        assert blob["mimeType"] == "image/png"
+        assert base64.b64decode(blob["blob"]) == PNG_1X1
+        templates = (await s.result("resources/templates/list"))["resourceTemplates"]
+        assert [t["uriTemplate"] for t in templates] == ["test://template/{id}/data"]
+        [item] = (await s.result("resources/read", {"uri": "test://template/123/data"}))["contents"]
+        assert "123" in item["text"]
+        watched = {"uri": "test://watched-resource"}
+        assert await s.result("resources/subscribe", watched) == {}
+        assert await s.result("resources/unsubscribe", watched) == {}
+        [example] = (await s.result("resources/read", {"uri": "test://example-resource"}))[
+            "contents"
+        ]
+        assert example["text"]
+
+
+async def test_watched_resource_updates(autojump_clock, mem):
+    """The update_watched_resource tool changes the resource and notifies subscribers."""
+    s = await open_demo(mem)
+    with trio.fail_after(10):
+        get = await s.get()
+        await s.result("resources/subscribe", {"uri": "test://watched-resource"})
+        result = await s.result(
+            "tools/call", {"name": "update_watched_resource", "arguments": {"text": "v2"}}
+        )
+        assert "1 subscriber" in result["content"][0]["text"]
+        note = await get.next_message()
+        assert note is not None and note["params"] == {"uri": "test://watched-resource"}
+        [c] = (await s.result("resources/read", {"uri": "test://watched-resource"}))["contents"]
+        assert c["text"] == "v2"
+
+
+async def test_prompts(autojump_clock, mem):
+    """prompts-get-simple, -with-args, -embedded-resource, -with-image."""
+    s = await open_demo(mem)
+    with trio.fail_after(10):
+        simple = await s.result("prompts/get", {"name": "test_simple_prompt"})
+        assert simple["messages"] and all(
+            "role" in m and "content" in m for m in simple["messages"]
+        )
+        args = {"arg1": "testValue1", "arg2": "testValue2"}
+        with_args = await s.result(
+            "prompts/get", {"name": "test_prompt_with_arguments", "arguments": args}
+        )
+        text = str(with_args["messages"])
+        assert "testValue1" in text and "testValue2" in text
+        embedded = await s.result(
+            "prompts/get",
+            {
+                "name": "test_prompt_with_embedded_resource",
+                "arguments": {"resourceUri": "test://example-resource"},
+            },
+        )
+        [res] = [m["content"] for m in embedded["messages"] if m["content"]["type"] == "resource"]
+        assert res["resource"]["uri"] == "test://example-resource"
+        image = await s.result("prompts/get", {"name": "test_prompt_with_image"})
+        [img] = [m["content"] for m in image["messages"] if m["content"]["type"] == "image"]
+        assert img["mimeType"] == "image/png" and base64.b64decode(img["data"]) == PNG_1X1
+
+
+async def test_completion(autojump_clock, mem):
+    """completion-complete: arg1 of test_prompt_with_arguments completes to a list."""
+    s = await open_demo(mem)
+    with trio.fail_after(10):
+        params: dict[str, Any] = {
+            "ref": {"type": "ref/prompt", "name": "test_prompt_with_arguments"},
+            "argument": {"name": "arg1", "value": "test"},
+        }
+        result = await s.result("completion/complete", params)
+        assert result["completion"]["values"] == ["test", "testing"]
+
+
+async def test_json_schema_2020_12_tool(autojump_clock, mem):
+    """json-schema-2020-12: the listed inputSchema keeps $schema, $defs.address and
+    additionalProperties: false as written, and the tool runs."""
+    s = await open_demo(mem)
+    with trio.fail_after(10):
+        tools = {t["name"]: t for t in (await s.result("tools/list"))["tools"]}
+        schema = tools["json_schema_2020_12_tool"]["inputSchema"]
+        assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+        assert schema["$defs"]["address"]["type"] == "object"
+        assert schema["additionalProperties"] is False
+        result = await s.result(
+            "tools/call",
+            {
+                "name": "json_schema_2020_12_tool",
+                "arguments": {"name": "A", "address": {"city": "B"}},
+            },
+        )
+        assert result["content"][0]["text"] == "Hello A from B"
+
+
+async def elicited_schema(s: Any, tool: str) -> dict[str, Any]:
+    _, stream = await s.start("tools/call", {"name": tool})
+    req = await stream.next_message()
+    assert req is not None and req["method"] == "elicitation/create"
+    await s.respond(req["id"], {"action": "accept", "content": {}})
+    [answer] = await stream.messages()
+    assert "Elicitation completed: action=accept" in answer["result"]["content"][0]["text"]
+    schema: dict[str, Any] = req["params"]["requestedSchema"]
+    return schema
+
+
+async def test_elicitation_sep1034_defaults(autojump_clock, mem):
+    """elicitation-sep1034-defaults: each primitive field carries its default."""
+    s = await open_demo(mem)
+    with trio.fail_after(10):
+        props = (await elicited_schema(s, "test_elicitation_sep1034_defaults"))["properties"]
+        assert props["name"] == {**props["name"], "type": "string", "default": "John Doe"}
+        assert props["age"] == {**props["age"], "type": "integer", "default": 30}
+        assert props["score"] == {**props["score"], "type": "number", "default": 95.5}
+        assert props["status"]["enum"] == ["active", "inactive", "pending"]
+        assert props["status"]["default"] == "active"
+        assert props["verified"] == {**props["verified"], "type": "boolean", "default": True}
+
+
+async def test_elicitation_sep1330_enums(autojump_clock, mem):
+    """elicitation-sep1330-enums: the five enum styles, each in its exact shape."""
+    s = await open_demo(mem)
+    with trio.fail_after(10):
+        props = (await elicited_schema(s, "test_elicitation_sep1330_enums"))["properties"]
+        assert props["untitledSingle"]["type"] == "string"
+        assert "enum" in props["untitledSingle"]
+        assert not {"oneOf", "enumNames"} & props["untitledSingle"].keys()
+        assert props["titledSingle"]["type"] == "string" and "enum" not in props["titledSingle"]
+        assert all({"const", "title"} <= o.keys() for o in props["titledSingle"]["oneOf"])
+        legacy = props["legacyEnum"]
+        assert legacy["type"] == "string" and len(legacy["enum"]) == len(legacy["enumNames"])
+        multi = props["untitledMulti"]
+        assert multi["type"] == "array" and multi["items"]["type"] == "string"
+        assert "enum" in multi["items"] and "anyOf" not in multi["items"]
+        titled = props["titledMulti"]
+        assert titled["type"] == "array" and "enum" not in titled["items"]
+        assert all({"const", "title"} <= o.keys() for o in titled["items"]["anyOf"])
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "method", "answer", "expected"),
+    [
+        (
+            "test_sampling",
+            {"prompt": "Say hi"},
+            "sampling/createMessage",
+            {"role": "assistant", "content": {"type": "text", "text": "hi"}, "model": "m"},
+            "LLM response: hi",
+        ),
+        (
+            "test_elicitation",
+            {"message": "Who?"},
+            "elicitation/create",
+            {"action": "accept", "content": {"username": "u", "email": "e@x.y"}},
+            "User response: action=accept",
+        ),
+    ],
+)
+async def test_sampling_and_elicitation_tools(
+    autojump_clock, mem, tool, arguments, method, answer, expected
+):
+    """tools-call-sampling and tools-call-elicitation: the request goes out on the call's
+    stream and the client's answer shapes the tool's result."""
+    s = await open_demo(mem)
+    with trio.fail_after(10):
+        _, stream = await s.start("tools/call", {"name": tool, "arguments": arguments})
+        req = await stream.next_message()
+        assert req is not None and req["method"] == method
+        await s.respond(req["id"], answer)
+        [result] = await stream.messages()
+        assert result["result"]["content"][0]["text"].startswith(expected)
