@@ -3,7 +3,7 @@
 # rule id cited in trio_mcp/ existing, and spec/README.md's table current.
 # Everything is read statically by tests/spec_rules.py, so the result does not depend on
 # which tests a run selects.
-# ruff: noqa: SIM300 (the project writes `expected == actual`; SIM300 wants the reverse)
+
 from __future__ import annotations
 
 import functools

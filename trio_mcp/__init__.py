@@ -8,31 +8,84 @@ Layers, each importing only the ones before it:
 - ``trio_mcp._serve`` and ``trio_mcp._cli``: serving under hypercorn.
 """
 
-from ._completion import Completion as Completion
-from ._completion import CompletionRef as CompletionRef
-from ._config import ResponseMode as ResponseMode
-from ._config import ServerConfig as ServerConfig
-from ._content import AssistantMessage as AssistantMessage
-from ._content import Audio as Audio
-from ._content import Blob as Blob
-from ._content import EmbeddedResource as EmbeddedResource
-from ._content import Image as Image
-from ._content import ResourceLink as ResourceLink
-from ._content import Text as Text
-from ._content import ToolResult as ToolResult
-from ._content import UserMessage as UserMessage
-from ._context import ClientCapabilityError as ClientCapabilityError
-from ._context import ClientTimeoutError as ClientTimeoutError
-from ._context import Context as Context
-from ._context import ElicitationResult as ElicitationResult
-from ._context import Root as Root
-from ._context import SamplingResult as SamplingResult
-from ._context import SessionContext as SessionContext
-from ._prompts import PromptResult as PromptResult
-from ._resources import ResourceNotFound as ResourceNotFound
-from ._serve import serve as serve
-from ._server import Server as Server
-from ._server import ToolError as ToolError
-from .protocol import Retention as Retention
+# The public names are imported lazily (PEP 562), so that `import trio_mcp.protocol`, the
+# pure layer, loads neither trio nor hypercorn (tests/test_layering.py checks it).
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+_EXPORTS: dict[str, str] = {
+    "Completion": "._completion",
+    "CompletionRef": "._completion",
+    "ResponseMode": "._config",
+    "ServerConfig": "._config",
+    "AssistantMessage": "._content",
+    "Audio": "._content",
+    "Blob": "._content",
+    "EmbeddedResource": "._content",
+    "Image": "._content",
+    "ResourceLink": "._content",
+    "Text": "._content",
+    "ToolResult": "._content",
+    "UserMessage": "._content",
+    "ClientCapabilityError": "._context",
+    "ClientTimeoutError": "._context",
+    "Context": "._context",
+    "ElicitationResult": "._context",
+    "Root": "._context",
+    "SamplingResult": "._context",
+    "SessionContext": "._context",
+    "PromptResult": "._prompts",
+    "ResourceNotFound": "._resources",
+    "serve": "._serve",
+    "Server": "._server",
+    "ToolError": "._server",
+    "Retention": ".protocol",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'trio_mcp' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return [*globals(), *__all__]
+
+
+if TYPE_CHECKING:
+    from ._completion import Completion as Completion
+    from ._completion import CompletionRef as CompletionRef
+    from ._config import ResponseMode as ResponseMode
+    from ._config import ServerConfig as ServerConfig
+    from ._content import AssistantMessage as AssistantMessage
+    from ._content import Audio as Audio
+    from ._content import Blob as Blob
+    from ._content import EmbeddedResource as EmbeddedResource
+    from ._content import Image as Image
+    from ._content import ResourceLink as ResourceLink
+    from ._content import Text as Text
+    from ._content import ToolResult as ToolResult
+    from ._content import UserMessage as UserMessage
+    from ._context import ClientCapabilityError as ClientCapabilityError
+    from ._context import ClientTimeoutError as ClientTimeoutError
+    from ._context import Context as Context
+    from ._context import ElicitationResult as ElicitationResult
+    from ._context import Root as Root
+    from ._context import SamplingResult as SamplingResult
+    from ._context import SessionContext as SessionContext
+    from ._prompts import PromptResult as PromptResult
+    from ._resources import ResourceNotFound as ResourceNotFound
+    from ._serve import serve as serve
+    from ._server import Server as Server
+    from ._server import ToolError as ToolError
+    from .protocol import Retention as Retention

@@ -1,0 +1,221 @@
+# The package's layering, checked from the source: the pure protocol layer imports no I/O
+# library, and the runtime layers import only downwards
+# (protocol <- _trio <- _asgi <- _serve / _cli).
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "trio_mcp"
+PROTOCOL = PACKAGE / "protocol"
+
+#: I/O and concurrency libraries the pure layer must not touch.
+IO_LIBRARIES = ("trio", "hypercorn", "h11", "wsproto", "h2", "anyio")
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _imports(path: Path, module: str | None = None) -> Iterator[tuple[int, str]]:
+    """Every module an import statement in ``path`` may load, as absolute names, with its
+    line; relative imports are resolved against the file's package. ``from X import Y``
+    yields X and X.Y (Y may be a submodule). Imports inside functions and TYPE_CHECKING
+    blocks count too: they are still edges of the layering."""
+    module = module or _module_name(path)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base_parts = package.split(".")
+                up = node.level - 1
+                if up >= len(base_parts):
+                    yield node.lineno, "<relative import above the top-level package>"
+                    continue
+                base = ".".join(base_parts[: len(base_parts) - up])
+                target = f"{base}.{node.module}" if node.module else base
+            else:
+                target = node.module or ""
+            yield node.lineno, target
+            for alias in node.names:
+                if alias.name != "*":
+                    yield node.lineno, f"{target}.{alias.name}"
+
+
+def _is_within(name: str, top: str) -> bool:
+    return name == top or name.startswith(top + ".")
+
+
+def _where(path: Path) -> Path:
+    return path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+
+
+def _violations(
+    files: list[Path], forbidden: tuple[str, ...], module: str | None = None
+) -> list[str]:
+    return [
+        f"{_where(path)}:{line}: imports {name}"
+        for path in files
+        for line, name in _imports(path, module)
+        if any(_is_within(name, f) for f in forbidden)
+    ]
+
+
+def _protocol_files() -> list[Path]:
+    files = sorted(PROTOCOL.glob("*.py"))
+    assert files, "no protocol modules found"
+    return files
+
+
+# -- the checker checks what it should -----------------------------------------------------
+
+
+def test_import_scan_resolves_relative_imports() -> None:
+    """The scanner resolves `from ._x import y` against the file's package."""
+    names = {name for _, name in _imports(PROTOCOL / "_jsonrpc.py")}
+
+    assert "trio_mcp.protocol._errors" in names
+    assert "trio_mcp.protocol._errors.ErrorCode" in names
+
+
+def test_import_scan_reports_each_offence_with_file_and_line(tmp_path: Path) -> None:
+    """Plain, dotted, from-, nested and TYPE_CHECKING imports of an I/O library are all
+    reported as file:line, and relative imports are followed out of the package."""
+    bad = tmp_path / "_bad.py"
+    bad.write_text(
+        "import os\n"
+        "import trio\n"
+        "import h11._events as ev\n"
+        "from hypercorn.trio import serve\n"
+        "if TYPE_CHECKING:\n"
+        "    from anyio import abc\n"
+        "def f():\n"
+        "    import wsproto\n"
+        "from .. import _serve\n"
+        "from ..._x import y\n",
+        encoding="utf-8",
+    )
+
+    assert [
+        f"{bad}:2: imports trio",
+        f"{bad}:3: imports h11._events",
+        f"{bad}:4: imports hypercorn.trio",
+        f"{bad}:4: imports hypercorn.trio.serve",
+        f"{bad}:6: imports anyio",
+        f"{bad}:6: imports anyio.abc",
+        f"{bad}:8: imports wsproto",
+    ] == _violations([bad], IO_LIBRARIES, module="trio_mcp.protocol._bad")
+    assert [f"{bad}:9: imports trio_mcp._serve"] == _violations(
+        [bad], ("trio_mcp._serve",), module="trio_mcp.protocol._bad"
+    )
+    assert (10, "<relative import above the top-level package>") in set(
+        _imports(bad, module="trio_mcp.protocol._bad")
+    )
+
+
+# -- (a) the pure layer's source -----------------------------------------------------------
+
+
+def test_protocol_layer_imports_no_io_library() -> None:
+    """No module of trio_mcp.protocol imports trio, hypercorn, h11, wsproto, h2 or anyio."""
+    assert [] == _violations(_protocol_files(), IO_LIBRARIES)
+
+
+def test_protocol_layer_imports_nothing_else_from_the_package() -> None:
+    """trio_mcp.protocol depends on nothing above it: its imports of trio_mcp stay inside
+    trio_mcp.protocol, and no relative import climbs out of it."""
+    escaping = [
+        f"{path.relative_to(ROOT)}:{line}: imports {name}"
+        for path in _protocol_files()
+        for line, name in _imports(path)
+        if (_is_within(name, "trio_mcp") and not _is_within(name, "trio_mcp.protocol"))
+        or name.startswith("<relative")
+    ]
+
+    assert [] == escaping
+
+
+# -- (b) what importing it actually loads --------------------------------------------------
+
+#: Run in a fresh interpreter: import trio_mcp.protocol and every module in it, with the I/O
+#: libraries made unimportable, and report what got loaded. The real parent package is
+#: imported: its public names are lazy, so it must not drag the runtime in either.
+_PROBE = """
+import importlib, importlib.abc, json, pkgutil, sys
+IO = {io!r}
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in IO:
+            raise ImportError("the pure layer imported " + name)
+        return None
+sys.meta_path.insert(0, Block())
+import trio_mcp.protocol as protocol
+for info in pkgutil.iter_modules(protocol.__path__):
+    importlib.import_module("trio_mcp.protocol." + info.name)
+print(json.dumps({{
+    "io": sorted(m for m in sys.modules if m.split(".")[0] in IO),
+    "package": sorted(
+        m for m in sys.modules
+        if m.startswith("trio_mcp.") and not m.startswith("trio_mcp.protocol")
+    ),
+    "protocol": sorted(m for m in sys.modules if m.startswith("trio_mcp.protocol")),
+}}))
+"""
+
+
+def _probe() -> dict[str, list[str]]:
+    code = _PROBE.format(io=IO_LIBRARIES, package=str(PACKAGE))
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert 0 == proc.returncode, proc.stderr
+    result: dict[str, list[str]] = json.loads(proc.stdout)
+    return result
+
+
+def test_importing_protocol_loads_no_io_library() -> None:
+    """Importing trio_mcp.protocol and all its modules, in a fresh interpreter where trio,
+    hypercorn, h11, wsproto, h2 and anyio cannot be imported, works and loads none."""
+    loaded = _probe()
+
+    assert [] == loaded["io"]
+    modules = {f"trio_mcp.protocol.{p.stem}" for p in _protocol_files() if p.stem != "__init__"}
+    assert modules <= set(loaded["protocol"])
+
+
+def test_importing_protocol_loads_no_other_part_of_the_package() -> None:
+    """The pure layer pulls in no runtime module of trio_mcp."""
+    assert [] == _probe()["package"]
+
+
+# -- (c) the runtime layers import downwards only ------------------------------------------
+
+
+@pytest.mark.parametrize("path", sorted((PACKAGE / "_trio").glob("*.py")), ids=lambda p: p.name)
+def test_trio_runtime_does_not_import_the_layers_above_it(path: Path) -> None:
+    """trio_mcp._trio.* is below the ASGI adapter, the server entry point and the CLI."""
+    forbidden = ("trio_mcp._asgi", "trio_mcp._serve", "trio_mcp._cli")
+
+    assert [] == _violations([path], forbidden)
+
+
+def test_asgi_adapter_does_not_import_serve_or_cli() -> None:
+    """trio_mcp._asgi is below trio_mcp._serve and trio_mcp._cli."""
+    forbidden = ("trio_mcp._serve", "trio_mcp._cli")
+
+    assert [] == _violations([PACKAGE / "_asgi.py"], forbidden)
