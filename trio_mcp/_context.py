@@ -46,6 +46,13 @@ LOG_LEVELS: Final = (
 DEFAULT_LOG_LEVEL: Final = "info"
 
 
+#: The client capability each server-to-client request needs (ping needs none).
+_METHOD_CAPABILITY: Final = {
+    "sampling/createMessage": "sampling",
+    "elicitation/create": "elicitation",
+    "roots/list": "roots",
+}
+
 class ClientCapabilityError(LocalProtocolError):
     """A server-to-client request needs a capability the client did not declare.
 
@@ -213,6 +220,10 @@ class SessionContext:
             raise LocalProtocolError(
                 f"Cannot send {method} before the client sent notifications/initialized."
             )
+        capability = _METHOD_CAPABILITY.get(method)
+        if capability is not None:
+            # L-CAP-1 (MUST): only negotiated capabilities are used, whichever helper sends.
+            self._require(capability)
         t = self._session.config.client_request_timeout if timeout is None else timeout
         return await self._session.request(method, params, related=self._related, timeout=t)
 

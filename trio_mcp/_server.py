@@ -205,6 +205,12 @@ class Server:
             structured_output=structured_output,
         )
         _check_tool_name(sig.name)
+        if input_schema is not None and (
+            not isinstance(input_schema, Mapping) or input_schema.get("type") != "object"
+        ):
+            # U-TOOL-3 (MUST): inputSchema is a valid JSON Schema object (not null); MCP
+            # arguments are an object, so the schema must describe one.
+            raise TypeError(f"tool {sig.name}: input_schema must be a JSON Schema of type object")
         if not sig.description and description is None:
             logger.warning("tool %s has no description (give it a docstring)", sig.name)
         self._tools[sig.name] = ToolDef(
@@ -626,15 +632,9 @@ async def _tools_call(server: Server, ctx: Context, params: Mapping[str, Any]) -
     return _tool_result(tool, value)
 
 
-def _tool_result(tool: ToolDef, value: Any) -> dict[str, Any]:
-    if isinstance(value, ToolResult):
-        return value.to_dict()
-    sig = tool.signature
-    if sig.output_schema is None or is_content(value):
-        return {"content": to_content_list(value)}
-    data = _schema.dump_value(value)
-    structured = {"result": data} if sig.wrap_output else data
-    problems = _schema.validate(structured, sig.output_schema)
+def _check_output(tool: ToolDef, structured: Any) -> None:
+    assert tool.signature.output_schema is not None
+    problems = _schema.validate(structured, tool.signature.output_schema)
     if problems:
         # U-TOOL-6 (MUST): structured results conform to the outputSchema. A tool that
         # breaks its own schema is a server bug: an internal error, not a tool result.
@@ -642,5 +642,23 @@ def _tool_result(tool: ToolDef, value: Any) -> dict[str, Any]:
             f"Tool {tool.name} returned a value that does not match its outputSchema: "
             + "; ".join(problems[:3])
         )
+
+
+def _tool_result(tool: ToolDef, value: Any) -> dict[str, Any]:
+    sig = tool.signature
+    if isinstance(value, ToolResult):
+        result = value.to_dict()
+        if value.structured is not None and not value.is_error:
+            if sig.output_schema is not None:
+                _check_output(tool, value.structured)
+            if not value.content:
+                # U-TOOL-5 (SHOULD): structured content also goes out as JSON text.
+                result["content"] = to_content_list(json_text(value.structured))
+        return result
+    if sig.output_schema is None or is_content(value):
+        return {"content": to_content_list(value)}
+    data = _schema.dump_value(value)
+    structured = {"result": data} if sig.wrap_output else data
+    _check_output(tool, structured)
     # U-TOOL-5 (SHOULD): structured content also goes out as serialized JSON text.
     return {"content": to_content_list(json_text(structured)), "structuredContent": structured}

@@ -518,7 +518,7 @@ async def test_stray_responses_and_notifications_are_accepted_and_ignored(
     assert response.body == b""
 
 
-@pytest.mark.spec("J-ID-3")
+@pytest.mark.spec("J-ID-3", "TM-RPC-DUPID")
 async def test_request_id_reused_while_in_flight_is_refused(env: Env) -> None:
     """A request id that is still in flight in the session cannot be reused: the second
     request is refused with an error, and the first one still gets its own response."""
@@ -543,7 +543,7 @@ async def test_request_id_reused_while_in_flight_is_refused(env: Env) -> None:
     assert all(not s.open_requests for s in state.log.streams.values())
 
 
-@pytest.mark.spec("J-ID-3", "J-BATCH-1")
+@pytest.mark.spec("J-ID-3", "J-BATCH-1", "TM-RPC-DUPID")
 @pytest.mark.parametrize("mode", [ResponseMode.SSE, ResponseMode.JSON])
 async def test_batch_repeating_a_request_id_is_refused(
     live_server: StartServer, mode: ResponseMode
