@@ -52,6 +52,8 @@ SPEC_DIR = ROOT / "spec"
 TESTS_DIR = ROOT / "tests"
 CODE_DIR = ROOT / "trio_mcp"
 README = SPEC_DIR / "README.md"
+#: Files of spec/ that are prose for readers, not rule files.
+PROSE = frozenset({"README.md", "reattachment.md"})
 
 BEGIN = "<!-- rules:begin -->"
 END = "<!-- rules:end -->"
@@ -244,11 +246,11 @@ def parse_rule_file(text: str, file: str) -> tuple[list[Rule], list[str]]:
 
 
 def load_rules(spec_dir: Path = SPEC_DIR) -> Rulebook:
-    """Parse every ``spec/*.md`` but README.md, in reading order."""
+    """Parse every rule file of ``spec/`` (all but the PROSE ones), in reading order."""
     rules: list[Rule] = []
     problems: list[str] = []
     for path in sorted(spec_dir.glob("*.md"), key=_file_order):
-        if path.name == README.name:
+        if path.name in PROSE:
             continue
         found, bad = parse_rule_file(path.read_text(encoding="utf-8"), path.name)
         rules.extend(found)

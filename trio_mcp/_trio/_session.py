@@ -236,7 +236,7 @@ class Session:
                 r for r in state.request_ids if r not in answered
             )
         else:
-            request_ids = self._stream_requests.get(stream, ())
+            request_ids = self._stream_requests.get(stream) or self.log.requests_of(stream)
         for rid in request_ids:
             err = ErrorResponse(
                 id=rid,

@@ -14,7 +14,15 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
-from ..protocol import Cursor, Entry, EntryKind, Gap, encode_comment, encode_event
+from ..protocol import (
+    STANDALONE_STREAM,
+    Cursor,
+    Entry,
+    EntryKind,
+    Gap,
+    encode_comment,
+    encode_event,
+)
 from ..protocol._transport import SSE_HEADERS
 from ._responder import Responder
 from ._writer import ConnectionWriter
@@ -187,7 +195,22 @@ class View:
             got = session.log.read_after(self.stream, self.cursor)
             if isinstance(got, Gap):
                 writer.submit(session.gap_signal(self.stream, got, self.delivered))
-                return ViewEnd.GAP
+                if self.stream != STANDALONE_STREAM or got.lost_through < 0:
+                    return ViewEnd.GAP
+                # TM-RES-STALE: the standalone stream has no request to fail, and it never
+                # ends. Having said what was lost, it goes on from the oldest message the
+                # window still holds. Ending the connection here would have the SDK clients,
+                # which reconnect a GET stream that ends, resume the same stale cursor again
+                # and again, and never hear from the stream anew.
+                self.cursor = self.delivered = got.lost_through
+                if session.primes and not session.log.read_after(self.stream, self.cursor):
+                    # Nothing kept follows the loss: a priming event gives the client a
+                    # cursor that works (T-PSSE-1). No await since the read: nothing was
+                    # appended in between, so the position skips nothing.
+                    priming = session.log.prime(self.stream, now=trio.current_time())
+                    self.cursor = self.delivered = priming.seq
+                    writer.submit(encode_event(id=self.event_id(priming.seq), data=""))
+                continue
             for entry in got:
                 # Hand over one entry at a time, and only when the writer has room: the
                 # log, not a queue in front of the socket, holds what the reader lags by.

