@@ -178,19 +178,16 @@ def _require(server: Server) -> None:
 
 
 async def _list(server: Server, ctx: Context, params: Mapping[str, Any]) -> Mapping[str, Any]:
-    from ._server import paginate
+    from ._server import list_result
 
     _require(server)
-    page, next_cursor = paginate(
+    return list_result(
+        "prompts",
         "prompts",
         [(p.name, p.to_dict()) for p in server._prompts.prompts.values()],
         params,
         ctx._session.config.page_size,
     )
-    result: dict[str, Any] = {"prompts": page}
-    if next_cursor is not None:
-        result["nextCursor"] = next_cursor
-    return result
 
 
 async def _get(server: Server, ctx: Context, params: Mapping[str, Any]) -> Mapping[str, Any]:

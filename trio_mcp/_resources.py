@@ -311,37 +311,31 @@ def _uri_param(params: Mapping[str, Any]) -> str:
 
 
 async def _list(server: Server, ctx: Context, params: Mapping[str, Any]) -> Mapping[str, Any]:
-    from ._server import paginate
+    from ._server import list_result
 
     _require(server)
-    page, next_cursor = paginate(
+    return list_result(
+        "resources",
         "resources",
         [(r.uri, r.to_dict()) for r in server._resources.fixed.values()],
         params,
         ctx._session.config.page_size,
     )
-    result: dict[str, Any] = {"resources": page}
-    if next_cursor is not None:
-        result["nextCursor"] = next_cursor
-    return result
 
 
 async def _templates_list(
     server: Server, ctx: Context, params: Mapping[str, Any]
 ) -> Mapping[str, Any]:
-    from ._server import paginate
+    from ._server import list_result
 
     _require(server)
-    page, next_cursor = paginate(
+    return list_result(
+        "resourceTemplates",
         "resource-templates",
         [(r.uri, r.to_dict()) for r in server._resources.templates.values()],
         params,
         ctx._session.config.page_size,
     )
-    result: dict[str, Any] = {"resourceTemplates": page}
-    if next_cursor is not None:
-        result["nextCursor"] = next_cursor
-    return result
 
 
 async def _read(server: Server, ctx: Context, params: Mapping[str, Any]) -> Mapping[str, Any]:

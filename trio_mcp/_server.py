@@ -105,6 +105,21 @@ def paginate(
     return [v for _, v in page], (encode_cursor(kind, page[-1][0]) if more and page else None)
 
 
+def list_result(
+    field: str,
+    kind: str,
+    items: Sequence[tuple[str, dict[str, Any]]],
+    params: Mapping[str, Any],
+    size: int,
+) -> dict[str, Any]:
+    """A paginated list result: ``{field: page, nextCursor?}`` (U-PAGE-1, U-PAGE-2)."""
+    page, next_cursor = paginate(kind, items, params, size)
+    result: dict[str, Any] = {field: page}
+    if next_cursor is not None:
+        result["nextCursor"] = next_cursor
+    return result
+
+
 class Server:
     """An MCP server: register tools with ``@server.tool()``, then serve it.
 
@@ -579,16 +594,13 @@ async def _set_level(server: Server, ctx: Context, params: Mapping[str, Any]) ->
 
 
 async def _tools_list(server: Server, ctx: Context, params: Mapping[str, Any]) -> Mapping[str, Any]:
-    page, next_cursor = paginate(
+    return list_result(
+        "tools",
         "tools",
         [(t.name, t.to_dict()) for t in server._tools.values()],
         params,
         ctx._session.config.page_size,
     )
-    result: dict[str, Any] = {"tools": page}
-    if next_cursor is not None:
-        result["nextCursor"] = next_cursor
-    return result
 
 
 async def _tools_call(server: Server, ctx: Context, params: Mapping[str, Any]) -> Mapping[str, Any]:
