@@ -412,7 +412,3 @@ class Context(SessionContext):
         if flight is None or flight.stream is None:
             return False
         return self._session.close_stream_connection(flight.stream)
-
-    # internal: the server's own request type for the client
-    def _as_request(self) -> Request:
-        return self._request

@@ -10,8 +10,6 @@ from __future__ import annotations
 import enum
 from typing import Final
 
-import attrs
-
 from ._errors import ErrorCode, RemoteProtocolError
 from ._jsonrpc import ErrorResponse, Message, Notification, Request, Response
 
@@ -88,12 +86,6 @@ _TABLE: Final[dict[tuple[Phase, MessageClass], Admission]] = {
     (_A, _M.RESPONSE): Admission.HANDLE,
     (_O, _M.RESPONSE): Admission.HANDLE,
 }
-
-
-@attrs.frozen
-class Decision:
-    admission: Admission
-    next_phase: Phase
 
 
 def admit(phase: Phase, message: Message) -> Admission:
