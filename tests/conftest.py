@@ -7,8 +7,19 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 pytest_plugins = ["support.fixtures"]
+
+# The machine is shared and has two cores: a property is judged by its examples, never by how
+# long one took, so Hypothesis's per-example deadline and speed health check are off.
+settings.register_profile(
+    "trio-mcp",
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    print_blob=True,
+)
+settings.load_profile("trio-mcp")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
