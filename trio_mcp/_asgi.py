@@ -35,6 +35,26 @@ class ASGIResponder:
         self.disconnected = trio.Event()
         self.started = False
         self.finished = False
+        self._on_disconnect: list[Callable[[], None]] = []
+
+    def on_disconnect(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` once the client has gone (at once if it has already).
+
+        The runtime uses it instead of a task of its own that waits for ``disconnected``
+        (see trio_mcp._trio._responder.watching_disconnect).
+        """
+        if self.disconnected.is_set():
+            callback()
+        else:
+            self._on_disconnect.append(callback)
+
+    def gone(self) -> None:
+        """The client closed the connection."""
+        if not self.disconnected.is_set():
+            self.disconnected.set()
+            callbacks, self._on_disconnect = self._on_disconnect, []
+            for callback in callbacks:
+                callback()
 
     async def _safe_send(self, message: MutableMapping[str, Any]) -> None:
         if self.finished:
@@ -43,7 +63,7 @@ class ASGIResponder:
             await self._send(message)
         except (OSError, trio.BrokenResourceError, trio.ClosedResourceError):
             # The client went away under us: the runtime learns it from `disconnected`.
-            self.disconnected.set()
+            self.gone()
 
     async def reply(self, reply: Reply) -> None:
         if self.started:
@@ -172,7 +192,7 @@ class ASGIApp:
             local_host=str(server_addr[0]) if server_addr else None,
         )
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(_watch_disconnect, receive, responder.disconnected)
+            nursery.start_soon(_watch_disconnect, receive, responder)
             try:
                 await self.manager.handle(request, responder)
             except Exception:
@@ -208,9 +228,9 @@ async def _read_body(receive: Receive, limit: int) -> tuple[bytes | None, bool]:
             return b"".join(chunks), True
 
 
-async def _watch_disconnect(receive: Receive, disconnected: trio.Event) -> None:
+async def _watch_disconnect(receive: Receive, responder: ASGIResponder) -> None:
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":
-            disconnected.set()
+            responder.gone()
             return

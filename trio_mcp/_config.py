@@ -46,8 +46,14 @@ class ServerConfig:
     server has data for it, is cut and told to resume (TM-BP-STALL)."""
     min_read_rate: float = 2048.0
     """Bytes per second below which a busy connection counts as stalled."""
-    signal_timeout: float = 1.0
-    """How long a cut connection gets to take its ``resumption-required`` signal."""
+    signal_timeout: float = 30.0
+    """How long a cut connection gets to take its ``resumption-required`` signal (TM-BP-SIGNAL).
+
+    Long, because the reader is slow by definition: a write to a full socket returns only
+    when the kernel has freed a third of its send buffer, which took 3.6 to 15 s for a reader
+    at 1 KiB/s on loopback (more as the send buffer grows with the connection's age). The
+    client cannot resume before it has read what its socket holds anyway, and the wait costs
+    one task and one write's worth of bytes; a reader that stopped is closed when it ends."""
     max_stream_lag: int | None = None
     """Unsent events a stream with an attached reader may hold before a handler that sends
     more waits (producer backpressure, TM-BP-PRODUCER); None: half the retention window."""

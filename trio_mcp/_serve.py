@@ -15,6 +15,7 @@ from hypercorn.config import Config as HypercornConfig
 from hypercorn.trio import serve as hypercorn_serve
 
 from ._config import ServerConfig
+from ._trio._writer import RATE_LOOKBACK
 
 if TYPE_CHECKING:
     from ._server import Server
@@ -34,7 +35,8 @@ def listening_socket(host: str, port: int, *, user_timeout_ms: int | None) -> so
 
     Accepted connections inherit the option, so the kernel itself aborts a connection whose
     peer stopped acknowledging data (a zero window or a vanished host) after that long: a
-    second line of defence behind the stall detector (TM-BP-RELEASE).
+    last line of defence behind the stall detector (TM-BP-RELEASE), for the writes no
+    connection writer watches (a plain reply) and for connections already closed.
     """
     family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
@@ -47,6 +49,20 @@ def listening_socket(host: str, port: int, *, user_timeout_ms: int | None) -> so
     sock.bind((host.strip("[]"), port))
     sock.set_inheritable(True)
     return sock
+
+
+def user_timeout(cfg: ServerConfig) -> float:
+    """TCP_USER_TIMEOUT for the accepted connections, in seconds (TM-BP-RELEASE).
+
+    Linux aborts a connection whose unsent data has waited on a closed window this long,
+    however fast its reader drains between window probes: readers at 2.5 and 4 KiB/s, kept
+    behind by a faster handler, were aborted at exactly the timeout while reading (measured
+    on loopback). So it is only the last line, far behind the stall detector, which judges
+    by rate and sends the signal: never before the detector's latest cut plus
+    ``signal_timeout``, and at least 30 stall budgets (5 minutes by default).
+    """
+    latest_cut = (RATE_LOOKBACK + 1) * cfg.stall_budget + cfg.signal_timeout
+    return max(30 * cfg.stall_budget, latest_cut)
 
 
 def hypercorn_config(
@@ -101,7 +117,7 @@ async def serve(
 
     cfg = config or ServerConfig()
     app = ASGIApp(server, cfg, bind_hosts=[host])
-    sock = listening_socket(host, port, user_timeout_ms=int(cfg.stall_budget * 1000))
+    sock = listening_socket(host, port, user_timeout_ms=int(user_timeout(cfg) * 1000))
     # hypercorn wraps the descriptor it is given and closes it when it stops: it gets a
     # duplicate, so each side closes only its own.
     fd = os.dup(sock.fileno())

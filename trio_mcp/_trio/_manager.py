@@ -42,7 +42,7 @@ from ..protocol._transport import (
     session_not_found,
 )
 from ..protocol._versions import effective_version, negotiate
-from ._responder import Responder
+from ._responder import Responder, watching_disconnect
 from ._session import Session
 from ._view import View
 
@@ -57,6 +57,9 @@ logger = logging.getLogger("trio_mcp.manager")
 
 @attrs.define
 class ManagerStats:
+    """Totals since the server started; spec/backpressure.md (TM-BP-COUNTERS) says what each
+    one counts."""
+
     sessions_created: int = 0
     sessions_deleted: int = 0
     sessions_expired: int = 0
@@ -131,17 +134,22 @@ class SessionManager:
         period = max(0.05, min(cfg.session_idle_ttl, cfg.uninitialized_ttl) / 10)
         while True:
             await trio.sleep(period)
-            now = trio.current_time()
-            for session in list(self.sessions.values()):
-                session.log.evict(now)
-                if not session.idle:
-                    continue
-                ttl = cfg.session_idle_ttl
-                if session.phase.value == "awaiting-initialized":
-                    ttl = min(ttl, cfg.uninitialized_ttl)
-                if now - session.last_activity >= ttl:
-                    self.stats.sessions_expired += 1
-                    session.close("expired")
+            self._expire_once(trio.current_time())
+
+    def _expire_once(self, now: float) -> None:
+        # A function of its own, so that no local of this sleeping loop keeps the last
+        # session it looked at (and that session's log) alive after it ended (TM-SESS-IDLE).
+        cfg = self.config
+        for session in list(self.sessions.values()):
+            session.log.evict(now)
+            if not session.idle:
+                continue
+            ttl = cfg.session_idle_ttl
+            if session.phase.value == "awaiting-initialized":
+                ttl = min(ttl, cfg.uninitialized_ttl)
+            if now - session.last_activity >= ttl:
+                self.stats.sessions_expired += 1
+                session.close("expired")
 
     # -- HTTP entry ---------------------------------------------------------------------
 
@@ -283,7 +291,9 @@ class SessionManager:
         victim = min(idle, key=lambda s: s.last_activity)
         self.stats.sessions_evicted += 1
         victim.close("evicted")
-        self.sessions.pop(victim.id, None)
+        # forget() rather than a bare pop: it also adds the session's events to the totals,
+        # which would otherwise go backwards until its supervisor ran (TM-BP-COUNTERS).
+        self.forget(victim)
         return True
 
     async def _reply_now(
@@ -336,11 +346,9 @@ class SessionManager:
             # The POST waits for its handlers. Closing the connection does not cancel them
             # (T-PSSE-12): they finish and their results are dropped, having nowhere to go.
             with trio.CancelScope() as scope:
-                async with trio.open_nursery() as nursery:
-                    nursery.start_soon(_cancel_when, responder.disconnected, scope)
+                async with watching_disconnect(responder, scope.cancel):
                     for flight in flights:
                         await flight.done.wait()
-                    nursery.cancel_scope.cancel()
             if scope.cancelled_caught:
                 return
             outcomes = [f.outcome for f in flights if f.outcome is not None]
@@ -440,13 +448,14 @@ class SessionManager:
         effective_version(plan.version_header, session.version)
         # T-SESS-9: the client ends its session; every later request with its id gets 404.
         session.close("deleted")
-        self.sessions.pop(session.id, None)
+        self.forget(session)  # TM-BP-COUNTERS: its totals are kept at once
         self.stats.sessions_deleted += 1
         await responder.reply(Reply(status=204))
 
     # -- introspection ------------------------------------------------------------------
 
     def statistics(self) -> dict[str, Any]:
+        """The counters of TM-BP-COUNTERS: totals, then what is open and retained now."""
         sessions = list(self.sessions.values())
         stats = attrs.asdict(self.stats)
         appended = stats.pop("events_appended_closed")
@@ -467,8 +476,4 @@ class SessionManager:
         for session in list(self.sessions.values()):
             session.send(Notification(method=method, params=params))
 
-
-async def _cancel_when(event: trio.Event, scope: trio.CancelScope) -> None:
-    await event.wait()
-    scope.cancel()
 

@@ -3,14 +3,15 @@
 # implements it; tests may implement it in memory.
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Protocol
 
 import trio
 
 from ..protocol import Reply
 
-__all__ = ["Responder"]
+__all__ = ["Responder", "watching_disconnect"]
 
 
 class Responder(Protocol):
@@ -28,3 +29,30 @@ class Responder(Protocol):
 
     async def end(self) -> None:
         """Finish a streamed response."""
+
+
+@contextlib.asynccontextmanager
+async def watching_disconnect(
+    responder: Responder, callback: Callable[[], None]
+) -> AsyncIterator[None]:
+    """Call ``callback`` if the client goes away while the block runs.
+
+    A responder with an ``on_disconnect(callback)`` method (the ASGI one) calls it from the
+    task that already watches the connection; any other gets a task that waits for its
+    ``disconnected`` event. A nursery and a task per request cost more than the rest of a
+    small request's own work, which is why the first way exists.
+    """
+    register = getattr(responder, "on_disconnect", None)
+    if register is not None:
+        register(callback)
+        yield
+        return
+    async with trio.open_nursery() as nursery:
+
+        async def watch() -> None:
+            await responder.disconnected.wait()
+            callback()
+
+        nursery.start_soon(watch)
+        yield
+        nursery.cancel_scope.cancel()

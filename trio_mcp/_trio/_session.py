@@ -184,6 +184,8 @@ class Session:
     def _wake(self) -> None:
         self._changed.set()
         self._changed = trio.Event()
+        for view in self.views.values():
+            view.log_changed()
 
     def notify_progress(self) -> None:
         """A connection took an event: producers waiting on a slow reader may go on."""
@@ -297,9 +299,7 @@ class Session:
         out.done.set()
 
     def check_capacity(self, count: int) -> None:
-        pinned = sum(
-            1 for s in self.log.streams.values() for e in s.entries if e.pinned
-        )
+        pinned = self.log.pinned_responses
         if len(self.inflight) + pinned + count > self.config.max_inflight_requests:
             raise RemoteProtocolError(
                 "Too many requests in flight in this session; retry later.",
@@ -477,6 +477,10 @@ class Session:
         either way (the log is bounded), this only keeps a live reader inside the window.
         With no reader attached nothing waits: the log evicts within its window.
         """
+        # Always a checkpoint, as trio's own async functions are: a handler looping over
+        # sends that never wait (no reader, or one keeping up) would otherwise hold the event
+        # loop, and every other session with it, until its loop ends (TM-BP-PRODUCER).
+        await trio.lowlevel.checkpoint()
         if not self.send(message, related=related):
             return False
         stream = STANDALONE_STREAM

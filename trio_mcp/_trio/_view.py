@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
 import attrs
@@ -23,8 +23,9 @@ from ..protocol import (
     encode_comment,
     encode_event,
 )
+from ..protocol._sse import encode_message_event
 from ..protocol._transport import SSE_HEADERS
-from ._responder import Responder
+from ._responder import Responder, watching_disconnect
 from ._writer import ConnectionWriter
 
 if TYPE_CHECKING:
@@ -62,6 +63,30 @@ class View:
     end_reason: str | None = None
     send_retry: bool = True
     writer: ConnectionWriter | None = None
+    # What the view waits on, whatever it waits for: rung when the writer makes progress or
+    # stops, when the client leaves, and (while the view is idle) when the log changes. One
+    # event rather than a task per thing watched: the view waits about once per write, and
+    # spawning watcher tasks for each wait cost more than the rest of its work.
+    _bell: trio.Event = attrs.field(factory=trio.Event, init=False, repr=False)
+    _listening: bool = attrs.field(default=False, init=False, repr=False)
+
+    def ring(self) -> None:
+        """Wake the view to look at its writer, its client and the log."""
+        self._bell.set()
+
+    def log_changed(self) -> None:
+        """The session's log changed (Session._wake). Only an idle view needs to know: a busy
+        one reads the log again when its writer next makes progress, and takes all that came
+        meanwhile in one go."""
+        if self._listening:
+            self._bell.set()
+
+    def _arm(self) -> trio.Event:
+        """The bell to wait on. Taken before looking at what it waits for, so that a ring in
+        between is not lost: it leaves the bell set, and the wait returns at once."""
+        if self._bell.is_set():
+            self._bell = trio.Event()
+        return self._bell
 
     def stop(self, reason: str, *, send_retry: bool = True) -> None:
         """End this connection from outside; the stream itself lives on in the log."""
@@ -75,17 +100,23 @@ class View:
 
     def lag(self) -> int:
         """Messages of this stream appended but not yet taken by the connection."""
-        state = self.session.log.stream(self.stream)
-        if state is None:
-            return 0
-        return sum(1 for e in state.entries if e.seq > self.delivered)
+        return sum(1 for _ in self._untaken())
 
     def lag_bytes(self) -> int:
         """Bytes of this stream's messages appended but not yet taken by the connection."""
+        return sum(len(e.data) for e in self._untaken())
+
+    def _untaken(self) -> Iterator[Entry]:
+        # Newest first, stopping at the first one taken: entries are in seq order, and a
+        # producer asks on every message it sends (TM-BP-PRODUCER), so this costs the lag,
+        # not the window.
         state = self.session.log.stream(self.stream)
         if state is None:
-            return 0
-        return sum(len(e.data) for e in state.entries if e.seq > self.delivered)
+            return
+        for entry in reversed(state.entries):
+            if entry.seq <= self.delivered:
+                return
+            yield entry
 
     async def run(
         self,
@@ -107,6 +138,7 @@ class View:
             self.responder, window=cfg.stall_budget, max_write=_max_write(cfg)
         )
         self.writer = writer
+        writer.on_progress = self.ring
         if not session.spawn(writer.run, name=f"mcp:writer:{self.stream}"):
             writer.close()
             return ViewEnd.SERVER_CLOSED
@@ -120,7 +152,9 @@ class View:
             # TM-RES-ATTACHED: a comment, which every client ignores, says where we are.
             writer.submit(encode_comment(f"attached stream={self.stream} after={self.cursor}"))
         with self.scope:
-            self.end_reason = await self._pump(writer)
+            # The client leaving is the one thing nothing else rings the bell for.
+            async with watching_disconnect(self.responder, self.ring):
+                self.end_reason = await self._pump(writer)
         reason = self.end_reason or ViewEnd.SERVER_CLOSED
         session.detach_view(self)
         await self._finish(writer, reason)
@@ -139,10 +173,12 @@ class View:
             # T-PSSE-4 / T-GET-8 (SHOULD): before closing a connection whose stream goes on,
             # send a retry field so the client knows when to resume.
             writer.submit(encode_event(retry=cfg.retry_ms))
-        with trio.move_on_after(cfg.stall_budget) as cs:
-            cs.shield = True
-            while not writer.idle and not writer.finished.is_set():
-                await writer.wait_progress()
+        if not writer.idle and not writer.finished.is_set():
+            # (A view that ended COMPLETE has waited for this already: no scope for nothing.)
+            with trio.move_on_after(cfg.stall_budget) as cs:
+                cs.shield = True
+                while not writer.idle and not writer.finished.is_set():
+                    await writer.wait_progress()
         writer.close()
         if writer.idle and not self.responder.disconnected.is_set():
             with trio.move_on_after(cfg.signal_timeout) as cs:
@@ -192,6 +228,7 @@ class View:
             if self.responder.disconnected.is_set() or writer.finished.is_set():
                 return ViewEnd.CLIENT_GONE
             changed = session.changed_event()
+            bell = self._arm()
             got = session.log.read_after(self.stream, self.cursor)
             if isinstance(got, Gap):
                 writer.submit(session.gap_signal(self.stream, got, self.delivered))
@@ -211,64 +248,93 @@ class View:
                     self.cursor = self.delivered = priming.seq
                     writer.submit(encode_event(id=self.event_id(priming.seq), data=""))
                 continue
-            for entry in got:
-                # Hand over one entry at a time, and only when the writer has room: the
-                # log, not a queue in front of the socket, holds what the reader lags by.
-                while not writer.has_room:
-                    if await self._wait_writer(writer):
-                        return ViewEnd.STALLED
-                    # T-PSSE-11: the client may leave mid-write. Its writer can sit in a write
-                    # that never finishes, so `disconnected` is what says it is gone; without
-                    # this check the loop spins on _first_of until the stall budget runs out.
-                    if writer.finished.is_set() or self.responder.disconnected.is_set():
-                        return ViewEnd.CLIENT_GONE
-                self._submit(writer, entry)
+            while got:
+                # Hand over entries only when the writer has room: the log, not a queue in
+                # front of the socket, holds what the reader lags by.
+                end = await self._until(writer, lambda: writer.has_room)
+                if end is not None:
+                    return end
+                got = self._submit(writer, got)
             state = session.log.stream(self.stream)
             if state is None or (state.ended and self.cursor >= state.last_seq):
                 # T-PSSE-10 (SHOULD): the stream ends after its last response is taken.
-                while not writer.idle:
-                    if await self._wait_writer(writer):
-                        return ViewEnd.STALLED
-                    if writer.finished.is_set() or self.responder.disconnected.is_set():
-                        return ViewEnd.CLIENT_GONE
-                return ViewEnd.COMPLETE
+                end = await self._until(writer, lambda: writer.idle)
+                return ViewEnd.COMPLETE if end is None else end
             if not writer.idle:
-                if await self._wait_writer(writer, changed):
+                # What the log gained meanwhile is read when the writer next makes progress.
+                if await self._wait_writer(writer, bell):
                     return ViewEnd.STALLED
                 continue
-            with trio.move_on_after(cfg.keepalive_interval) as idle:
-                await _first_of(changed, self.responder.disconnected)
+            self._listening = True
+            try:
+                bell = self._arm()
+                if changed.is_set():
+                    continue  # the log changed since it was read
+                with trio.move_on_after(cfg.keepalive_interval) as idle:
+                    await bell.wait()
+            finally:
+                self._listening = False
             if idle.cancelled_caught:
                 writer.submit(encode_comment("keep-alive"))
 
-    def _submit(self, writer: ConnectionWriter, entry: Entry) -> None:
-        self.cursor = entry.seq
-        if entry.kind is EntryKind.PRIMING:
-            return
-        data = encode_event(id=self.event_id(entry.seq), data=entry.data.decode("utf-8"))
+    def _submit(self, writer: ConnectionWriter, entries: list[Entry]) -> list[Entry]:
+        """Hand the writer the first of ``entries`` as one chunk, and return the rest.
 
-        def written() -> None:
-            # Marked only once the connection took it: a response whose write never finished
-            # stays pinned in the window for the client's resume (TM-RES-PIN).
-            self.session.log.mark_written(entry)
-            self.delivered = max(self.delivered, entry.seq)
-            self.session.stats.events_written += 1
-            self.session.notify_progress()
+        The chunk holds as many entries as fit in one write (at least one): a stream of
+        small events then costs a socket write per batch, not per event, and the writer
+        still holds at most MAX_QUEUED chunks of at most about one write each
+        (TM-BP-BOUNDED).
+        """
+        limit = writer.max_write or 0
+        parts: list[bytes] = []
+        taken: list[Entry] = []
+        size = count = 0
+        for entry in entries:
+            if parts and size + len(entry.data) > limit:
+                break
+            count += 1
+            self.cursor = entry.seq
+            if entry.kind is EntryKind.PRIMING:
+                continue
+            data = encode_message_event(id=self.event_id(entry.seq), data=entry.data)
+            parts.append(data)
+            taken.append(entry)
+            size += len(data)
+        if taken:
 
-        writer.submit(data, written)
+            def written() -> None:
+                # Marked only once the connection took them: a response whose write never
+                # finished stays pinned in the window for the client's resume (TM-RES-PIN).
+                log = self.session.log
+                for entry in taken:
+                    log.mark_written(entry)
+                self.delivered = max(self.delivered, taken[-1].seq)
+                self.session.stats.events_written += len(taken)
+                self.session.notify_progress()
 
-    async def _wait_writer(
-        self, writer: ConnectionWriter, changed: trio.Event | None = None
-    ) -> bool:
-        """Wait for the writer to make progress (or the log to change); True if stalled."""
+            writer.submit(parts[0] if len(parts) == 1 else b"".join(parts), written)
+        return entries[count:]
+
+    async def _until(self, writer: ConnectionWriter, ready: Callable[[], bool]) -> str | None:
+        """Wait until ``ready()``: None then, or why the view must end first."""
+        while True:
+            bell = self._arm()
+            if ready():
+                return None
+            if await self._wait_writer(writer, bell):
+                return ViewEnd.STALLED
+            # T-PSSE-11: the client may leave mid-write. Its writer can sit in a write that
+            # never finishes, so `disconnected` is what says it is gone; without this check
+            # the loop waits on a writer that never makes progress until the stall budget
+            # runs out.
+            if writer.finished.is_set() or self.responder.disconnected.is_set():
+                return ViewEnd.CLIENT_GONE
+
+    async def _wait_writer(self, writer: ConnectionWriter, bell: trio.Event) -> bool:
+        """Wait for the bell (at most _CHECK_EVERY); True if the reader has stalled."""
         cfg = self.session.config
         with trio.move_on_after(_CHECK_EVERY):
-            if changed is None:
-                await _first_of(writer.finished, self.responder.disconnected, progress=writer)
-            else:
-                await _first_of(
-                    changed, writer.finished, self.responder.disconnected, progress=writer
-                )
+            await bell.wait()
         # TM-BP-STALL: busy for the whole budget and still under the minimum rate.
         stalled = writer.stalled_for(trio.current_time(), cfg.min_read_rate)
         if stalled >= cfg.stall_budget:
@@ -281,29 +347,6 @@ def _max_write(cfg: ServerConfig) -> int:
     """The largest single write of a connection: an eighth of what a reader at the minimum
     rate takes in one stall budget, so the drain rate has a fine enough grain (TM-BP-STALL)."""
     return max(1024, int(cfg.min_read_rate * cfg.stall_budget / 8))
-
-
-async def _first_of(*events: trio.Event, progress: ConnectionWriter | None = None) -> None:
-    """Return when any of ``events`` is set (or ``progress`` makes a write)."""
-    if any(e.is_set() for e in events):
-        # Still a checkpoint: callers loop on this, and a loop that never yields would
-        # starve every other task of the process (the writer it waits for among them).
-        await trio.lowlevel.checkpoint()
-        return
-    async with trio.open_nursery() as nursery:
-
-        async def watch(event: trio.Event) -> None:
-            await event.wait()
-            nursery.cancel_scope.cancel()
-
-        async def watch_progress(writer: ConnectionWriter) -> None:
-            await writer.wait_progress()
-            nursery.cancel_scope.cancel()
-
-        for event in events:
-            nursery.start_soon(watch, event)
-        if progress is not None:
-            nursery.start_soon(watch_progress, progress)
 
 
 def gap_event(details: Mapping[str, object]) -> bytes:

@@ -23,6 +23,17 @@ __all__ = ["ConnectionWriter"]
 #: enough that a slow reader pins almost nothing in the server (TM-BP-BOUNDED).
 MAX_QUEUED = 2
 
+#: How far back the drain rate looks, in stall budgets of busy time (TM-BP-STALL). The
+#: kernel's socket buffers hand a writer its reader's progress in bursts: a write blocked on
+#: a full socket returns only once a third of the send buffer is free, and the buffers first
+#: absorb tens or hundreds of KB at once. A healthy reader at 4 KiB/s with autotuned buffers
+#: completed no write for over 10 s at a time (measured on loopback), so a window of one
+#: budget cut it; over six budgets its bursts average out. The price: a reader that stops
+#: is cut between one budget (if its buffers held little) and this many after it stopped.
+RATE_LOOKBACK = 6
+#: Buckets per stall budget in which busy time and written bytes are kept.
+_BUCKETS_PER_WINDOW = 40
+
 
 @attrs.define(eq=False)
 class _Chunk:
@@ -34,7 +45,9 @@ class ConnectionWriter:
     """Writes chunks to one responder, in order, and measures the reader's drain rate.
 
     The rate is measured only while the writer has work: a reader cannot look slow just
-    because the server had nothing to send.
+    because the server had nothing to send. It is bytes written per second of busy time
+    over the last ``RATE_LOOKBACK`` windows, kept in buckets, so the memory it takes is
+    fixed and a writer that catches up with its queue for an instant does not start over.
     """
 
     def __init__(
@@ -51,10 +64,16 @@ class ConnectionWriter:
         self.in_flight: _Chunk | None = None
         #: When the writer last went from idle to busy (None while idle).
         self.busy_since: float | None = None
-        #: (time a write completed, bytes) for the recent past, to measure the drain rate.
-        self._done: collections.deque[tuple[float, int]] = collections.deque()
+        #: [bucket number, busy seconds, bytes written] for the last RATE_LOOKBACK windows.
+        self._buckets: collections.deque[list[float]] = collections.deque()
+        self._bucket_width = window / _BUCKETS_PER_WINDOW
+        #: Up to when busy time has been put in buckets (None while idle).
+        self._accounted: float | None = None
         self.bytes_written = 0
         self.finished = trio.Event()
+        #: Called when a write completes and when the writer stops, besides the event that
+        #: wait_progress() waits on: a View rings its bell with it (see View._bell).
+        self.on_progress: Callable[[], None] | None = None
 
     # -- the producer side (the View) ---------------------------------------------------
 
@@ -70,7 +89,7 @@ class ConnectionWriter:
         if self._closed:
             return
         if self.busy_since is None:
-            self.busy_since = trio.current_time()
+            self.busy_since = self._accounted = trio.current_time()
         self._queue.append(_Chunk(data, on_written))
         self._wakeup.set()
 
@@ -91,28 +110,72 @@ class ConnectionWriter:
         self._queue.clear()
         self._wakeup.set()
 
+    def busy_time(self, now: float) -> float:
+        """Seconds the writer had work in the last ``RATE_LOOKBACK`` windows."""
+        self._account(now)
+        return sum(b[1] for b in self._buckets)
+
     def drain_rate(self, now: float) -> float:
-        """Bytes per second the reader took over the last ``window`` seconds of busy time."""
-        self._trim(now)
-        if self.busy_since is None:
+        """Bytes per second of busy time the reader took in the last ``RATE_LOOKBACK``
+        windows (infinite when the writer had no work)."""
+        busy = self.busy_time(now)
+        if busy <= 0:
             return math.inf
-        span = min(self.window, now - self.busy_since)
-        if span <= 0:
-            return math.inf
-        return sum(n for _, n in self._done) / span
+        return sum(b[2] for b in self._buckets) / busy
 
     def stalled_for(self, now: float, min_rate: float) -> float:
-        """How long the writer has been busy while draining below ``min_rate`` (0 if not)."""
-        if self.busy_since is None or now - self.busy_since < self.window:
+        """The busy time behind a drain rate below ``min_rate``: 0 while the writer is idle,
+        has been busy for less than one window, or drains fast enough."""
+        if self.busy_since is None:
             return 0.0
-        if self.drain_rate(now) >= min_rate:
+        busy = self.busy_time(now)
+        if busy < self.window or self.drain_rate(now) >= min_rate:
             return 0.0
-        return now - self.busy_since
+        return busy
 
-    def _trim(self, now: float) -> None:
-        horizon = now - self.window
-        while self._done and self._done[0][0] < horizon:
-            self._done.popleft()
+    def _bucket(self, at: float) -> list[float]:
+        number = math.floor(at / self._bucket_width)
+        if not self._buckets or self._buckets[-1][0] < number:
+            self._buckets.append([number, 0.0, 0.0])
+        return self._buckets[-1]
+
+    def _account(self, now: float) -> None:
+        """Put the busy time since the last call in its buckets, and drop old buckets."""
+        start = self._accounted
+        if start is not None and now > start:
+            while start < now:
+                bucket = self._bucket(start)
+                end = min(now, (bucket[0] + 1) * self._bucket_width)
+                bucket[1] += max(0.0, end - start)
+                start = max(end, math.nextafter(start, math.inf))
+            self._accounted = now
+        oldest = math.floor((now - RATE_LOOKBACK * self.window) / self._bucket_width)
+        while self._buckets and self._buckets[0][0] < oldest:
+            self._buckets.popleft()
+
+    def _take(self) -> _Chunk:
+        """The next chunk, joined with the queued ones after it that fit in the same write.
+
+        Each write is a trip through hypercorn and a system call: a response's priming event
+        and its result, queued apart, go out together.
+        """
+        chunk = self._queue.popleft()
+        if not self._queue or self.max_write is None:
+            return chunk
+        parts = [chunk]
+        size = len(chunk.data)
+        while self._queue and size + len(self._queue[0].data) <= self.max_write:
+            parts.append(self._queue.popleft())
+            size += len(parts[-1].data)
+        if len(parts) == 1:
+            return chunk
+        callbacks = [p.on_written for p in parts if p.on_written is not None]
+
+        def written() -> None:
+            for callback in callbacks:
+                callback()
+
+        return _Chunk(b"".join(p.data for p in parts), written if callbacks else None)
 
     # -- the task -------------------------------------------------------------------------
 
@@ -120,11 +183,12 @@ class ConnectionWriter:
         try:
             while not self._closed:
                 if not self._queue:
-                    self.busy_since = None
+                    self._account(trio.current_time())
+                    self.busy_since = self._accounted = None
                     self._wakeup = trio.Event()
                     await self._wakeup.wait()
                     continue
-                chunk = self._queue.popleft()
+                chunk = self._take()
                 self.in_flight = chunk
                 step = self.max_write or len(chunk.data) or 1
                 for start in range(0, len(chunk.data), step):
@@ -138,8 +202,8 @@ class ConnectionWriter:
                     # more than min_read_rate x stall_budget bytes would look like a stall.
                     await self.responder.write(piece)
                     now = trio.current_time()
-                    self._done.append((now, len(piece)))
-                    self._trim(now)
+                    self._account(now)
+                    self._bucket(now)[2] += len(piece)
                     self.bytes_written += len(piece)
                 self.in_flight = None
                 # TM-BP-RELEASE: a write that returns after the view gave the connection up
@@ -154,8 +218,12 @@ class ConnectionWriter:
                     chunk.on_written()
                 self._progress.set()
                 self._progress = trio.Event()
+                if self.on_progress is not None:
+                    self.on_progress()
         finally:
             self.in_flight = None
             self._closed = True
             self._progress.set()
             self.finished.set()
+            if self.on_progress is not None:
+                self.on_progress()

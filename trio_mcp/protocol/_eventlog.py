@@ -127,6 +127,9 @@ class EventLog:
         #: Counters for statistics(): appended and evicted entries, and bytes retained.
         self.appended = 0
         self.evicted = 0
+        # Kept as a count rather than found by a scan: the runtime asks for it on every
+        # request (TM-RES-PIN), and a scan costs the whole window each time.
+        self._pinned = 0
         #: The requests of the most recently forgotten request streams (bounded), so that
         #: a late resume of one still fails them explicitly (TM-RES-STALE).
         self.forgotten: collections.OrderedDict[int, tuple[RequestId, ...]] = (
@@ -177,6 +180,7 @@ class EventLog:
         self._next_seq += 1
         self._entries[entry.seq] = entry
         self._bytes += len(data)
+        self._pinned += entry.pinned
         state.entries.append(entry)
         state.last_seq = entry.seq
         self.appended += 1
@@ -199,6 +203,7 @@ class EventLog:
             while state.entries and state.entries[-1].seq > state.written_through:
                 entry = state.entries.pop()
                 del self._entries[entry.seq]
+                self._pinned -= entry.pinned
                 carried.append(entry)
             carried.reverse()
         priming = Entry(
@@ -215,6 +220,7 @@ class EventLog:
             )
             self._next_seq += 1
             self._entries[entry.seq] = entry
+            self._pinned += entry.pinned
             state.entries.append(entry)
             state.last_seq = entry.seq
         return priming
@@ -240,6 +246,8 @@ class EventLog:
 
     def mark_written(self, entry: Entry) -> None:
         """A connection took ``entry``: it no longer pins its place in the window."""
+        if entry.pinned and self._entries.get(entry.seq) is entry:
+            self._pinned -= 1
         entry.written = True
         state = self.streams.get(entry.stream)
         if state is not None and entry.seq > state.written_through:
@@ -254,6 +262,11 @@ class EventLog:
     @property
     def retained_events(self) -> int:
         return len(self._entries)
+
+    @property
+    def pinned_responses(self) -> int:
+        """Responses in the log that no connection has taken yet (TM-RES-PIN)."""
+        return self._pinned
 
     def evict(self, now: float) -> int:
         """Drop entries beyond the window, oldest first, keeping unsent responses.
@@ -281,6 +294,7 @@ class EventLog:
     def _drop(self, entry: Entry) -> None:
         del self._entries[entry.seq]
         self._bytes -= len(entry.data)
+        self._pinned -= entry.pinned
         self.evicted += 1
         state = self.streams.get(entry.stream)
         if state is None:
@@ -322,6 +336,7 @@ class EventLog:
         for entry in state.entries:
             if self._entries.pop(entry.seq, None) is not None:
                 self._bytes -= len(entry.data)
+                self._pinned -= entry.pinned
                 self.evicted += 1
         state.entries.clear()
         self._remember(state)

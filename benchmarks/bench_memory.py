@@ -1,0 +1,293 @@
+"""What trio-mcp's memory does when clients misbehave (spec/backpressure.md).
+
+    python benchmarks/bench_memory.py [--quick] [--json PATH]
+
+Each run starts a fresh server in a subprocess (benchmarks/servers/trio_mcp_server.py) and
+drives it over loopback with raw sockets (benchmarks/loadgen.py):
+
+(a) abandoned sessions: 200, then 1 000 clients (50 and 200 with --quick), 50 at a time,
+    each initialize, start ``stream(n=500, size=2000)`` with a progress token, read 10 events
+    and close the TCP connection for good (no DELETE, no resume). The server's RSS before,
+    once every call has run to its end, and once the sessions have expired. The session TTL
+    is set short for the run (``--session-ttl``, 20 s; 10 s with --quick) so that the last
+    figure comes within the run; everything else is ServerConfig's default.
+(b) a slow reader: one client starts ``stream(n=5000, size=2000)`` (log messages) on a
+    socket with a 4 KiB receive buffer and reads it at 1 KiB/s for 20 s,
+    then reads on at full speed until the connection ends (at most signal_timeout + 10 s
+    more). The server's RSS and counters over time, when the server cut the stream (default
+    stall budget, 10 s), and whether the client got the resumption-required signal.
+
+Each figure is printed beside the configured bound: sessions x the retention window's
+max_bytes, from the ServerConfig the server reports. RSS is what the kernel charges the
+process, allocator caches included, so it need not fall back all the way when memory is
+freed; the server's own counters (bytes_retained) say what it still holds, and a last RSS
+figure, taken after the server ran gc.collect() and malloc_trim(0) (on SIGUSR1), shows how
+much of the rest was freed memory the allocator had kept.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import trio
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from loadgen import (
+    CpuMeter,
+    McpClient,
+    ServerProcess,
+    abandon,
+    python,
+    run_many,
+    slow_read,
+    start_server,
+)
+
+SERVER = Path(__file__).resolve().parent / "servers" / "trio_mcp_server.py"
+MiB = 1024 * 1024
+
+
+def mib(n: float) -> str:
+    return f"{n / MiB:8.1f} MiB"
+
+
+async def start(*options: str) -> ServerProcess:
+    cmd = [python(), str(SERVER), "--port", "0", "--stats-port", "0", *options]
+    return await trio.to_thread.run_sync(start_server, cmd)
+
+
+async def stop(server: ServerProcess) -> None:
+    await trio.to_thread.run_sync(server.stop)
+
+
+# -- (a) abandoned sessions -------------------------------------------------------------------
+
+
+async def abandoned(count: int, *, ttl: float, n: int = 500, size: int = 2000) -> dict[str, Any]:
+    server = await start("--session-ttl", str(ttl))
+    try:
+        window = server.info["config"]["retention"]["max_bytes"]
+        # One abandoned session first: imports, caches and the first connections are warm.
+        await abandon(server.url, n=20, size=size)
+        await server.wait_stats(lambda s: s["requests_inflight"] == 0, timeout=60)
+        await trio.sleep(0.5)
+        rss_before = server.rss()
+        cpu_before = server.cpu_seconds()
+        started = time.monotonic()
+        with CpuMeter() as meter:
+            results, errors = await run_many(
+                count, 50, lambda k: abandon(server.url, n=n, size=size, read_events=10)
+            )
+        settled = await server.wait_stats(
+            lambda s: s["requests_inflight"] == 0 and s["streams_open"] == 0, timeout=300
+        )
+        ran_for = time.monotonic() - started
+        await trio.sleep(0.5)
+        rss_after = server.rss()
+        stats_after = await server.stats()
+        ttl_started = time.monotonic()
+        expired = await server.wait_stats(
+            lambda s: s["sessions_open"] == 0, timeout=3 * ttl + 30, poll=0.5
+        )
+        expired_after = time.monotonic() - ttl_started
+        await trio.sleep(1.0)
+        rss_expired = server.rss()
+        cpu_server = server.cpu_seconds() - cpu_before
+        server.trim()
+        await trio.sleep(1.0)
+        rss_trimmed = server.rss()
+    finally:
+        await stop(server)
+    assert settled is not None and stats_after is not None and expired is not None
+    return {
+        "sessions": count,
+        "tool": {"n": n, "size": size, "read_events": 10},
+        "errors": [repr(e) for e in errors[:5]],
+        "failed_clients": len(errors),
+        "events_read": sum(r or 0 for r in results),
+        "session_idle_ttl_s": ttl,
+        "window_max_bytes": window,
+        "bound_bytes": count * window,
+        "rss_before": rss_before,
+        "rss_after_calls": rss_after,
+        "rss_after_ttl": rss_expired,
+        "rss_after_ttl_trimmed": rss_trimmed,
+        "growth": rss_after - rss_before,
+        "growth_after_ttl": rss_expired - rss_before,
+        "growth_after_trim": rss_trimmed - rss_before,
+        "bytes_retained_after_calls": stats_after["bytes_retained"],
+        "events_retained_after_calls": stats_after["events_retained"],
+        "sessions_open_after_calls": stats_after["sessions_open"],
+        "bytes_retained_after_ttl": expired["bytes_retained"],
+        "sessions_expired": expired["sessions_expired"],
+        "expired_within_s": round(expired_after, 1),
+        "calls_ran_for_s": round(ran_for, 2),
+        "server_cpu_s": round(cpu_server, 2),
+        "loadgen_cpu_s": round(meter.cpu, 2),
+        "loadgen_cpu_share": round(meter.share, 2),
+    }
+
+
+def print_abandoned(r: dict[str, Any]) -> None:
+    print(f"(a) {r['sessions']} abandoned sessions, stream(n={r['tool']['n']}, "
+          f"size={r['tool']['size']}), 10 events read, TTL {r['session_idle_ttl_s']:g} s")
+    print(f"    bound: {r['sessions']} sessions x window {r['window_max_bytes'] // 1024} KiB"
+          f" = {mib(r['bound_bytes']).strip()}")
+    print(f"    RSS before         {mib(r['rss_before'])}")
+    print(f"    RSS after calls    {mib(r['rss_after_calls'])}  (+{mib(r['growth']).strip()};"
+          f" bytes_retained {mib(r['bytes_retained_after_calls']).strip()},"
+          f" {r['events_retained_after_calls']} events, {r['sessions_open_after_calls']} sessions)")
+    print(f"    RSS after TTL      {mib(r['rss_after_ttl'])}"
+          f"  (+{mib(r['growth_after_ttl']).strip()};"
+          f" bytes_retained {r['bytes_retained_after_ttl']},"
+          f" {r['sessions_expired']} expired within {r['expired_within_s']} s)")
+    print(f"    RSS after trim     {mib(r['rss_after_ttl_trimmed'])}"
+          f"  (+{mib(r['growth_after_trim']).strip()}; after gc.collect() and malloc_trim(0):"
+          " what was freed but kept by the allocator)")
+    print(f"    calls {r['calls_ran_for_s']} s; server CPU {r['server_cpu_s']} s; load generator"
+          f" CPU {r['loadgen_cpu_s']} s ({r['loadgen_cpu_share']:.0%} of a core);"
+          f" failed clients {r['failed_clients']}")
+
+
+# -- (b) a slow reader -------------------------------------------------------------------------
+
+
+async def slow_reader(
+    *, duration: float, n: int = 5000, size: int = 2000, rate: float = 1024
+) -> dict[str, Any]:
+    server = await start()
+    try:
+        config = server.info["config"]
+        client = McpClient(server.url)
+        await client.initialize()
+        await trio.sleep(0.5)
+        samples: list[dict[str, Any]] = []
+        cut_at: float | None = None
+        done = trio.Event()
+        t0 = trio.current_time()
+
+        async def sample() -> None:
+            nonlocal cut_at
+            while not done.is_set():
+                stats = await server.stats() or {}
+                now = trio.current_time() - t0
+                if cut_at is None and stats.get("streams_cut", 0) >= 1:
+                    cut_at = now
+                samples.append({
+                    "t": round(now, 2),
+                    "rss": server.rss(),
+                    "bytes_retained": stats.get("bytes_retained"),
+                    "streams_open": stats.get("streams_open"),
+                    "streams_cut": stats.get("streams_cut"),
+                })
+                with trio.move_on_after(0.25):
+                    await done.wait()
+
+        cpu_before = server.cpu_seconds()
+        with CpuMeter() as meter:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(sample)
+                read = await slow_read(
+                    client, n=n, size=size, rate=rate, duration=duration, rcvbuf=4096,
+                    drain_for=config["signal_timeout"] + 10,
+                )
+                done.set()
+        cpu_server = server.cpu_seconds() - cpu_before
+        final = await server.stats() or {}
+    finally:
+        await stop(server)
+    signals = read.named("resumption-required")
+    window = config["retention"]["max_bytes"]
+    return {
+        "tool": {"n": n, "size": size},
+        "rate_bytes_per_s": rate,
+        "rcvbuf": 4096,
+        "read_for_s": duration,
+        "stall_budget_s": config["stall_budget"],
+        "min_read_rate": config["min_read_rate"],
+        "window_max_bytes": window,
+        "bound_bytes": window,
+        "server_cut_at_s": cut_at,
+        "client_read_bytes": read.received,
+        "client_events": len(read.events),
+        "client_saw_end_at_s": read.ended_at,
+        "client_saw_signal": bool(signals),
+        "signal_details": json.loads(signals[0].data or "null") if signals else None,
+        "client_saw_signal_at_s": next(
+            (round(t, 2) for t, e in read.events if e.event == "resumption-required"), None
+        ),
+        "rss_first": samples[0]["rss"] if samples else None,
+        "rss_max": max(s["rss"] for s in samples) if samples else None,
+        "rss_last": samples[-1]["rss"] if samples else None,
+        "bytes_retained_final": final.get("bytes_retained"),
+        "samples": samples,
+        "server_cpu_s": round(cpu_server, 2),
+        "loadgen_cpu_s": round(meter.cpu, 2),
+        "loadgen_cpu_share": round(meter.share, 2),
+    }
+
+
+def print_slow(r: dict[str, Any]) -> None:
+    print(f"(b) one reader at {r['rate_bytes_per_s']:g} B/s, SO_RCVBUF {r['rcvbuf']}, of "
+          f"stream(n={r['tool']['n']}, size={r['tool']['size']}), for {r['read_for_s']:g} s")
+    print(f"    stall budget {r['stall_budget_s']:g} s below {r['min_read_rate']:g} B/s;"
+          f" bound: 1 session x window {r['window_max_bytes'] // 1024} KiB")
+    cut = r["server_cut_at_s"]
+    print(f"    server cut the stream at {cut if cut is None else round(cut, 2)} s;"
+          f" client read {r['client_read_bytes']} bytes in all, {r['client_events']} events;"
+          f" saw the end at {r['client_saw_end_at_s']} s; saw the signal at"
+          f" {r['client_saw_signal_at_s']} s: {r['signal_details']}")
+    print("    t (s)     RSS          bytes_retained  streams_open  streams_cut")
+    shown = -2.0
+    for s in r["samples"]:
+        if s["t"] - shown >= 2.0 or s is r["samples"][-1]:
+            shown = s["t"]
+            print(f"    {s['t']:5.1f}  {mib(s['rss'])}  {s['bytes_retained']!s:>14}"
+                  f"  {s['streams_open']!s:>12}  {s['streams_cut']!s:>11}")
+    print(f"    RSS first {mib(r['rss_first']).strip()}, max {mib(r['rss_max']).strip()},"
+          f" last {mib(r['rss_last']).strip()}; server CPU {r['server_cpu_s']} s;"
+          f" load generator CPU {r['loadgen_cpu_s']} s ({r['loadgen_cpu_share']:.0%} of a core)")
+
+
+# -- the run -----------------------------------------------------------------------------------
+
+
+async def run(quick: bool) -> dict[str, Any]:
+    counts = (50, 200) if quick else (200, 1000)
+    ttl = 10.0 if quick else 20.0
+    out: dict[str, Any] = {
+        "benchmark": "bench_memory",
+        "quick": quick,
+        "python": platform.python_version(),
+        "machine": f"{platform.machine()}, {platform.system()} {platform.release()}",
+        "abandoned": [],
+    }
+    for count in counts:
+        result = await abandoned(count, ttl=ttl)
+        print_abandoned(result)
+        out["abandoned"].append(result)
+    out["slow_reader"] = await slow_reader(duration=20.0)
+    print_slow(out["slow_reader"])
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--quick", action="store_true", help="smaller counts, shorter runs")
+    parser.add_argument("--json", metavar="PATH", help="write the figures as JSON to PATH")
+    args = parser.parse_args(argv)
+    result = trio.run(run, args.quick)
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1103 @@
+"""trio-mcp beside the official Python SDK server: every benchmark, one command, one run.
+
+    python benchmarks/run.py                 # full: 3 runs per figure, medians (about 20 min)
+    python benchmarks/run.py --quick         # 1 run, shorter loads (a few minutes); for CI
+    python benchmarks/run.py --only rps,stream [--runs 5]
+
+Contenders (benchmarks/servers/): trio-mcp (``trio_mcp_bench.py``), the official SDK's
+``MCPServer`` under uvicorn with a bounded event store (``sdk_bench.py``), and bare
+hypercorn-trio serving a fixed answer (``bare_hypercorn.py``), the floor of trio-mcp's stack.
+
+Every figure is taken on a fresh server process, contenders interleaved run by run, and the
+medians of the runs are reported; ratios are taken between medians of the same invocation,
+because the machine is shared and noisy. Servers run pinned to the first CPU (taskset), this
+process (the load generator) to the others; the load generator's own CPU use is measured
+and reported next to each figure, so a figure it limited can be told apart.
+
+The full run writes benchmarks/results/RESULTS.md, the PNG plots beside it and the raw
+figures under benchmarks/results/raw/ (git-ignored). ``--quick`` writes the same under
+benchmarks/results/raw/quick/ and always exits 0, whether or not the targets are met.
+Plots need matplotlib (``pip install -e '.[bench]'``); without it they are skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import atexit
+import contextlib
+import json
+import os
+import platform
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from client import (  # noqa: E402  (the benchmarks directory is not a package)
+    Connection,
+    ConnectionClosed,
+    Session,
+    SSEParser,
+    encode_request,
+    open_session,
+    request_head,
+    rpc,
+    wait_port,
+)
+
+HOST = "127.0.0.1"
+MCP_PATH = "/mcp"
+TRIO_MCP, SDK, BARE = "trio-mcp", "python-sdk", "hypercorn-bare"
+SERVER_SCRIPTS = {
+    TRIO_MCP: HERE / "servers" / "trio_mcp_bench.py",
+    SDK: HERE / "servers" / "sdk_bench.py",
+    BARE: HERE / "servers" / "bare_hypercorn.py",
+}
+BENCHMARKS = ("rps", "stream", "abandoned", "slow", "resume", "profile")
+
+#: trio-mcp's defaults that the targets refer to (ServerConfig / Retention).
+TRIO_WINDOW_BYTES = 512 * 1024
+TRIO_STALL_BUDGET = 10.0
+PER_SESSION_SLACK = 16 * 1024
+
+
+@attrs.frozen
+class Settings:
+    runs: int
+    rps_warmup: float
+    rps_duration: float
+    concurrencies: tuple[int, ...]
+    stream_n: int
+    stream_size: int
+    abandoned_sessions: tuple[int, ...]
+    abandoned_n: int
+    abandoned_size: int
+    abandoned_read: int
+    session_ttl: float
+    settle_timeout: float
+    slow_n: int
+    slow_size: int
+    slow_rate: int
+    slow_rcvbuf: int
+    slow_duration: float
+    resume_n: int
+    resume_read: int
+    resume_delay: float
+    profile_seconds: float
+
+
+FULL = Settings(
+    runs=3, rps_warmup=1.0, rps_duration=5.0, concurrencies=(1, 32),
+    stream_n=20_000, stream_size=200,
+    abandoned_sessions=(200, 1000), abandoned_n=500, abandoned_size=2000, abandoned_read=10,
+    session_ttl=10.0, settle_timeout=150.0,
+    slow_n=5000, slow_size=2000, slow_rate=1024, slow_rcvbuf=4096, slow_duration=20.0,
+    resume_n=200, resume_read=50, resume_delay=0.005,
+    profile_seconds=10.0,
+)
+QUICK = attrs.evolve(
+    FULL, runs=1, rps_warmup=0.5, rps_duration=2.0, stream_n=5000, abandoned_sessions=(200,),
+    session_ttl=5.0, settle_timeout=60.0, slow_duration=14.0, profile_seconds=4.0,
+)
+
+
+# -- CPUs ---------------------------------------------------------------------------------------
+
+
+def split_cpus() -> tuple[list[int], list[int]]:
+    """(server CPUs, load generator CPUs): the first CPU for servers, the rest for the load."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) == 1:
+        return cpus, cpus
+    return cpus[:1], cpus[1:]
+
+
+SERVER_CPUS, LOAD_CPUS = split_cpus()
+
+
+class CpuClock:
+    """This process's CPU time against wall time: how busy the load generator was."""
+
+    def __init__(self) -> None:
+        self.cpu0 = time.process_time()
+        self.wall0 = time.perf_counter()
+
+    def utilisation(self) -> float:
+        wall = time.perf_counter() - self.wall0
+        return (time.process_time() - self.cpu0) / wall if wall > 0 else 0.0
+
+
+# -- server processes ---------------------------------------------------------------------------
+
+_LIVE: set[subprocess.Popen[bytes]] = set()
+
+
+def _kill_group(proc: subprocess.Popen[bytes], sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, sig)
+
+
+def _kill_all() -> None:
+    for proc in list(_LIVE):
+        _kill_group(proc, signal.SIGKILL)
+        with contextlib.suppress(Exception):
+            proc.wait(timeout=5)
+        _LIVE.discard(proc)
+
+
+atexit.register(_kill_all)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        return int(s.getsockname()[1])
+
+
+@attrs.define
+class ServerProcess:
+    contender: str
+    port: int
+    proc: subprocess.Popen[bytes]
+    stats_port: int | None = None
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def rss_kib(self) -> int:
+        with open(f"/proc/{self.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+        raise RuntimeError("no VmRSS")
+
+    async def stats(self) -> dict[str, Any] | None:
+        """trio-mcp's counters (SessionManager.statistics()), None for other contenders."""
+        if self.stats_port is None:
+            return None
+        conn = await Connection.open(HOST, self.stats_port)
+        conn.write(f"GET /stats HTTP/1.1\r\nHost: {HOST}\r\n\r\n".encode())
+        resp = await conn.read_response()
+        conn.abort()
+        return dict(json.loads(resp.body))
+
+    def cpu_seconds(self) -> float:
+        with open(f"/proc/{self.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def spawn(cmd: list[str], log_path: Path | None) -> subprocess.Popen[bytes]:
+    """Start ``cmd`` in a process group of its own (so that killing the group leaves nothing
+    behind), output to ``log_path``; it is killed at exit if still running."""
+    if log_path is not None:
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path or os.devnull, "ab") as out:
+        proc = subprocess.Popen(
+            cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, cwd=HERE.parent
+        )
+    _LIVE.add(proc)
+    return proc
+
+
+@contextlib.asynccontextmanager
+async def server(
+    contender: str, log_dir: Path, *, json_response: bool = False, ttl: float | None = None
+) -> AsyncIterator[ServerProcess]:
+    """A fresh server process pinned to SERVER_CPUS, killed (its whole group) on exit."""
+    port = free_port()
+    cmd = [sys.executable, str(SERVER_SCRIPTS[contender]), "--port", str(port)]
+    if json_response:
+        cmd.append("--json-response")
+    if ttl is not None and contender != BARE:
+        cmd += ["--session-ttl", str(ttl)]
+    stats_port = free_port() if contender == TRIO_MCP else None
+    if stats_port is not None:
+        cmd += ["--stats-port", str(stats_port)]
+    if shutil.which("taskset"):
+        cmd = ["taskset", "-c", ",".join(map(str, SERVER_CPUS)), *cmd]
+    proc = spawn(cmd, log_dir / f"{contender}.log")
+    try:
+        try:
+            await wait_port(HOST, port, timeout=30)
+        except OSError as exc:
+            raise RuntimeError(f"{contender} did not start; see {log_dir}") from exc
+        yield ServerProcess(contender, port, proc, stats_port)
+    finally:
+        _kill_group(proc, signal.SIGTERM)
+        for _ in range(30):
+            if proc.poll() is not None:
+                break
+            await asyncio.sleep(0.1)
+        _kill_group(proc, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=5)
+        _LIVE.discard(proc)
+
+
+# -- helpers -----------------------------------------------------------------------------------
+
+
+def median(values: list[float]) -> float | None:
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def percentile(sorted_values: list[float], q: float) -> float:
+    if not sorted_values:
+        return float("nan")
+    k = min(len(sorted_values) - 1, max(0, round(q * (len(sorted_values) - 1))))
+    return sorted_values[k]
+
+
+def rotate(items: list[str], k: int) -> list[str]:
+    """Contenders in a different order each run, so none always runs first."""
+    k %= len(items)
+    return items[k:] + items[:k]
+
+
+def tool_call(rid: int, name: str, arguments: dict[str, Any], progress: bool = False) -> bytes:
+    params: dict[str, Any] = {"name": name, "arguments": arguments}
+    if progress:
+        params["_meta"] = {"progressToken": rid}
+    return rpc(rid, "tools/call", params)
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+async def sample_until(
+    srv: ServerProcess, stop: asyncio.Event, period: float, t0: float, into: list[tuple[float, int]]
+) -> None:
+    """Append (seconds since t0, RSS KiB) every period until stop is set."""
+    while not stop.is_set():
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+            into.append((time.perf_counter() - t0, srv.rss_kib()))
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), period)
+
+
+async def settle(srv: ServerProcess, timeout: float, quiet: float = 0.02) -> float:
+    """Wait until the server uses under ``quiet`` of a CPU for a whole second; the time taken."""
+    t0 = time.perf_counter()
+    last = srv.cpu_seconds()
+    calm = 0
+    while time.perf_counter() - t0 < timeout:
+        await asyncio.sleep(0.5)
+        now = srv.cpu_seconds()
+        calm = calm + 1 if now - last < quiet * 0.5 else 0
+        last = now
+        if calm >= 2:
+            break
+    return time.perf_counter() - t0
+
+
+async def warm_up(port: int) -> None:
+    """One session that calls both tools, so lazy imports and caches are not counted."""
+    s = await open_session(HOST, port)
+    await s.call(tool_call(s.take_id(), "echo", {"text": "warm"}))
+    await s.call(tool_call(s.take_id(), "stream", {"n": 20, "size": 200}, progress=True))
+    s.conn.abort()
+
+
+# -- rps --------------------------------------------------------------------------------------
+
+
+async def measure_rps(
+    srv: ServerProcess, concurrency: int, warmup: float, duration: float, *, bare: bool
+) -> dict[str, Any]:
+    if bare:
+        conns = [await Connection.open(HOST, srv.port) for _ in range(concurrency)]
+        sessions = [Session(HOST, srv.port, MCP_PATH, "bare", c) for c in conns]
+    else:
+        sessions = list(await asyncio.gather(
+            *(open_session(HOST, srv.port) for _ in range(concurrency))
+        ))
+    latencies: list[float] = []
+    errors = 0
+    t_start = time.perf_counter() + warmup
+    t_end = t_start + duration
+    cpu: dict[str, float] = {}
+
+    async def worker(s: Session) -> None:
+        nonlocal errors
+        while True:
+            t0 = time.perf_counter()
+            if t0 >= t_end:
+                return
+            rid = s.take_id()
+            resp = await s.call(
+                b'{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo",'
+                b'"arguments":{"text":"hello"}}}' % rid
+            )
+            t1 = time.perf_counter()
+            if t_start <= t1 < t_end:
+                latencies.append(t1 - t0)
+                if resp.status != 200 or b'"result"' not in resp.body or b"hello" not in resp.body:
+                    errors += 1
+
+    async def clocks() -> None:
+        await asyncio.sleep(max(0.0, t_start - time.perf_counter()))
+        cpu["server0"] = srv.cpu_seconds()
+        clock = CpuClock()
+        await asyncio.sleep(max(0.0, t_end - time.perf_counter()))
+        cpu["server"] = (srv.cpu_seconds() - cpu["server0"]) / duration
+        cpu["loadgen"] = clock.utilisation()
+
+    await asyncio.gather(clocks(), *(worker(s) for s in sessions))
+    for s in sessions:
+        s.conn.abort()
+    latencies.sort()
+    return {
+        "rps": len(latencies) / duration,
+        "p50_ms": percentile(latencies, 0.50) * 1000,
+        "p99_ms": percentile(latencies, 0.99) * 1000,
+        "requests": len(latencies),
+        "errors": errors,
+        "reconnects": sum(s.reconnects for s in sessions),
+        "server_cpu": cpu.get("server"),
+        "loadgen_cpu": cpu.get("loadgen"),
+    }
+
+
+async def bench_rps(cfg: Settings, logs: Path) -> dict[str, Any]:
+    runs: list[dict[str, Any]] = []
+    contenders = [TRIO_MCP, SDK, BARE]
+    for run in range(cfg.runs):
+        for mode in ("sse", "json"):
+            for conc in cfg.concurrencies:
+                for contender in rotate(contenders, run):
+                    async with server(contender, logs, json_response=mode == "json") as srv:
+                        if contender != BARE:
+                            await warm_up(srv.port)
+                        r = await measure_rps(
+                            srv, conc, cfg.rps_warmup, cfg.rps_duration, bare=contender == BARE
+                        )
+                    r.update(run=run, mode=mode, concurrency=conc, contender=contender)
+                    runs.append(r)
+                    log(f"rps run {run} {mode} c={conc} {contender}: {r['rps']:.0f} req/s "
+                        f"p50 {r['p50_ms']:.2f} ms p99 {r['p99_ms']:.2f} ms "
+                        f"errors {r['errors']} server cpu {r['server_cpu']:.0%} "
+                        f"loadgen cpu {r['loadgen_cpu']:.0%}")
+    summary: list[dict[str, Any]] = []
+    for mode in ("sse", "json"):
+        for conc in cfg.concurrencies:
+            for contender in contenders:
+                rs = [r for r in runs if (r["mode"], r["concurrency"], r["contender"])
+                      == (mode, conc, contender)]
+                summary.append({
+                    "mode": mode, "concurrency": conc, "contender": contender,
+                    **{k: median([r[k] for r in rs]) for k in
+                       ("rps", "p50_ms", "p99_ms", "server_cpu", "loadgen_cpu")},
+                    "errors": sum(r["errors"] for r in rs),
+                    "runs": len(rs),
+                })
+    return {"runs": runs, "summary": summary}
+
+
+# -- stream -------------------------------------------------------------------------------------
+
+
+@attrs.define
+class StreamReader:
+    """Counts a stream call's progress notifications and waits for its response."""
+
+    rid: int | None
+    parser: SSEParser = attrs.Factory(SSEParser)
+    progress: list[int] = attrs.Factory(list)
+    tags: list[str] = attrs.Factory(list)
+    """The tag of each progress notification (its message up to the counter)."""
+    response: Any = None
+    last_id: str | None = None
+    bytes: int = 0
+    first_event_at: float | None = None
+    stop_after: int | None = None
+    signals: list[str] = attrs.Factory(list)
+
+    def feed(self, chunk: bytes) -> bool:
+        self.bytes += len(chunk)
+        for event in self.parser.feed(chunk):
+            if event.event and event.event != "message":
+                self.signals.append(event.event)
+            msg = event.message()
+            if msg is None:
+                if event.id is not None and not self.progress:
+                    self.last_id = event.id  # priming: a cursor before any message
+                continue
+            if self.first_event_at is None:
+                self.first_event_at = time.perf_counter()
+            if msg.get("method") == "notifications/progress":
+                params = msg["params"]
+                self.progress.append(int(params["progress"]))
+                message = str(params.get("message", ""))
+                self.tags.append(message.split(":", 1)[0].rstrip("0123456789"))
+                if event.id is not None:
+                    self.last_id = event.id
+                if self.stop_after is not None and len(self.progress) >= self.stop_after:
+                    return True
+            elif "id" in msg and ("result" in msg or "error" in msg):
+                if self.rid is None or msg["id"] == self.rid:
+                    self.response = msg
+                if event.id is not None:
+                    self.last_id = event.id
+        return False
+
+    def duplicates(self) -> int:
+        return len(self.progress) - len(set(self.progress))
+
+    def gaps(self, n: int) -> int:
+        return n - len(set(self.progress) & set(range(1, n + 1)))
+
+
+async def bench_stream(cfg: Settings, logs: Path) -> dict[str, Any]:
+    runs: list[dict[str, Any]] = []
+    contenders = [TRIO_MCP, SDK, BARE]
+    n, size = cfg.stream_n, cfg.stream_size
+    for run in range(cfg.runs):
+        for contender in rotate(contenders, run):
+            async with server(contender, logs) as srv:
+                reader = StreamReader(rid=None)
+                if contender == BARE:
+                    conn = await Connection.open(HOST, srv.port)
+                    head = request_head(HOST, srv.port, f"/stream?n={n}&size={size}")
+                    request = encode_request(head, b"{}")
+                else:
+                    await warm_up(srv.port)
+                    s = await open_session(HOST, srv.port)
+                    conn = s.conn
+                    rid = s.take_id()
+                    reader.rid = rid
+                    request = encode_request(
+                        s.head(), tool_call(rid, "stream", {"n": n, "size": size}, progress=True)
+                    )
+                cpu0 = srv.cpu_seconds()
+                clock = CpuClock()
+                t0 = time.perf_counter()
+                conn.write(request)
+                resp = await conn.read_response(reader.feed)
+                elapsed = time.perf_counter() - t0
+                server_cpu = (srv.cpu_seconds() - cpu0) / elapsed
+                conn.abort()
+            events = len(reader.progress)
+            r = {
+                "run": run, "contender": contender, "status": resp.status,
+                "events": events, "bytes": reader.bytes, "seconds": elapsed,
+                "events_per_s": events / elapsed, "bytes_per_s": reader.bytes / elapsed,
+                "duplicates": reader.duplicates(), "gaps": reader.gaps(n),
+                "response": reader.response is not None or contender == BARE,
+                "server_cpu": server_cpu, "loadgen_cpu": clock.utilisation(),
+            }
+            runs.append(r)
+            log(f"stream run {run} {contender}: {r['events_per_s']:.0f} events/s "
+                f"{r['bytes_per_s'] / 1e6:.2f} MB/s dup {r['duplicates']} gap {r['gaps']} "
+                f"server cpu {server_cpu:.0%} loadgen cpu {r['loadgen_cpu']:.0%}")
+    summary = []
+    for contender in contenders:
+        rs = [r for r in runs if r["contender"] == contender]
+        summary.append({
+            "contender": contender,
+            **{k: median([r[k] for r in rs]) for k in
+               ("events_per_s", "bytes_per_s", "seconds", "server_cpu", "loadgen_cpu")},
+            "duplicates": max(r["duplicates"] for r in rs),
+            "gaps": max(r["gaps"] for r in rs),
+            "runs": len(rs),
+        })
+    return {"runs": runs, "summary": summary, "n": n, "size": size}
+
+
+# -- abandoned ----------------------------------------------------------------------------------
+
+
+async def abandon_one(port: int, k: int, cfg: Settings) -> str:
+    """Open a session, start a stream, read a few events, close the connection for good.
+
+    Request ids are unique across sessions (see sdk_bench.BoundedEventStore: the SDK's event
+    store keys streams by request id alone, so equal ids would share one window there).
+    """
+    s = await open_session(HOST, port, first_id=1_000 * (k + 1))
+    rid = s.take_id()
+    reader = StreamReader(rid=rid, stop_after=cfg.abandoned_read)
+    s.conn.write(encode_request(s.head(), tool_call(
+        rid, "stream", {"n": cfg.abandoned_n, "size": cfg.abandoned_size}, progress=True)))
+    with contextlib.suppress(ConnectionClosed):
+        await s.conn.read_response(reader.feed)
+    s.conn.abort()
+    return s.id
+
+
+async def abandon_many(port: int, sessions: int, cfg: Settings) -> list[str]:
+    """``abandon_one`` for each of ``sessions`` clients, 50 at a time."""
+    gate = asyncio.Semaphore(50)
+
+    async def one(k: int) -> str:
+        async with gate:
+            return await abandon_one(port, k, cfg)
+
+    return list(await asyncio.gather(*(one(k) for k in range(sessions))))
+
+
+async def probe_expired(port: int, session_ids: list[str]) -> int:
+    """How many of these sessions the server no longer knows (404)."""
+    gone = 0
+    for sid in session_ids:
+        conn = await Connection.open(HOST, port)
+        s = Session(HOST, port, MCP_PATH, sid, conn)
+        resp = await s.call(tool_call(9, "echo", {"text": "x"}))
+        gone += resp.status == 404
+        conn.abort()
+    return gone
+
+
+async def bench_abandoned(cfg: Settings, logs: Path) -> dict[str, Any]:
+    runs: list[dict[str, Any]] = []
+    contenders = [TRIO_MCP, SDK]
+    for run in range(cfg.runs):
+        for sessions in cfg.abandoned_sessions:
+            for contender in rotate(contenders, run):
+                async with server(contender, logs, ttl=cfg.session_ttl) as srv:
+                    await warm_up(srv.port)
+                    await asyncio.sleep(0.5)
+                    before = srv.rss_kib()
+                    series: list[tuple[float, int]] = []
+                    stop = asyncio.Event()
+                    t0 = time.perf_counter()
+                    sampler = asyncio.create_task(sample_until(srv, stop, 0.25, t0, series))
+                    ids = await abandon_many(srv.port, sessions, cfg)
+                    opened = time.perf_counter() - t0
+                    settled = await settle(srv, cfg.settle_timeout)
+                    after = srv.rss_kib()
+                    stats_after = await srv.stats()
+                    t_after = time.perf_counter() - t0
+                    await asyncio.sleep(cfg.session_ttl + 3.0)
+                    gone = await probe_expired(srv.port, [ids[0], ids[-1]])
+                    await asyncio.sleep(0.5)
+                    after_ttl = srv.rss_kib()
+                    stats_ttl = await srv.stats()
+                    stop.set()
+                    await sampler
+                peak = max([kib for _, kib in series] + [after])
+                r = {
+                    "run": run, "contender": contender, "sessions": sessions,
+                    "rss_before_kib": before, "rss_peak_kib": peak, "rss_after_kib": after,
+                    "rss_after_ttl_kib": after_ttl,
+                    "growth_peak_kib": peak - before, "growth_after_kib": after - before,
+                    "after_ttl_vs_before": after_ttl / before - 1,
+                    "open_seconds": opened, "settle_seconds": settled, "after_at": t_after,
+                    "expired_probe": f"{gone}/2", "series": series,
+                    "stats_after": stats_after, "stats_after_ttl": stats_ttl,
+                }
+                runs.append(r)
+                log(f"abandoned run {run} {contender} {sessions} sessions: RSS "
+                    f"{before / 1024:.1f} -> peak {peak / 1024:.1f} -> after "
+                    f"{after / 1024:.1f} -> after TTL {after_ttl / 1024:.1f} MiB "
+                    f"(settled in {settled:.1f} s, expired {gone}/2)")
+    summary = []
+    for sessions in cfg.abandoned_sessions:
+        for contender in contenders:
+            rs = [r for r in runs if (r["contender"], r["sessions"]) == (contender, sessions)]
+            summary.append({
+                "contender": contender, "sessions": sessions,
+                **{k: median([r[k] for r in rs]) for k in (
+                    "rss_before_kib", "rss_peak_kib", "rss_after_kib", "rss_after_ttl_kib",
+                    "growth_peak_kib", "growth_after_kib", "after_ttl_vs_before",
+                    "settle_seconds")},
+                "expired_probe": [r["expired_probe"] for r in rs],
+                "runs": len(rs),
+            })
+    return {"runs": runs, "summary": summary, "ttl": cfg.session_ttl,
+            "n": cfg.abandoned_n, "size": cfg.abandoned_size, "read": cfg.abandoned_read}
+
+
+# -- slow reader --------------------------------------------------------------------------------
+
+
+def server_socket_state(server_port: int, client_port: int) -> str | None:
+    """The TCP state of the server's end of one loopback connection (None: no socket)."""
+    states = {"01": "ESTABLISHED", "04": "FIN_WAIT1", "05": "FIN_WAIT2", "06": "TIME_WAIT",
+              "07": "CLOSE", "08": "CLOSE_WAIT", "09": "LAST_ACK", "0B": "CLOSING"}
+    local = f"0100007F:{server_port:04X}"
+    remote = f"0100007F:{client_port:04X}"
+    with open("/proc/net/tcp") as f:
+        next(f)
+        for line in f:
+            parts = line.split()
+            if parts[1] == local and parts[2] == remote:
+                return states.get(parts[3], parts[3])
+    return None
+
+
+async def bench_slow(cfg: Settings, logs: Path) -> dict[str, Any]:
+    runs: list[dict[str, Any]] = []
+    contenders = [TRIO_MCP, SDK]
+    loop = asyncio.get_running_loop()
+    for run in range(cfg.runs):
+        for contender in rotate(contenders, run):
+            async with server(contender, logs) as srv:
+                await warm_up(srv.port)
+                s = await open_session(HOST, srv.port)
+                s.conn.abort()
+                await asyncio.sleep(0.5)
+                before = srv.rss_kib()
+                sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, cfg.slow_rcvbuf)
+                rcvbuf = sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
+                sock.setblocking(False)
+                await loop.sock_connect(sock, (HOST, srv.port))
+                client_port = sock.getsockname()[1]
+                rid = s.take_id()
+                await loop.sock_sendall(sock, encode_request(s.head(), tool_call(
+                    rid, "stream", {"n": cfg.slow_n, "size": cfg.slow_size}, progress=True)))
+                parser = SSEParser()
+                events = 0
+                signals: list[str] = []
+                got = 0
+                series: list[tuple[float, int]] = []
+                states: list[tuple[float, str | None]] = []
+                cut_at: float | None = None
+                eof_at: float | None = None
+                t0 = time.perf_counter()
+                step = 0.25
+                per_step = int(cfg.slow_rate * step)
+                next_sample = 0.0
+                while (now := time.perf_counter() - t0) < cfg.slow_duration:
+                    if now >= next_sample:
+                        series.append((now, srv.rss_kib()))
+                        state = server_socket_state(srv.port, client_port)
+                        states.append((now, state))
+                        if cut_at is None and state != "ESTABLISHED":
+                            cut_at = now
+                        next_sample += 0.5
+                    if eof_at is None:
+                        try:
+                            data = await asyncio.wait_for(loop.sock_recv(sock, per_step), step)
+                        except TimeoutError:
+                            data = None
+                        except OSError:
+                            data = b""
+                        if data == b"":
+                            eof_at = now
+                        elif data:
+                            got += len(data)
+                            for e in parser.feed(data):
+                                if e.event and e.event != "message":
+                                    signals.append(e.event)
+                                events += e.data is not None and e.data != ""
+                    await asyncio.sleep(max(0.0, step - (time.perf_counter() - t0 - now)))
+                sock.close()
+            growth = max(kib for _, kib in series) - before
+            r = {
+                "run": run, "contender": contender, "rss_before_kib": before,
+                "growth_max_kib": growth, "growth_end_kib": series[-1][1] - before,
+                "cut_at": cut_at, "eof_at": eof_at, "bytes_read": got, "events_read": events,
+                "signals": signals, "rcvbuf": rcvbuf,
+                "series": [(t, kib - before) for t, kib in series],
+                "states": states,
+            }
+            runs.append(r)
+            cut = f"{cut_at:.1f} s" if cut_at is not None else "never"
+            log(f"slow run {run} {contender}: RSS growth max {growth} KiB, server cut: {cut}, "
+                f"read {got} bytes / {events} events")
+    summary = []
+    for contender in contenders:
+        rs = [r for r in runs if r["contender"] == contender]
+        cuts = [r["cut_at"] for r in rs]
+        summary.append({
+            "contender": contender,
+            "growth_max_kib": median([r["growth_max_kib"] for r in rs]),
+            "growth_end_kib": median([r["growth_end_kib"] for r in rs]),
+            "cut_at": median(cuts) if all(c is not None for c in cuts) else None,
+            "cuts": cuts, "runs": len(rs),
+        })
+    return {"runs": runs, "summary": summary, "duration": cfg.slow_duration,
+            "rate": cfg.slow_rate, "n": cfg.slow_n, "size": cfg.slow_size,
+            "rcvbuf": cfg.slow_rcvbuf}
+
+
+# -- resume -------------------------------------------------------------------------------------
+
+
+async def read_get(
+    s: Session, last_event_id: str, reader: StreamReader | None, timeout: float
+) -> tuple[int, dict[str, str], bytes, bool]:
+    """GET with Last-Event-ID on a fresh connection: (status, headers, body, still open).
+
+    Reading stops at the stream's end, at ``reader``'s response, or after ``timeout``.
+    """
+    conn = await Connection.open(HOST, s.port)
+    conn.write(request_head(HOST, s.port, MCP_PATH, session_id=s.id, method="GET",
+                            last_event_id=last_event_id) + b"\r\n")
+    parts: list[bytes] = []
+    status, headers = -1, {}
+    still_open = False
+
+    def on_chunk(chunk: bytes) -> bool:
+        parts.append(chunk)
+        if reader is None:
+            return False
+        return reader.feed(chunk) or reader.response is not None
+
+    try:
+        async with asyncio.timeout(timeout):
+            status, headers = await conn.read_head()
+            await conn.read_body(status, headers, on_chunk)
+    except TimeoutError:
+        still_open = True
+    except ConnectionClosed:
+        pass
+    conn.abort()
+    return status, headers, b"".join(parts), still_open
+
+
+def summarize(status: int, headers: dict[str, str], body: bytes, timed_out: bool) -> str:
+    """What a cursor got back, in a line: status, content type, what the body held."""
+    kind = headers.get("content-type", "?").split(";")[0]
+    parts = [f"{status}", kind]
+    if kind == "text/event-stream":
+        events = SSEParser().feed(body + b"\n\n")
+        named = [e.event for e in events if e.event and e.event != "message"]
+        msgs = [e.message() for e in events if e.data]
+        errors = [m["error"]["code"] for m in msgs if isinstance(m, dict) and "error" in m]
+        progress = sum(1 for m in msgs if isinstance(m, dict)
+                       and m.get("method") == "notifications/progress")
+        desc = f"{len(events)} events"
+        if named:
+            desc += f" ({', '.join(dict.fromkeys(named))})"
+        if progress:
+            desc += f", {progress} progress"
+        if errors:
+            desc += f", JSON-RPC error {', '.join(map(str, errors))}"
+        if not events:
+            desc = "empty stream"
+        parts.append(desc + (", left open" if timed_out else ", ended"))
+    elif body:
+        try:
+            msg = json.loads(body)
+            err = msg.get("error", {})
+            parts.append(f"JSON-RPC error {err.get('code')}: {str(err.get('message'))[:70]}")
+        except ValueError:
+            parts.append(body[:80].decode("utf-8", "replace"))
+    return " · ".join(parts)
+
+
+async def bench_resume(cfg: Settings, logs: Path) -> dict[str, Any]:
+    runs: list[dict[str, Any]] = []
+    cursors: list[dict[str, Any]] = []
+    contenders = [TRIO_MCP, SDK]
+    n = cfg.resume_n
+    for run in range(cfg.runs):
+        for contender in rotate(contenders, run):
+            async with server(contender, logs) as srv:
+                await warm_up(srv.port)
+                # -- drop after resume_read events, re-attach with GET + Last-Event-ID --
+                s = await open_session(HOST, srv.port)
+                rid = s.take_id()
+                reader = StreamReader(rid=rid, stop_after=cfg.resume_read)
+                s.conn.write(encode_request(s.head(), tool_call(
+                    rid, "stream", {"n": n, "size": 200, "delay": cfg.resume_delay},
+                    progress=True)))
+                await s.conn.read_response(reader.feed)
+                s.conn.abort()
+                seen_before = len(reader.progress)
+                # Away for a moment, as a client that reconnects is: the stream goes on
+                # meanwhile, so the resumption has a backlog to replay, then a live tail.
+                await asyncio.sleep(0.1)
+                reader.stop_after = None
+                attempts = 0
+                ttfe: float | None = None
+                statuses = []
+                while reader.response is None and attempts < 5:
+                    attempts += 1
+                    cursor = reader.last_id
+                    assert cursor is not None
+                    reader.first_event_at = None
+                    t_get = time.perf_counter()
+                    status, _, _, _ = await read_get(s, cursor, reader, timeout=10.0)
+                    statuses.append(status)
+                    if ttfe is None and reader.first_event_at is not None:
+                        ttfe = reader.first_event_at - t_get
+                    if status != 200:
+                        break
+                r = {
+                    "run": run, "contender": contender, "read_before_drop": seen_before,
+                    "events": len(reader.progress), "duplicates": reader.duplicates(),
+                    "gaps": reader.gaps(n), "response": reader.response is not None,
+                    "attempts": attempts, "statuses": statuses,
+                    "ttfe_ms": ttfe * 1000 if ttfe is not None else None,
+                }
+                runs.append(r)
+                ttfe_s = f"{r['ttfe_ms']:.1f} ms" if ttfe is not None else "n/a"
+                log(f"resume run {run} {contender}: dup {r['duplicates']} gap {r['gaps']} "
+                    f"response {r['response']} attempts {attempts} ttfe {ttfe_s}")
+                if run == 0:
+                    cursors.append({"contender": contender,
+                                    **await cursor_answers(srv.port, cfg)})
+    summary = []
+    for contender in contenders:
+        rs = [r for r in runs if r["contender"] == contender]
+        summary.append({
+            "contender": contender,
+            "duplicates": max(r["duplicates"] for r in rs),
+            "gaps": max(r["gaps"] for r in rs),
+            "responses": sum(r["response"] for r in rs),
+            "ttfe_ms": median([r["ttfe_ms"] for r in rs]),
+            "attempts": max(r["attempts"] for r in rs),
+            "runs": len(rs),
+        })
+    return {"runs": runs, "summary": summary, "cursors": cursors, "n": n,
+            "read": cfg.resume_read, "delay": cfg.resume_delay}
+
+
+async def cursor_answers(port: int, cfg: Settings) -> dict[str, Any]:
+    """What the server answers to a stale, a foreign and a malformed Last-Event-ID."""
+    out: dict[str, Any] = {}
+    # Stale: the first event of a 600-event stream nobody reads, once the stream is done.
+    a = await open_session(HOST, port)
+    rid = a.take_id()
+    reader = StreamReader(rid=rid, stop_after=1)
+    a.conn.write(encode_request(a.head(), tool_call(
+        rid, "stream", {"n": 600, "size": 200, "tag": "A"}, progress=True)))
+    await a.conn.read_response(reader.feed)
+    a.conn.abort()
+    stale = reader.last_id
+    await asyncio.sleep(1.5)
+    answer = await read_get(a, stale or "", None, timeout=3.0)
+    out["stale"] = summarize(*answer)
+    # Foreign: another session's event id, presented in session A.
+    b = await open_session(HOST, port)
+    rid_b = b.take_id()
+    reader_b = StreamReader(rid=rid_b, stop_after=1)
+    b.conn.write(encode_request(b.head(), tool_call(
+        rid_b, "stream", {"n": 5, "size": 20, "tag": "B"}, progress=True)))
+    await b.conn.read_response(reader_b.feed)
+    b.conn.abort()
+    await asyncio.sleep(0.3)
+    foreign_reader = StreamReader(rid=None)
+    status, headers, body, still_open = await read_get(
+        a, reader_b.last_id or "", None, timeout=3.0)
+    foreign_reader.feed(body + b"\n\n")
+    out["foreign"] = summarize(status, headers, body, still_open)
+    # Session B's notifications delivered to session A: a cross-session leak.
+    out["foreign_leaked_events"] = foreign_reader.tags.count("B")
+    # Malformed: not an id this server could have issued.
+    out["malformed"] = summarize(*await read_get(a, "not-a-cursor", None, timeout=3.0))
+    return out
+
+
+# -- profile ------------------------------------------------------------------------------------
+
+
+async def bench_profile(cfg: Settings, logs: Path, raw: Path) -> dict[str, Any]:
+    spy = shutil.which("py-spy") or shutil.which("py-spy", path=str(Path(sys.executable).parent))
+    if spy is None:
+        log("profile: py-spy not installed (pip install -e '.[bench]'); skipped")
+        return {"skipped": "py-spy not installed"}
+    out: dict[str, Any] = {}
+    for load in ("rps", "stream"):
+        async with server(TRIO_MCP, logs) as srv:
+            await warm_up(srv.port)
+            path = raw / f"profile-{load}.txt"
+            spy_cmd = [spy, "record", "--pid", str(srv.pid), "--duration",
+                       str(int(cfg.profile_seconds)), "--rate", "100", "--format", "raw",
+                       "--output", str(path)]
+            proc = spawn(spy_cmd, None)
+            try:
+                await asyncio.sleep(0.5)
+                deadline = time.perf_counter() + cfg.profile_seconds
+                if load == "rps":
+                    await measure_rps(srv, 32, 0.0, cfg.profile_seconds, bare=False)
+                else:
+                    while time.perf_counter() < deadline:
+                        s = await open_session(HOST, srv.port)
+                        reader = StreamReader(rid=None)
+                        s.conn.write(encode_request(s.head(), tool_call(
+                            s.take_id(), "stream", {"n": cfg.stream_n, "size": cfg.stream_size},
+                            progress=True)))
+                        await s.conn.read_response(reader.feed)
+                        s.conn.abort()
+                for _ in range(100):
+                    if proc.poll() is not None:
+                        break
+                    await asyncio.sleep(0.1)
+            finally:
+                _kill_group(proc, signal.SIGKILL)
+                proc.wait()
+                _LIVE.discard(proc)
+        if path.exists():
+            out[load] = summarize_profile(path.read_text())
+            log(f"profile {load}: {out[load]['samples']} samples")
+    return out
+
+
+def summarize_profile(text: str, top: int = 15) -> dict[str, Any]:
+    """Self and inclusive sample shares per function from py-spy's raw (collapsed) output."""
+    own: dict[str, int] = {}
+    incl: dict[str, int] = {}
+    total = 0
+    for line in text.splitlines():
+        stack, _, count_s = line.rpartition(" ")
+        if not stack:
+            continue
+        count = int(count_s)
+        frames = [_frame_name(f) for f in stack.split(";")]
+        if frames and frames[-1].startswith(("wait_task_rescheduled", "get_events")):
+            pass
+        total += count
+        own[frames[-1]] = own.get(frames[-1], 0) + count
+        for f in set(frames):
+            incl[f] = incl.get(f, 0) + count
+
+    def ranked(table: dict[str, int], keep: Callable[[str], bool]) -> list[tuple[str, float]]:
+        rows = sorted(((k, v) for k, v in table.items() if keep(k)), key=lambda kv: -kv[1])
+        return [(k, v / total) for k, v in rows[:top]]
+
+    return {
+        "samples": total,
+        "self": ranked(own, lambda k: True),
+        "inclusive_trio_mcp": ranked(incl, lambda k: "trio_mcp/" in k),
+        "by_package": _by_package(own, total),
+    }
+
+
+def _frame_name(frame: str) -> str:
+    # "function (path/to/file.py:123)" -> "function (path/to/file.py)"
+    name, _, where = frame.partition(" (")
+    path = where.rstrip(")").rsplit(":", 1)[0]
+    for marker in ("site-packages/", "lib/python3.11/"):
+        if marker in path:
+            path = path.split(marker, 1)[1]
+    return f"{name} ({path})"
+
+
+def _by_package(own: dict[str, int], total: int) -> list[tuple[str, float]]:
+    packages: dict[str, int] = {}
+    for frame, count in own.items():
+        path = frame.rsplit("(", 1)[-1].rstrip(")")
+        top = path.split("/", 1)[0] if "/" in path else "stdlib"
+        if top.endswith(".py"):
+            top = "stdlib" if top != "trio_mcp_bench.py" else "benchmark tools"
+        packages[top] = packages.get(top, 0) + count
+    return sorted(((k, v / total) for k, v in packages.items()), key=lambda kv: -kv[1])
+
+
+# -- machine --------------------------------------------------------------------------------------
+
+
+def machine() -> dict[str, Any]:
+    cpu_model = "?"
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                cpu_model = line.split(":", 1)[1].strip()
+                break
+    mem_kib = 0
+    with contextlib.suppress(OSError), open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemTotal:"):
+                mem_kib = int(line.split()[1])
+    from importlib.metadata import PackageNotFoundError, version
+
+    versions = {}
+    for pkg in ("trio-mcp", "trio", "hypercorn", "h11", "mcp", "uvicorn", "starlette", "anyio",
+                "sse-starlette", "pydantic"):
+        try:
+            versions[pkg] = version(pkg)
+        except PackageNotFoundError:
+            versions[pkg] = "not installed"
+    commit = subprocess.run(["git", "-C", str(HERE.parent), "rev-parse", "--short", "HEAD"],
+                            capture_output=True, text=True).stdout.strip()
+    return {
+        "cpus": os.cpu_count(), "cpu_model": cpu_model, "mem_gib": round(mem_kib / 2**20, 1),
+        "kernel": platform.release(), "python": platform.python_version(),
+        "versions": versions, "commit": commit,
+        "server_cpus": SERVER_CPUS, "load_cpus": LOAD_CPUS,
+        "date": time.strftime("%Y-%m-%d %H:%M %Z"),
+    }
+
+
+# -- main ---------------------------------------------------------------------------------------
+
+
+async def main_async(args: argparse.Namespace) -> int:
+    cfg = QUICK if args.quick else FULL
+    if args.runs:
+        cfg = attrs.evolve(cfg, runs=args.runs)
+    only = tuple(args.only.split(",")) if args.only else BENCHMARKS
+    unknown = set(only) - set(BENCHMARKS)
+    if unknown:
+        print(f"unknown benchmark(s): {', '.join(sorted(unknown))}; "
+              f"choose from {', '.join(BENCHMARKS)}", file=sys.stderr)
+        return 2
+    out = Path(args.out) if args.out else (
+        HERE / "results" / "raw" / "quick" if args.quick else HERE / "results")
+    raw = out / "raw" if not args.quick else out
+    raw.mkdir(parents=True, exist_ok=True)
+    logs = raw / "server-logs"
+    with contextlib.suppress(OSError):
+        os.sched_setaffinity(0, LOAD_CPUS)
+    log(f"servers on CPU {SERVER_CPUS}, load generator on CPU {LOAD_CPUS}; "
+        f"{'quick' if args.quick else 'full'} mode, {cfg.runs} run(s) per figure")
+    started = time.perf_counter()
+    results: dict[str, Any] = {"machine": machine(), "quick": args.quick,
+                               "settings": attrs.asdict(cfg)}
+    for name in only:
+        t0 = time.perf_counter()
+        log(f"== {name}")
+        if name == "profile":
+            results[name] = await bench_profile(cfg, logs, raw)
+        else:
+            bench = {"rps": bench_rps, "stream": bench_stream, "abandoned": bench_abandoned,
+                     "slow": bench_slow, "resume": bench_resume}[name]
+            results[name] = await bench(cfg, logs)
+        results[name]["seconds"] = time.perf_counter() - t0
+        results[name]["date"] = time.strftime("%Y-%m-%d %H:%M %Z")
+        (raw / f"{name}.json").write_text(json.dumps(results[name], indent=1))
+    results["seconds"] = time.perf_counter() - started
+    command = " ".join(["python", "benchmarks/run.py", *sys.argv[1:]])
+    (raw / "machine.json").write_text(json.dumps(
+        {"machine": results["machine"], "quick": args.quick, "settings": results["settings"],
+         "command": command}, indent=1))
+    import report
+
+    report.write(out, raw, quick=args.quick, command=command)
+    log(f"done in {results['seconds'] / 60:.1f} min; see {out / 'RESULTS.md'}")
+    return 0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description="Benchmarks: trio-mcp beside the official Python SDK server.")
+    parser.add_argument("--quick", action="store_true",
+                        help="one run per figure, shorter loads; for development and CI")
+    parser.add_argument("--only", help=f"comma-separated subset of {','.join(BENCHMARKS)}")
+    parser.add_argument("--runs", type=int, help="runs per figure (default 3, quick 1)")
+    parser.add_argument("--out", help="output directory (default benchmarks/results)")
+    args = parser.parse_args()
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        _kill_all()
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, on_signal)
+    try:
+        code = asyncio.run(main_async(args))
+    finally:
+        _kill_all()
+    sys.exit(0 if args.quick else code)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,85 @@
+# Abandoned sessions, a small version of benchmarks/bench_memory.py (a): a hundred clients
+# each start a long streaming call, read a few events and vanish for good. What the server
+# keeps for them is bounded by sessions x window, and it all goes when the sessions expire.
+# The server runs in this process, so tracemalloc sees exactly its Python allocations (RSS
+# would mostly show what the allocator keeps cached, not what the server holds).
+from __future__ import annotations
+
+import gc
+import tracemalloc
+
+import pytest
+import trio
+from support.client import McpSession, open_session, open_stream, rpc_request
+from support.client import dumps as json_body
+from support.fixtures import StartServer, wait_until
+from support.slow import make_server
+
+from trio_mcp import ServerConfig
+from trio_mcp.protocol import Retention
+
+SESSIONS = 100
+#: Per session, besides the window's bytes: the Session, its log's entries as objects, its
+#: id and codec state, counted generously.
+OVERHEAD = 64 * 1024
+
+
+async def vanish_after_a_few_events(session: McpSession, tag: str) -> None:
+    call = rpc_request(
+        "tools/call", {"name": "stream", "arguments": {"n": 200, "size": 2000, "tag": tag}}
+    )
+    async with open_stream(session.url, "POST", session.headers(), json_body(call)) as stream:
+        for _ in range(3):
+            assert await stream.next_event() is not None
+        await stream.aclose()
+
+
+@pytest.mark.spec("TM-BP-BOUNDED", "TM-RES-WINDOW", "TM-SESS-IDLE")
+async def test_abandoned_sessions_hold_at_most_their_windows_then_nothing(
+    live_server: StartServer,
+) -> None:
+    """A hundred sessions whose clients each started a 400 KB streaming call, read three
+    events and closed the connection: their calls run to the end (no reader, no waiting),
+    the server then holds no more than 100 x (window bytes + 64 KB), and once the idle TTL
+    has passed every session is gone and memory is back within 300 KB of where it started."""
+    server, record = make_server()
+    window = Retention(max_events=64, max_bytes=128 * 1024)
+    config = ServerConfig(retention=window, session_idle_ttl=3.0)
+    live = await live_server(server, config)
+    tracemalloc.start()
+    try:
+        with trio.fail_after(40):
+            warm = await open_session(live.url)
+            await vanish_after_a_few_events(warm, "warm")
+            await wait_until(lambda: "warm" in record.finished)
+            await warm.delete()
+            gc.collect()
+            before = tracemalloc.get_traced_memory()[0]
+
+            async def client(tag: str) -> None:
+                # Each client calls right after initialize: no session sits idle before it.
+                await vanish_after_a_few_events(await open_session(live.url), tag)
+
+            async with trio.open_nursery() as nursery:
+                for k in range(SESSIONS):
+                    nursery.start_soon(client, f"s{k}")
+            await wait_until(lambda: len(record.finished) == SESSIONS + 1)
+            await wait_until(lambda: live.manager.statistics()["streams_open"] == 0)
+            gc.collect()
+            held = tracemalloc.get_traced_memory()[0] - before
+            stats = live.manager.statistics()
+
+            await wait_until(lambda: live.manager.statistics()["sessions_open"] == 0)
+            for _ in range(3):
+                await trio.sleep(0.05)
+                gc.collect()
+            after = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+
+    assert SESSIONS == stats["sessions_open"]
+    assert stats["bytes_retained"] <= SESSIONS * (window.max_bytes + 4096)
+    assert held <= SESSIONS * (window.max_bytes + OVERHEAD), (held, stats)
+    assert SESSIONS == live.manager.statistics()["sessions_expired"]
+    assert after <= 300_000, (held, after)
+    assert not record.cancelled

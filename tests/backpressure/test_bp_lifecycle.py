@@ -1,0 +1,235 @@
+# Session lifecycle limits: idle expiry, the pre-initialize deadline, the session cap. Most
+# run in memory under trio's MockClock, so the defaults themselves (30 minutes, 60 seconds)
+# are checked to the expiry loop's period; one runs over real hypercorn to see the 404.
+from __future__ import annotations
+
+import gc
+import weakref
+
+import pytest
+import trio
+from support.client import open_session, rpc_request
+from support.fixtures import StartServer, wait_until
+from support.slow import MemoryServer, PacedResponder, make_server
+
+from trio_mcp import ServerConfig
+
+
+def expiry_period(config: ServerConfig) -> float:
+    """How often the manager looks for expired sessions (SessionManager._expire_loop)."""
+    return float(max(0.05, min(config.session_idle_ttl, config.uninitialized_ttl) / 10))
+
+
+async def status_of(mem: MemoryServer, session_id: str) -> int | None:
+    responder, _ = await mem.complete(session_id, rpc_request("ping"))
+    return responder.status
+
+
+@pytest.mark.spec("TM-SESS-IDLE", "T-SESS-7")
+async def test_idle_session_expires_after_the_ttl_then_gets_404(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """A session with nothing in flight and no open stream ends session_idle_ttl (30
+    minutes by default) after its last activity, within one period of the expiry loop;
+    its id then gets 404, and sessions_expired counts it."""
+    server, _record = make_server()
+    config = ServerConfig()
+    async with MemoryServer.open(server, config) as mem:
+        with trio.fail_after(2 * config.session_idle_ttl):
+            sid = await mem.initialize()
+            last = trio.current_time()
+            await trio.sleep(config.session_idle_ttl - 1)
+            assert sid in mem.manager.sessions
+            await wait_until(lambda: sid not in mem.manager.sessions, poll=0.01)
+            ended = trio.current_time() - last
+
+            assert 404 == await status_of(mem, sid)
+
+        assert (
+            config.session_idle_ttl
+            <= ended
+            <= config.session_idle_ttl + expiry_period(config) + 0.01
+        )
+        assert 1 == mem.manager.statistics()["sessions_expired"]
+
+
+@pytest.mark.spec("TM-SESS-IDLE")
+async def test_never_initialized_session_expires_sooner(autojump_clock: trio.abc.Clock) -> None:
+    """A session whose client never sent notifications/initialized ends after
+    uninitialized_ttl (60 s by default); an initialized one beside it lives on."""
+    server, _record = make_server()
+    config = ServerConfig()
+    async with MemoryServer.open(server, config) as mem:
+        with trio.fail_after(600):
+            half = await mem.initialize(initialized=False)
+            start = trio.current_time()
+            full = await mem.initialize()
+            await wait_until(lambda: half not in mem.manager.sessions, poll=0.01)
+            ended = trio.current_time() - start
+
+            assert 404 == await status_of(mem, half)
+
+        assert config.uninitialized_ttl <= ended
+        assert ended <= config.uninitialized_ttl + expiry_period(config) + 0.01
+        assert full in mem.manager.sessions
+
+
+@pytest.mark.spec("TM-SESS-IDLE")
+async def test_session_with_an_open_stream_or_a_running_request_does_not_expire(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """An open GET stream, or a request still being handled, keeps a session alive past
+    any number of TTLs; idle time counts from when the last of them ended."""
+    server, record = make_server()
+    config = ServerConfig(session_idle_ttl=60.0, uninitialized_ttl=60.0)
+    ttl = config.session_idle_ttl
+    async with MemoryServer.open(server, config) as mem:
+        with trio.fail_after(3600):
+            streaming = await mem.initialize()
+            working = await mem.initialize()
+            get = mem.get(streaming, responder=PacedResponder(None))
+            mem.call(working, "wait", {"seconds": 5 * ttl, "tag": "w"})
+            await trio.sleep(4 * ttl)
+
+            assert {streaming, working} <= mem.manager.sessions.keys()
+
+            get.client_leaves()
+            left = trio.current_time()
+            await wait_until(lambda: "w" in record.finished, poll=0.01)
+            done = record.finished["w"]
+            await wait_until(lambda: streaming not in mem.manager.sessions, poll=0.01)
+            stream_ended = trio.current_time() - left
+            await wait_until(lambda: working not in mem.manager.sessions, poll=0.01)
+            work_ended = trio.current_time() - done
+
+        # Polled every 0.01 s of trio time: the bounds allow one poll.
+        assert ttl - 0.01 <= stream_ended <= ttl + expiry_period(config) + 0.01
+        assert ttl - 0.01 <= work_ended <= ttl + expiry_period(config) + 0.01
+
+
+@pytest.mark.spec("TM-SESS-IDLE", "TM-RES-WINDOW")
+async def test_expiry_cancels_the_session_tasks_and_frees_its_log(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """Ending an expired session cancels every task it still runs (here a notification
+    hook that waits forever) and drops its log: the retained bytes go to zero and the
+    Session object is garbage."""
+    server, record = make_server()
+    config = ServerConfig()
+    async with MemoryServer.open(server, config) as mem:
+        with trio.fail_after(2 * config.session_idle_ttl):
+            sid = await mem.initialize()
+            left, _ = mem.call(sid, "stream", {"n": 300, "size": 2000, "tag": "s"})
+            await wait_until(lambda: "s" in record.finished, poll=0.01)
+            left.client_leaves()
+            retained = mem.manager.statistics()["bytes_retained"]
+            session_ref = weakref.ref(mem.session(sid))
+            await wait_until(lambda: sid not in mem.manager.sessions, poll=0.5)
+            expired_at = trio.current_time()
+            await trio.sleep(0.01)
+            gc.collect()
+
+        assert retained >= config.retention.max_bytes // 2
+        assert 0 == mem.manager.statistics()["bytes_retained"]
+        assert [expired_at] == [pytest.approx(t, abs=0.5) for t in record.hook_cancelled]
+        assert session_ref() is None
+
+
+@pytest.mark.spec("T-SESS-7")
+async def test_deleting_a_session_cancels_its_running_handler(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """A handler that waits forever keeps its session from expiring, and is cancelled
+    when the session ends (here by DELETE); the id then gets 404."""
+    server, record = make_server()
+    config = ServerConfig()
+    async with MemoryServer.open(server, config) as mem:
+        with trio.fail_after(3 * config.session_idle_ttl):
+            sid = await mem.initialize()
+            mem.call(sid, "wait", {"tag": "forever"})
+            await trio.sleep(2 * config.session_idle_ttl)
+            assert sid in mem.manager.sessions
+            deleted, _ = await mem.complete_delete(sid)
+            await wait_until(lambda: "forever" in record.cancelled, poll=0.01)
+
+            assert 404 == await status_of(mem, sid)
+
+        assert 204 == deleted.status
+
+
+@pytest.mark.spec("TM-SESS-CAP", "T-SESS-7")
+async def test_cap_evicts_the_least_recently_used_idle_session(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """At max_sessions, a new initialize ends the idle session that was used least
+    recently (not the oldest one: it was used since), whose id then gets 404."""
+    server, _record = make_server()
+    config = ServerConfig(max_sessions=3)
+    async with MemoryServer.open(server, config) as mem:
+        with trio.fail_after(60):
+            first = await mem.initialize()
+            await trio.sleep(1)
+            second = await mem.initialize()
+            await trio.sleep(1)
+            third = await mem.initialize()
+            await trio.sleep(1)
+            assert 200 == await status_of(mem, first)
+            await trio.sleep(1)
+            fourth = await mem.initialize()
+
+            assert 404 == await status_of(mem, second)
+
+        assert {first, third, fourth} == set(mem.manager.sessions)
+        assert 1 == mem.manager.statistics()["sessions_evicted"]
+
+
+@pytest.mark.spec("TM-SESS-CAP")
+async def test_cap_answers_503_with_retry_after_when_every_session_is_busy(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """When every session is busy (a running request, an open stream) a new initialize
+    gets 503 with Retry-After, and no session is ended to make room."""
+    server, record = make_server()
+    config = ServerConfig(max_sessions=2)
+    async with MemoryServer.open(server, config) as mem:
+        with trio.fail_after(60):
+            working = await mem.initialize()
+            streaming = await mem.initialize()
+            mem.call(working, "wait", {"tag": "w"})
+            mem.get(streaming, responder=PacedResponder(None))
+            await trio.sleep(1)
+            refused = mem.post(
+                None,
+                rpc_request(
+                    "initialize",
+                    {
+                        "protocolVersion": mem.protocol_version,
+                        "capabilities": {},
+                        "clientInfo": {"name": "late", "version": "0"},
+                    },
+                ),
+            )
+            await refused.connection_closed.wait()
+
+        assert 503 == refused.status
+        retry_after = dict(refused.headers).get("retry-after")
+        assert retry_after is not None and int(retry_after) > 0
+        assert {working, streaming} == set(mem.manager.sessions)
+        assert 0 == mem.manager.statistics()["sessions_evicted"]
+        assert "w" not in record.cancelled
+
+
+@pytest.mark.spec("TM-SESS-IDLE", "T-SESS-7")
+async def test_expired_session_gets_404_over_http(live_server: StartServer) -> None:
+    """Over real HTTP, with a half-second TTL: a session left alone is gone within the
+    TTL plus one expiry period, and its id gets 404 from then on."""
+    server, _record = make_server()
+    config = ServerConfig(session_idle_ttl=0.5, uninitialized_ttl=0.5)
+    live = await live_server(server, config)
+    with trio.fail_after(10):
+        session = await open_session(live.url)
+        assert "result" in await session.call("ping")
+        await wait_until(lambda: session.id not in live.manager.sessions)
+        response = await session.post(rpc_request("ping"))
+
+    assert 404 == response.status

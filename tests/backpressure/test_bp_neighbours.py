@@ -1,0 +1,129 @@
+# Isolation end to end: a stalled stream costs its neighbours nothing. Real hypercorn on
+# loopback; one raw socket that stops reading, and fast readers whose throughput is
+# compared with and without the stalled neighbour. The ratio asserted is a generous
+# behavioural bound (a shared, noisy two-core machine), not a benchmark.
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import trio
+import trio.lowlevel
+from support.client import McpSession, SSEStream, open_session, open_stream, rpc_request
+from support.client import dumps as json_body
+from support.fixtures import StartServer, wait_until
+from support.slow import MemoryServer, make_server, numbered, open_slow
+
+from trio_mcp import ServerConfig
+
+N = 1500
+
+
+async def healthy_rate(session: McpSession, tag: str) -> float:
+    """Run one `stream` call read at full speed; its notifications per second."""
+    message = rpc_request(
+        "tools/call", {"name": "stream", "arguments": {"n": N, "size": 200, "tag": tag}}
+    )
+    async with open_stream(session.url, "POST", session.headers(), json_body(message)) as s:
+        start = trio.current_time()
+        got = [m async for m in _messages(s)]
+        took = trio.current_time() - start
+    assert [*range(N), None] == [numbered(m) for m in got]
+    assert message["id"] == got[-1]["id"]
+    return N / took
+
+
+async def _messages(stream: SSEStream) -> AsyncIterator[dict[str, Any]]:
+    async for event in stream.events(comments=False):
+        if event.data and event.event is None:
+            yield json.loads(event.data)
+
+
+@pytest.mark.spec("TM-BP-STALL", "TM-BP-BOUNDED")
+async def test_stalled_stream_leaves_its_neighbours_throughput_alone(
+    live_server: StartServer,
+) -> None:
+    """With one stream of a session stalled (its client stopped reading, its writer stuck
+    on a full socket), a second call in the same session and a call in another session
+    stream at no less than half the rate they reach alone, while the stalled one is still
+    held (not yet cut)."""
+    server, _record = make_server()
+    config = ServerConfig(stall_budget=8.0)
+    live = await live_server(server, config)
+    a = await open_session(live.url)
+    b = await open_session(live.url)
+    with trio.fail_after(40):
+        # Both calls side by side, as they will run next to the stalled one: the client
+        # and the server share this process, so the baseline must be just as crowded.
+        alone = await both_rates(a, b, "0")
+
+        stalled = rpc_request(
+            "tools/call", {"name": "stream", "arguments": {"n": 400, "size": 2000, "tag": "x"}}
+        )
+        sess = live.manager.sessions[a.id]
+        async with open_slow(
+            ("127.0.0.1", live.port), "POST", "/mcp", a.headers(), json_body(stalled)
+        ) as client:
+            await client.read_head()
+            # The neighbour is stuck: its writer has a write the client will not take.
+            await wait_until(
+                lambda: any(
+                    v.writer is not None and v.writer.in_flight is not None and v.lag() > 8
+                    for s, v in sess.views.items()
+                    if s != 0
+                )
+            )
+            beside = await both_rates(a, b, "1")
+            # Still held, not cut: the measurement ran next to a stalled stream.
+            assert 0 == live.manager.statistics()["streams_cut"]
+            assert [s for s in sess.views if s != 0]
+
+    assert beside["a"] >= 0.5 * alone["a"], (beside, alone)
+    assert beside["b"] >= 0.5 * alone["b"], (beside, alone)
+
+
+async def both_rates(a: McpSession, b: McpSession, suffix: str) -> dict[str, float]:
+    rates: dict[str, float] = {}
+
+    async def run(session: McpSession, key: str) -> None:
+        rates[key] = await healthy_rate(session, key + suffix)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(run, a, "a")
+        nursery.start_soon(run, b, "b")
+    return {"a": rates["a"], "b": rates["b"]}
+
+
+@pytest.mark.spec("TM-BP-PRODUCER")
+async def test_handler_sending_with_no_reader_never_holds_the_event_loop() -> None:
+    """A handler that sends 20 000 notifications in a loop, with nobody reading and so
+    nothing to wait for, still lets every other task run between two sends: a task that
+    only yields is never kept off the event loop for more than a few milliseconds (real
+    time, in memory)."""
+    server, record = make_server()
+    async with MemoryServer.open(server, ServerConfig()) as mem:
+        sid = await mem.initialize()
+        gaps: list[float] = []
+
+        async def ticker() -> None:
+            last = time.perf_counter()
+            while "flood" not in record.finished:
+                await trio.lowlevel.checkpoint()
+                now = time.perf_counter()
+                gaps.append(now - last)
+                last = now
+
+        with trio.fail_after(30):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(ticker)
+                responder, _ = mem.call(
+                    sid, "stream", {"n": 20_000, "size": 100, "tag": "flood"}
+                )
+                await wait_until(lambda: bool(responder.ids()), poll=0)
+                responder.client_leaves()
+
+    assert len(gaps) >= 20_000
+    assert max(gaps) <= 0.02, max(gaps)

@@ -1,0 +1,169 @@
+# What `serve()` adds around the runtime, end to end on loopback: the graceful shutdown, the
+# counters endpoint, and TCP_USER_TIMEOUT on the listening socket (the kernel's own cut of a
+# reader that stopped).
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+import trio
+from support.client import McpSession, open_session, open_stream, request, rpc_request
+from support.client import dumps as json_body
+from support.fixtures import wait_until
+from support.slow import make_server, open_slow
+
+from trio_mcp import ResponseMode, Server, ServerConfig, serve
+from trio_mcp._serve import user_timeout
+from trio_mcp._trio._manager import SessionManager
+from trio_mcp.protocol import SSEEvent
+
+#: The size of the reply no one reads.
+BIG = 3_000_000
+
+
+def manager_of(server: Server) -> SessionManager:
+    [manager] = server._managers
+    return manager
+
+
+async def read_all(
+    session: McpSession, method: str, message: Any, into: list[SSEEvent], ended: dict[str, bool]
+) -> None:
+    headers = session.headers() if method == "POST" else [
+        ("accept", "text/event-stream"),
+        ("mcp-session-id", session.id),
+        ("mcp-protocol-version", session.protocol_version),
+    ]
+    body = json_body(message) if message is not None else b""
+    async with open_stream(session.url, method, headers, body) as stream:
+        async for event in stream.events():
+            into.append(event)
+        ended[method + str(id(into))] = stream.ended
+
+
+@pytest.mark.spec("TM-SESS-SHUTDOWN", "T-PSSE-4", "T-GET-8")
+async def test_graceful_shutdown_closes_streams_with_retry_and_bounds_handlers() -> None:
+    """When serve()'s shutdown_trigger returns: every open SSE stream (a GET stream and
+    two POST streams) gets an event with `retry` and is ended; a new request gets 503; a
+    handler that finishes within shutdown_grace completes, one that does not is cancelled
+    once the grace is over; then serve() returns."""
+    server, record = make_server()
+    config = ServerConfig(shutdown_grace=1.5)
+    trigger = trio.Event()
+
+    async def shutdown_trigger() -> None:
+        await trigger.wait()
+
+    with trio.fail_after(20):
+        async with trio.open_nursery() as nursery:
+            served = trio.Event()
+
+            async def run(task_status: trio.TaskStatus[list[str]]) -> None:
+                await serve(
+                    server, host="127.0.0.1", port=0, config=config,
+                    shutdown_trigger=shutdown_trigger, task_status=task_status,
+                )
+                served.set()
+
+            [url] = await nursery.start(run)
+            session = await open_session(url + config.path)
+            streams: dict[str, list[SSEEvent]] = {"get": [], "quick": [], "forever": []}
+            ended: dict[str, bool] = {}
+            nursery.start_soon(read_all, session, "GET", None, streams["get"], ended)
+            for tag, seconds in (("quick", 1.0), ("forever", -1.0)):
+                call = rpc_request(
+                    "tools/call", {"name": "wait", "arguments": {"seconds": seconds, "tag": tag}}
+                )
+                nursery.start_soon(read_all, session, "POST", call, streams[tag], ended)
+            manager = manager_of(server)
+            await wait_until(
+                lambda: {"quick", "forever"} <= record.started.keys()
+                and sum(len(s.views) for s in manager.sessions.values()) == 3
+            )
+            trigger.set()
+            triggered = trio.current_time()
+            await wait_until(lambda: len(ended) == 3)
+            closed_after = trio.current_time() - triggered
+            refused = await session.post(rpc_request("ping"))
+            await served.wait()
+            stopped_after = trio.current_time() - triggered
+
+    assert closed_after <= 1.0
+    for name, events in streams.items():
+        assert [config.retry_ms] == [e.retry for e in events if e.retry is not None], name
+    assert all(ended.values())
+    assert 503 == refused.status
+    assert record.finished["quick"] - triggered <= config.shutdown_grace
+    cancelled_after = record.cancelled["forever"] - triggered
+    assert config.shutdown_grace <= cancelled_after <= config.shutdown_grace + 0.5
+    assert "quick" not in record.cancelled
+    assert stopped_after <= config.shutdown_grace + 6.0
+
+
+@pytest.mark.spec("TM-BP-COUNTERS")
+async def test_stats_endpoint_answers_json_on_loopback() -> None:
+    """With stats_port, serve() answers GET on 127.0.0.1 with statistics() as JSON (and
+    405 to anything else); the figures are the live ones."""
+    server, _record = make_server()
+    config = ServerConfig()
+    trigger = trio.Event()
+    with trio.fail_after(20):
+        async with trio.open_nursery() as nursery:
+            urls: list[str] = await nursery.start(
+                lambda task_status: serve(
+                    server, host="127.0.0.1", port=0, config=config, stats_port=0,
+                    shutdown_trigger=trigger.wait, task_status=task_status,
+                )
+            )
+            mcp_url, stats_url = urls
+            session = await open_session(mcp_url + config.path)
+            answer = await request(stats_url, "GET")
+            post = await request(stats_url, "POST")
+            trigger.set()
+
+    assert stats_url.startswith("http://127.0.0.1:")
+    assert 200 == answer.status
+    assert "application/json" == answer.content_type
+    stats = json.loads(answer.body)
+    assert 1 == stats["sessions_created"] == stats["sessions_open"]
+    assert session.id not in json.dumps(stats)
+    assert set(stats) >= {"streams_cut", "streams_open", "bytes_retained", "sessions_expired"}
+    assert 405 == post.status
+
+
+@pytest.mark.spec("TM-BP-RELEASE")
+async def test_under_serve_the_kernel_aborts_a_write_nobody_watches() -> None:
+    """serve() sets TCP_USER_TIMEOUT on its listening socket (user_timeout: 30 stall
+    budgets at least, here 3 s) and the accepted connections inherit it: a 3 MB JSON reply
+    (no connection writer watches a plain reply) to a client that never reads is aborted
+    by the kernel, which hypercorn's shielded write alone would wait on forever; the
+    client, reading at last, gets part of the body and a reset."""
+    server, _record = make_server()
+    config = ServerConfig(
+        stall_budget=0.1, signal_timeout=0.5, response_mode=ResponseMode.JSON
+    )
+    timeout = user_timeout(config)
+    trigger = trio.Event()
+    with trio.fail_after(2 * timeout + 15):
+        async with trio.open_nursery() as nursery:
+            [url] = await nursery.start(
+                lambda task_status: serve(
+                    server, host="127.0.0.1", port=0, config=config,
+                    shutdown_trigger=trigger.wait, task_status=task_status,
+                )
+            )
+            port = int(url.rsplit(":", 1)[1])
+            session = await open_session(url + config.path)
+            call = rpc_request("tools/call", {"name": "echo", "arguments": {"text": "x" * BIG}})
+            async with open_slow(
+                ("127.0.0.1", port), "POST", config.path, session.headers(), json_body(call)
+            ) as client:
+                # Linux checks the timeout when it probes the closed window, at intervals
+                # that double from 200 ms: the abort comes by about twice the timeout.
+                await trio.sleep(2 * timeout + 2)
+                await client.read(None)
+            trigger.set()
+
+    assert client.reset or not client.ended
+    assert client.received < BIG

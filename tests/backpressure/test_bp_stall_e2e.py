@@ -1,0 +1,176 @@
+# The stall detector end to end: real hypercorn on loopback, and raw sockets with a small
+# receive buffer (tests/support/slow.py) that read about 1 KiB/s, or nothing at all. What
+# the server holds for such a reader, and for how long, is measured here.
+from __future__ import annotations
+
+import contextlib
+import gc
+import json
+import tracemalloc
+import weakref
+from typing import Any
+
+import pytest
+import trio
+from support.client import McpSession, open_session, open_stream, rpc_request
+from support.client import dumps as json_body
+from support.fixtures import StartServer, wait_until
+from support.slow import SlowClient, make_server, numbered, open_slow, tasks_named
+
+from trio_mcp import ServerConfig
+from trio_mcp._trio._manager import SessionManager
+from trio_mcp._trio._writer import RATE_LOOKBACK, ConnectionWriter
+
+#: How often a busy view looks at its writer (trio_mcp._trio._view._CHECK_EVERY).
+CHECK = 0.25
+
+
+def start_call(
+    session: McpSession, port: int, arguments: dict[str, object]
+) -> tuple[dict[str, Any], contextlib.AbstractAsyncContextManager[SlowClient]]:
+    """A tools/call of `stream`, sent on a small-buffered socket when the context is entered."""
+    message = rpc_request("tools/call", {"name": "stream", "arguments": arguments})
+    cm = open_slow(("127.0.0.1", port), "POST", "/mcp", session.headers(), json_body(message))
+    return message, cm
+
+
+def request_writers(manager: SessionManager, session_id: str) -> list[ConnectionWriter]:
+    """The writers of a session's POST-stream connections (its GET stream is stream 0)."""
+    views = manager.sessions[session_id].views
+    return [v.writer for s, v in views.items() if s != 0 and v.writer is not None]
+
+
+async def watch_cut(seen: dict[str, float], manager: SessionManager, done: trio.Event) -> None:
+    """Record when the manager declares the first cut (polling its counters)."""
+    await wait_until(lambda: manager.statistics()["streams_cut"] >= 1)
+    seen["cut_at"] = trio.current_time()
+    done.set()
+
+
+@pytest.mark.spec("TM-BP-STALL", "TM-BP-SIGNAL", "T-PSSE-4", "T-PSSE-12", "T-RESUME-5")
+async def test_slow_reader_is_cut_signalled_and_resumes_without_loss(
+    live_server: StartServer,
+) -> None:
+    """A client reading about 1 KiB/s through a 4 KiB receive buffer, from a call that
+    sends 150 notifications of 2 KB: the server cuts the connection once the socket buffers'
+    first gulp has left the rate's lookback, within RATE_LOOKBACK stall budgets
+    (streams_cut counts it, streams_open drops), gets a
+    `resumption-required` event naming the last event id the client got, with retry, onto
+    the wire within the default signal_timeout, and closes the connection. What the client
+    reads until EOF ends with that event; a GET with Last-Event-ID from that id delivers
+    the rest exactly once, in order, then the result. The handler is never cancelled."""
+    server, record = make_server()
+    budget = 0.5
+    config = ServerConfig(stall_budget=budget)
+    live = await live_server(server, config)
+    session = await open_session(live.url)
+    n = 150
+    seen: dict[str, float] = {}
+    cut = trio.Event()
+    with trio.fail_after(60):
+        message, cm = start_call(session, live.port, {"n": n, "size": 2000, "tag": "e"})
+        sent_at = trio.current_time()
+        async with cm as client, trio.open_nursery() as nursery:
+            nursery.start_soon(watch_cut, seen, live.manager, cut)
+            await client.read_head()
+            await wait_until(lambda: bool(request_writers(live.manager, session.id)))
+            [writer] = request_writers(live.manager, session.id)
+            await client.read(1024, until=cut)
+            assert 0 == live.manager.statistics()["streams_open"]
+            # Still at 1 KiB/s until the server gave up the connection, signal written or
+            # not; then the client drains what its socket holds, to EOF.
+            await client.read(1024, until=writer.finished)
+            closed_at = trio.current_time()
+            await client.read(None)
+        first = client.messages
+        signals = client.named("resumption-required")
+        last_id = client.last_id
+        assert last_id is not None
+        async with open_stream(
+            live.url, "GET", [*session.headers(), ("last-event-id", last_id)]
+        ) as resumed:
+            rest = [e async for e in resumed.events(comments=False)]
+
+    cut_after = seen["cut_at"] - sent_at
+    assert budget <= cut_after <= RATE_LOOKBACK * budget + 1.0
+    assert closed_at - seen["cut_at"] <= config.signal_timeout + 0.5
+    assert 1 == live.manager.statistics()["streams_cut"]
+    assert client.eof and not client.ended
+    [signal] = signals
+    assert signal is client.events[-1][1]
+    details = json.loads(signal.data or "")
+    assert last_id == details["lastEventId"]
+    assert config.retry_ms == details["retry"] == signal.retry
+    later = [json.loads(e.data) for e in rest if e.data and e.event is None]
+    numbers = [numbered(m) for m in first + later]
+    assert [*range(n), None] == numbers
+    assert message["id"] == later[-1]["id"]
+    assert "e" not in record.cancelled
+
+
+@pytest.mark.spec("TM-BP-STALL", "TM-BP-RELEASE", "TM-BP-BOUNDED")
+async def test_stopped_reader_is_closed_and_everything_it_held_is_released(
+    live_server: StartServer,
+) -> None:
+    """A client that stops reading at once: once what its socket buffers took at first has
+    left the rate's lookback (RATE_LOOKBACK stall budgets, plus one check) the server has
+    cut its stream (streams_open drops to 0), then closes the connection within
+    signal_timeout; the client, reading at last, finds EOF or a reset. The writer task has
+    finished, the View and ConnectionWriter are garbage, and once the session is deleted the
+    process's traced Python memory is back within 150 KB of where it was before the session
+    (tracemalloc: exact per allocation and unaffected by allocator caching, unlike RSS, and
+    the server runs in this process)."""
+    server, record = make_server()
+    budget = 1.0
+    config = ServerConfig(stall_budget=budget, signal_timeout=0.5)
+    live = await live_server(server, config)
+    tracemalloc.start()
+    try:
+        with trio.fail_after(30):
+            # One full cycle first, so imports, caches and the connection machinery are warm.
+            warm = await open_session(live.url)
+            await warm.result("tools/call", {"name": "stream", "arguments": {"n": 20}})
+            await warm.delete()
+            gc.collect()
+            before = tracemalloc.get_traced_memory()[0]
+            tracemalloc.reset_peak()
+
+            session = await open_session(live.url)
+            _, cm = start_call(session, live.port, {"n": 300, "size": 2000, "tag": "x"})
+            async with cm as client:
+                await client.read_head()
+                opened = trio.current_time()
+                await wait_until(lambda: bool(request_writers(live.manager, session.id)))
+                [view] = [
+                    v for s, v in live.manager.sessions[session.id].views.items() if s != 0
+                ]
+                assert view.writer is not None
+                view_ref, writer_ref = weakref.ref(view), weakref.ref(view.writer)
+                finished = view.writer.finished
+                del view
+                await wait_until(lambda: live.manager.statistics()["streams_open"] == 0)
+                gone_after = trio.current_time() - opened
+                await finished.wait()
+                closed_after = trio.current_time() - opened
+                await client.read(None)
+                assert client.eof or client.reset
+            assert [] == tasks_named("mcp:writer")
+            await wait_until(lambda: "x" in record.finished)
+            peak = tracemalloc.get_traced_memory()[1] - before
+            await session.delete()
+            await wait_until(lambda: session.id not in live.manager.sessions)
+            for _ in range(3):
+                await trio.sleep(0.05)
+                gc.collect()
+            after = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+
+    assert budget <= gone_after <= RATE_LOOKBACK * budget + CHECK + 0.25
+    assert closed_after <= RATE_LOOKBACK * budget + CHECK + config.signal_timeout + 0.5
+    assert view_ref() is None
+    assert writer_ref() is None
+    assert 1 == live.manager.statistics()["streams_cut"]
+    # While it lasted, the stalled stream held at most the session's window.
+    assert peak <= config.retention.max_bytes * 2 + 300_000
+    assert after - before <= 150_000, (before, after, peak)
