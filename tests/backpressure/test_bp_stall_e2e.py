@@ -52,9 +52,9 @@ async def test_slow_reader_is_cut_signalled_and_resumes_without_loss(
     live_server: StartServer,
 ) -> None:
     """A client reading about 1 KiB/s through a 4 KiB receive buffer, from a call that
-    sends 150 notifications of 2 KB: the server cuts the connection once the socket buffers'
-    first gulp has left the rate's lookback, within RATE_LOOKBACK stall budgets
-    (streams_cut counts it, streams_open drops), gets a
+    sends 150 notifications of 2 KB: the server cuts the connection between one and
+    RATE_LOOKBACK stall budgets after the request (streams_cut counts it, streams_open
+    drops), gets a
     `resumption-required` event naming the last event id the client got, with retry, onto
     the wire within the default signal_timeout, and closes the connection. What the client
     reads until EOF ends with that event; a GET with Last-Event-ID from that id delivers
@@ -112,9 +112,10 @@ async def test_slow_reader_is_cut_signalled_and_resumes_without_loss(
 async def test_stopped_reader_is_closed_and_everything_it_held_is_released(
     live_server: StartServer,
 ) -> None:
-    """A client that stops reading at once: once what its socket buffers took at first has
-    left the rate's lookback (RATE_LOOKBACK stall budgets, plus one check) the server has
-    cut its stream (streams_open drops to 0), then closes the connection within
+    """A client that stops reading at once: once a reader at the minimum rate would have
+    taken what its socket buffers took at first (at most RATE_LOOKBACK stall budgets, plus
+    one check) the server has cut its stream (streams_open drops to 0), then closes the
+    connection within
     signal_timeout; the client, reading at last, finds EOF or a reset. The writer task has
     finished, the View and ConnectionWriter are garbage, and once the session is deleted the
     process's traced Python memory is back within 150 KB of where it was before the session

@@ -27,9 +27,10 @@ MAX_QUEUED = 2
 #: kernel's socket buffers hand a writer its reader's progress in bursts: a write blocked on
 #: a full socket returns only once a third of the send buffer is free, and the buffers first
 #: absorb tens or hundreds of KB at once. A healthy reader at 4 KiB/s with autotuned buffers
-#: completed no write for over 10 s at a time (measured on loopback), so a window of one
-#: budget cut it; over six budgets its bursts average out. The price: a reader that stops
-#: is cut between one budget (if its buffers held little) and this many after it stopped.
+#: completed no write for over 10 s at a time (measured on loopback), so a rate over one
+#: budget cut it. Over six, and with the wait test of `stalled_for`, it is not. The price:
+#: a reader that stops is cut between one budget (if its buffers held little) and this
+#: many after it stopped.
 RATE_LOOKBACK = 6
 #: Buckets per stall budget in which busy time and written bytes are kept.
 _BUCKETS_PER_WINDOW = 40
@@ -69,6 +70,12 @@ class ConnectionWriter:
         self._bucket_width = window / _BUCKETS_PER_WINDOW
         #: Up to when busy time has been put in buckets (None while idle).
         self._accounted: float | None = None
+        #: When a write last completed, and the bytes of the burst it ended (writes that
+        #: completed less than a bucket apart count as one burst).
+        self._last_done: float | None = None
+        self._burst = 0
+        #: The last wait between two bursts, with the bytes of the burst before it.
+        self._last_wait: tuple[float, int] | None = None
         self.bytes_written = 0
         self.finished = trio.Event()
         #: Called when a write completes and when the writer stops, besides the event that
@@ -125,13 +132,33 @@ class ConnectionWriter:
 
     def stalled_for(self, now: float, min_rate: float) -> float:
         """The busy time behind a drain rate below ``min_rate``: 0 while the writer is idle,
-        has been busy for less than one window, or drains fast enough."""
+        has been busy for less than one window, or drains fast enough.
+
+        Fast enough is judged twice. Over the lookback, bytes per busy second. And by the
+        waits between bursts of progress: a reader at ``min_rate`` takes a burst of
+        ``burst`` bytes within ``burst / min_rate``, so a shorter wait for the next one is
+        the kernel's doing, not the reader's. A stall needs the wait going on now, or the
+        last one, to be longer. The second test is what keeps a healthy reader whose
+        progress comes in bursts further apart than the lookback can average from being cut.
+        """
         if self.busy_since is None:
             return 0.0
         busy = self.busy_time(now)
         if busy < self.window or self.drain_rate(now) >= min_rate:
             return 0.0
-        return busy
+        cap = RATE_LOOKBACK * self.window
+
+        def too_long(wait: float, burst: int) -> bool:
+            return wait >= min(burst / min_rate, cap)
+
+        since = self.busy_since if self._last_done is None else max(
+            self._last_done, self.busy_since
+        )
+        if too_long(now - since, self._burst):
+            return busy
+        if self._last_wait is not None and too_long(*self._last_wait):
+            return busy
+        return 0.0
 
     def _bucket(self, at: float) -> list[float]:
         number = math.floor(at / self._bucket_width)
@@ -204,6 +231,14 @@ class ConnectionWriter:
                     now = trio.current_time()
                     self._account(now)
                     self._bucket(now)[2] += len(piece)
+                    if self._last_done is None or now - self._last_done > self._bucket_width:
+                        # A new burst: keep the wait that ended here, and the burst before it.
+                        if self._last_done is not None:
+                            began = max(self._last_done, self.busy_since or self._last_done)
+                            self._last_wait = (now - began, self._burst)
+                        self._burst = 0
+                    self._burst += len(piece)
+                    self._last_done = now
                     self.bytes_written += len(piece)
                 self.in_flight = None
                 # TM-BP-RELEASE: a write that returns after the view gave the connection up
