@@ -102,14 +102,14 @@ FULL = Settings(
     runs=3, rps_warmup=1.0, rps_duration=5.0, concurrencies=(1, 32),
     stream_n=20_000, stream_size=200,
     abandoned_sessions=(200, 1000), abandoned_n=500, abandoned_size=2000, abandoned_read=10,
-    session_ttl=10.0, settle_timeout=150.0,
+    session_ttl=45.0, settle_timeout=150.0,
     slow_n=5000, slow_size=2000, slow_rate=1024, slow_rcvbuf=4096, slow_duration=20.0,
     resume_n=200, resume_read=50, resume_delay=0.005,
     profile_seconds=10.0,
 )
 QUICK = attrs.evolve(
     FULL, runs=1, rps_warmup=0.5, rps_duration=2.0, stream_n=5000, abandoned_sessions=(200,),
-    session_ttl=5.0, settle_timeout=60.0, slow_duration=14.0, profile_seconds=4.0,
+    session_ttl=10.0, settle_timeout=60.0, slow_duration=14.0, profile_seconds=4.0,
 )
 
 
@@ -587,13 +587,19 @@ async def bench_abandoned(cfg: Settings, logs: Path) -> dict[str, Any]:
                     await asyncio.sleep(0.5)
                     after_ttl = srv.rss_kib()
                     stats_ttl = await srv.stats()
+                    # Diagnostic (servers/release.py): what of it was memory the allocator
+                    # kept after it was freed, rather than memory the server still holds.
+                    os.kill(srv.pid, signal.SIGUSR1)
+                    await asyncio.sleep(1.0)
+                    released = srv.rss_kib()
                     stop.set()
                     await sampler
                 peak = max([kib for _, kib in series] + [after])
                 r = {
                     "run": run, "contender": contender, "sessions": sessions,
                     "rss_before_kib": before, "rss_peak_kib": peak, "rss_after_kib": after,
-                    "rss_after_ttl_kib": after_ttl,
+                    "rss_after_ttl_kib": after_ttl, "rss_released_kib": released,
+                    "released_vs_before": released / before - 1,
                     "growth_peak_kib": peak - before, "growth_after_kib": after - before,
                     "after_ttl_vs_before": after_ttl / before - 1,
                     "open_seconds": opened, "settle_seconds": settled, "after_at": t_after,
@@ -614,7 +620,7 @@ async def bench_abandoned(cfg: Settings, logs: Path) -> dict[str, Any]:
                 **{k: median([r[k] for r in rs]) for k in (
                     "rss_before_kib", "rss_peak_kib", "rss_after_kib", "rss_after_ttl_kib",
                     "growth_peak_kib", "growth_after_kib", "after_ttl_vs_before",
-                    "settle_seconds")},
+                    "rss_released_kib", "released_vs_before", "settle_seconds")},
                 "expired_probe": [r["expired_probe"] for r in rs],
                 "runs": len(rs),
             })
@@ -668,6 +674,7 @@ async def bench_slow(cfg: Settings, logs: Path) -> dict[str, Any]:
                 series: list[tuple[float, int]] = []
                 states: list[tuple[float, str | None]] = []
                 cut_at: float | None = None
+                decided_at: float | None = None
                 eof_at: float | None = None
                 t0 = time.perf_counter()
                 step = 0.25
@@ -680,6 +687,12 @@ async def bench_slow(cfg: Settings, logs: Path) -> dict[str, Any]:
                         states.append((now, state))
                         if cut_at is None and state != "ESTABLISHED":
                             cut_at = now
+                        if decided_at is None and srv.stats_port is not None:
+                            # trio-mcp says when it decided to cut (its counters); the
+                            # socket state says when the connection really closed.
+                            counters = await srv.stats() or {}
+                            if counters.get("streams_cut", 0) > 0:
+                                decided_at = time.perf_counter() - t0
                         next_sample += 0.5
                     if eof_at is None:
                         try:
@@ -697,26 +710,33 @@ async def bench_slow(cfg: Settings, logs: Path) -> dict[str, Any]:
                                     signals.append(e.event)
                                 events += e.data is not None and e.data != ""
                     await asyncio.sleep(max(0.0, step - (time.perf_counter() - t0 - now)))
+                stats = await srv.stats()
                 sock.close()
             growth = max(kib for _, kib in series) - before
             r = {
                 "run": run, "contender": contender, "rss_before_kib": before,
                 "growth_max_kib": growth, "growth_end_kib": series[-1][1] - before,
-                "cut_at": cut_at, "eof_at": eof_at, "bytes_read": got, "events_read": events,
+                "cut_at": cut_at, "decided_at": decided_at, "eof_at": eof_at,
+                "bytes_read": got, "events_read": events,
                 "signals": signals, "rcvbuf": rcvbuf,
                 "series": [(t, kib - before) for t, kib in series],
-                "states": states,
+                "states": states, "stats": stats,
             }
             runs.append(r)
             cut = f"{cut_at:.1f} s" if cut_at is not None else "never"
+            if decided_at is not None:
+                cut += f" (decided at {decided_at:.1f} s)"
             log(f"slow run {run} {contender}: RSS growth max {growth} KiB, server cut: {cut}, "
                 f"read {got} bytes / {events} events")
     summary = []
     for contender in contenders:
         rs = [r for r in runs if r["contender"] == contender]
         cuts = [r["cut_at"] for r in rs]
+        decided = [r.get("decided_at") for r in rs]
         summary.append({
             "contender": contender,
+            "decided": decided,
+            "decided_at": median(decided) if all(d is not None for d in decided) else None,
             "growth_max_kib": median([r["growth_max_kib"] for r in rs]),
             "growth_end_kib": median([r["growth_end_kib"] for r in rs]),
             "cut_at": median(cuts) if all(c is not None for c in cuts) else None,

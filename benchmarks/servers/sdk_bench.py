@@ -19,6 +19,7 @@ import logging
 import warnings
 from typing import Any
 
+import release  # beside this script, in benchmarks/servers/
 import uvicorn
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.streamable_http import (
@@ -135,6 +136,7 @@ def main() -> None:
         host=args.host,
         **kwargs,
     )
+    release.install()
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)
 
 

@@ -13,6 +13,7 @@ import argparse
 import logging
 import signal
 
+import release  # beside this script, in benchmarks/servers/
 import trio
 
 from trio_mcp import Context, ResponseMode, Server, ServerConfig
@@ -86,6 +87,7 @@ def main() -> None:
             await server.serve(host=args.host, port=args.port, config=config,
                                shutdown_trigger=stop, stats_port=args.stats_port)
 
+    release.install()
     trio.run(run)
 
 

@@ -500,7 +500,7 @@ class Session:
             return True
 
         def behind() -> bool:
-            return view.lag() > limit or view.lag_bytes() > byte_limit
+            return view.lags_beyond(limit, byte_limit)
 
         if not behind():
             return True

@@ -106,6 +106,17 @@ class View:
         """Bytes of this stream's messages appended but not yet taken by the connection."""
         return sum(len(e.data) for e in self._untaken())
 
+    def lags_beyond(self, count: int, size: int) -> bool:
+        """Whether more than ``count`` messages, or ``size`` bytes of them, of this stream are
+        appended but not yet taken: ``lag() > count or lag_bytes() > size`` in one pass that
+        stops as soon as it knows."""
+        total = 0
+        for n, entry in enumerate(self._untaken(), 1):
+            total += len(entry.data)
+            if n > count or total > size:
+                return True
+        return False
+
     def _untaken(self) -> Iterator[Entry]:
         # Newest first, stopping at the first one taken: entries are in seq order, and a
         # producer asks on every message it sends (TM-BP-PRODUCER), so this costs the lag,

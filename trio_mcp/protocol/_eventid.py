@@ -13,7 +13,7 @@ import base64
 import hashlib
 import hmac
 import re
-from typing import Final
+from typing import Any, Final
 
 import attrs
 
@@ -36,11 +36,17 @@ class CursorCodec:
     """Encodes and verifies event ids for one server process."""
 
     key: bytes = attrs.field(repr=False)
+    _keyed: Any = attrs.field(init=False, repr=False, eq=False)
+
+    def __attrs_post_init__(self) -> None:
+        # The HMAC keyed once: each id then costs a copy of this state instead of keying
+        # anew, and a server makes an id for every event it sends.
+        object.__setattr__(self, "_keyed", hmac.new(self.key, digestmod=hashlib.sha256))
 
     def _mac(self, session_id: str, stream: int, seq: int) -> str:
-        msg = f"{session_id}\x00{stream}\x00{seq}".encode()
-        digest = hmac.new(self.key, msg, hashlib.sha256).digest()[:_MAC_BYTES]
-        return base64.urlsafe_b64encode(digest).decode("ascii")
+        mac = self._keyed.copy()
+        mac.update(f"{session_id}\x00{stream}\x00{seq}".encode())
+        return base64.urlsafe_b64encode(mac.digest()[:_MAC_BYTES]).decode("ascii")
 
     def encode(self, session_id: str, cursor: Cursor) -> str:
         """The SSE ``id`` of the event at ``cursor`` in ``session_id``'s log (visible ASCII)."""

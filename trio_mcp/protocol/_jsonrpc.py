@@ -106,15 +106,21 @@ def error_response(id: RequestId | None, exc: RemoteProtocolError) -> ErrorRespo
     return ErrorResponse(id=id, code=exc.code, message=exc.message, data=exc.data)
 
 
+# Built once: json.dumps with options of its own builds an encoder on every call, and dumps
+# runs for every message a server sends.
+_COMPACT: Final = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+_COMPACT_ASCII: Final = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True)
+
+
 def dumps(message: Message | Mapping[str, JSON]) -> bytes:
     """Compact UTF-8 JSON (T-GEN-1) for a message or a plain JSON object."""
     obj = message if isinstance(message, Mapping) else message.to_dict()
     try:
-        return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        return _COMPACT.encode(obj).encode("utf-8")
     except UnicodeEncodeError:
         # A lone surrogate (which a client can send as "\ud800") has no UTF-8 form; escaped
         # as ASCII it still goes out as valid UTF-8, and the id is echoed as it came.
-        return json.dumps(obj, separators=(",", ":"), ensure_ascii=True).encode("ascii")
+        return _COMPACT_ASCII.encode(obj).encode("ascii")
 
 
 def loads_body(body: bytes) -> JSON:
