@@ -531,10 +531,13 @@ def plot_slow(plt: Any, out: Path, slow: dict[str, Any]) -> str:
         ax.plot(ts, ks, color=COLORS[c], alpha=0.8,
                 label=c if c not in labelled else None)
         labelled.add(c)
+        if r.get("decided_at") is not None:
+            ax.axvline(r["decided_at"], color=COLORS[c], linestyle=":", alpha=0.7)
         if r["cut_at"] is not None:
             ax.axvline(r["cut_at"], color=COLORS[c], linestyle="--", alpha=0.5)
     ax.axhline(WINDOW_KIB, color="black", linestyle=":", label="one window (512 KiB)")
-    ax.set_xlabel("seconds since the call (dashed: the server cut the connection)")
+    ax.set_xlabel("seconds since the call (dotted: the server cut the stream; "
+                  "dashed: the connection closed)")
     ax.set_ylabel("RSS growth, KiB")
     ax.set_title("Slow reader (1 KiB/s): server RSS over time, every run")
     ax.legend(fontsize=8)
