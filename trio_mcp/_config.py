@@ -64,6 +64,9 @@ class ServerConfig:
     """Requests a session may have running or with an unsent response (TM-RES-PIN)."""
     session_idle_ttl: float = 30 * 60
     """A session with nothing in flight and no open stream ends after this long."""
+    abandoned_ttl: float | None = 30 * 60
+    """A session with requests still running but no open stream, whose client has sent
+    nothing for this long, ends and cancels them (TM-SESS-ABANDONED); None: never."""
     uninitialized_ttl: float = 60.0
     """A session whose client never sent notifications/initialized ends after this long."""
     max_sessions: int = 10_000

@@ -17,7 +17,10 @@ from trio_mcp import ServerConfig
 
 def expiry_period(config: ServerConfig) -> float:
     """How often the manager looks for expired sessions (SessionManager._expire_loop)."""
-    return float(max(0.05, min(config.session_idle_ttl, config.uninitialized_ttl) / 10))
+    ttls = [config.session_idle_ttl, config.uninitialized_ttl]
+    if config.abandoned_ttl is not None:
+        ttls.append(config.abandoned_ttl)
+    return float(max(0.05, min(ttls) / 10))
 
 
 async def status_of(mem: MemoryServer, session_id: str) -> int | None:
@@ -233,3 +236,86 @@ async def test_expired_session_gets_404_over_http(live_server: StartServer) -> N
         response = await session.post(rpc_request("ping"))
 
     assert 404 == response.status
+
+
+@pytest.mark.spec("TM-SESS-ABANDONED", "T-SESS-7")
+async def test_session_whose_client_left_a_never_ending_request_expires_as_abandoned(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """A handler that never returns does not keep a session alive for ever: once its
+    client has left (no connection open) and sent nothing for abandoned_ttl (30 minutes
+    by default), the session ends, the handler is cancelled, the id gets 404, and both
+    sessions_expired and sessions_abandoned count it."""
+    server, record = make_server()
+    config = ServerConfig()
+    assert config.abandoned_ttl == 30 * 60
+    async with MemoryServer.open(server, config) as mem:
+        with trio.fail_after(3 * config.abandoned_ttl):
+            sid = await mem.initialize()
+            left, _ = mem.call(sid, "wait", {"tag": "forever"})
+            await wait_until(lambda: "forever" in record.started, poll=0.01)
+            left.client_leaves()
+            gone = trio.current_time()
+            await wait_until(lambda: sid not in mem.manager.sessions, poll=0.01)
+            ended = trio.current_time() - gone
+
+            assert 404 == await status_of(mem, sid)
+
+        assert config.abandoned_ttl - 0.01 <= ended
+        assert ended <= config.abandoned_ttl + expiry_period(config) + 0.01
+        assert [pytest.approx(gone + ended, abs=0.02)] == [record.cancelled["forever"]]
+        stats = mem.manager.statistics()
+        assert (1, 1) == (stats["sessions_abandoned"], stats["sessions_expired"])
+
+
+@pytest.mark.spec("TM-SESS-ABANDONED")
+async def test_client_that_stays_attached_or_keeps_talking_keeps_its_long_request(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """A long request is not abandoned while its client holds the response stream open,
+    nor while a client without a stream keeps sending requests: each one restarts the
+    abandoned_ttl clock. Once it falls silent the clock runs out from its last request."""
+    server, record = make_server()
+    config = ServerConfig(abandoned_ttl=600.0, session_idle_ttl=600.0)
+    ttl = 600.0
+    async with MemoryServer.open(server, config) as mem:
+        with trio.fail_after(20 * ttl):
+            attached = await mem.initialize()
+            talking = await mem.initialize()
+            mem.call(attached, "wait", {"tag": "held"})
+            left, _ = mem.call(talking, "wait", {"tag": "polled"})
+            await wait_until(lambda: "polled" in record.started, poll=0.01)
+            left.client_leaves()
+            for _ in range(8):
+                await trio.sleep(0.75 * ttl)
+                assert 200 == await status_of(mem, talking)
+            last_ping = trio.current_time()
+
+            assert {attached, talking} <= mem.manager.sessions.keys()
+
+            await wait_until(lambda: talking not in mem.manager.sessions, poll=0.01)
+            silent_for = trio.current_time() - last_ping
+
+        assert ttl - 0.01 <= silent_for <= ttl + expiry_period(config) + 0.01
+        assert attached in mem.manager.sessions
+        assert "held" not in record.cancelled
+        assert 0 == mem.manager.statistics()["sessions_evicted"]
+
+
+@pytest.mark.spec("TM-SESS-ABANDONED")
+async def test_abandoned_expiry_can_be_turned_off(autojump_clock: trio.abc.Clock) -> None:
+    """With abandoned_ttl=None a running request keeps its session however long its
+    client has been gone: the old rule, for servers whose work must never be cut."""
+    server, record = make_server()
+    config = ServerConfig(abandoned_ttl=None, session_idle_ttl=60.0)
+    async with MemoryServer.open(server, config) as mem:
+        with trio.fail_after(7200):
+            sid = await mem.initialize()
+            left, _ = mem.call(sid, "wait", {"tag": "forever"})
+            await wait_until(lambda: "forever" in record.started, poll=0.01)
+            left.client_leaves()
+            await trio.sleep(3600)
+
+            assert sid in mem.manager.sessions
+
+        assert "forever" not in record.cancelled

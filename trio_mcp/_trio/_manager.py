@@ -64,6 +64,9 @@ class ManagerStats:
     sessions_deleted: int = 0
     sessions_expired: int = 0
     sessions_evicted: int = 0
+    sessions_abandoned: int = 0
+    """Sessions ended with work in flight because their client was gone (TM-SESS-ABANDONED);
+    also counted in ``sessions_expired``."""
     streams_opened: int = 0
     streams_stalled: int = 0
     streams_cut: int = 0
@@ -131,7 +134,10 @@ class SessionManager:
 
     async def _expire_loop(self) -> None:
         cfg = self.config
-        period = max(0.05, min(cfg.session_idle_ttl, cfg.uninitialized_ttl) / 10)
+        ttls = [cfg.session_idle_ttl, cfg.uninitialized_ttl]
+        if cfg.abandoned_ttl is not None:
+            ttls.append(cfg.abandoned_ttl)
+        period = max(0.05, min(ttls) / 10)
         while True:
             await trio.sleep(period)
             self._expire_once(trio.current_time())
@@ -143,6 +149,16 @@ class SessionManager:
         for session in list(self.sessions.values()):
             session.log.evict(now)
             if not session.idle:
+                # TM-SESS-ABANDONED: a handler that never returns must not keep a session
+                # whose client is gone forever (T-SESS-7 lets the server end it any time).
+                if (
+                    cfg.abandoned_ttl is not None
+                    and session.abandoned
+                    and now - session.last_heard >= cfg.abandoned_ttl
+                ):
+                    self.stats.sessions_expired += 1
+                    self.stats.sessions_abandoned += 1
+                    session.close("abandoned")
                 continue
             ttl = cfg.session_idle_ttl
             if session.phase.value == "awaiting-initialized":
@@ -401,7 +417,7 @@ class SessionManager:
         plan = plan_get(request)
         session = self._lookup(plan.session_id)
         effective_version(plan.version_header, session.version)
-        session.touch()
+        session.heard()
         if plan.last_event_id is not None:
             await self._resume(session, plan, responder)
             return

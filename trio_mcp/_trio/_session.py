@@ -113,6 +113,9 @@ class Session:
         self.subscriptions: set[str] = set()
         self.created_at = trio.current_time()
         self.last_activity = self.created_at
+        #: When the client last showed itself: a request naming this session, or a
+        #: connection of it ending (TM-SESS-ABANDONED).
+        self.last_heard = self.created_at
         self._outbound_ids = itertools.count(1)
         self._changed = trio.Event()
         self._progress = trio.Event()
@@ -172,8 +175,18 @@ class Session:
         """Idle: nothing in flight and no open connection (TM-SESS-IDLE)."""
         return not self.inflight and not self.views and not self.outbound
 
+    @property
+    def abandoned(self) -> bool:
+        """Work in flight but no connection to deliver it on (TM-SESS-ABANDONED): how long
+        since the client was last heard from decides whether it is coming back."""
+        return not self.views and bool(self.inflight or self.outbound)
+
     def touch(self) -> None:
         self.last_activity = trio.current_time()
+
+    def heard(self) -> None:
+        """The client showed itself: it is active, and not gone (TM-SESS-ABANDONED)."""
+        self.last_activity = self.last_heard = trio.current_time()
 
     # -- the log and its readers --------------------------------------------------------
 
@@ -207,7 +220,8 @@ class Session:
     def detach_view(self, view: View) -> None:
         if self.views.get(view.stream) is view:
             del self.views[view.stream]
-        self.touch()
+        # The client held this connection until now.
+        self.heard()
         # TM-BP-PRODUCER: a handler paced to this reader's speed stops waiting the moment
         # the reader is gone (cut, left or detached), not when producer_wait runs out.
         self.notify_progress()
@@ -274,7 +288,7 @@ class Session:
         return admission
 
     def receive_notification(self, note: Notification) -> None:
-        self.touch()
+        self.heard()
         if note.method == "notifications/cancelled":
             params = note.params or {}
             rid = params.get("requestId")
@@ -289,7 +303,7 @@ class Session:
         self.server._on_client_notification(self, note)
 
     def receive_response(self, message: Response | ErrorResponse) -> None:
-        self.touch()
+        self.heard()
         rid = message.id
         out = self.outbound.pop(rid, None) if isinstance(rid, int) else None
         if out is None:
@@ -341,7 +355,7 @@ class Session:
             self.stats.requests += 1
             self._nursery.start_soon(self._run_handler, flight, name=f"mcp:{req.method}")
             flights.append(flight)
-        self.touch()
+        self.heard()
         return flights
 
     async def _run_handler(self, flight: InFlight) -> None:
