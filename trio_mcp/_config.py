@@ -70,6 +70,10 @@ class ServerConfig:
     uninitialized_ttl: float = 60.0
     """A session whose client never sent notifications/initialized ends after this long."""
     max_sessions: int = 10_000
+    release_memory_after: int | None = 16 * 1024 * 1024
+    """Once ended sessions have freed this many bytes of log (plus a fixed charge per
+    session), the expiry loop collects garbage and trims the C heap, so that the process's
+    resident size falls back (TM-SESS-RELEASE); None: never."""
     shutdown_grace: float = 10.0
     """On shutdown, how long running handlers may finish before they are cancelled."""
     cancel_grace: float = 5.0

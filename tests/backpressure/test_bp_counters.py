@@ -14,7 +14,7 @@ from trio_mcp import ServerConfig
 
 COUNTERS = {
     "sessions_created", "sessions_deleted", "sessions_expired", "sessions_evicted",
-    "sessions_abandoned",
+    "sessions_abandoned", "memory_releases",
     "sessions_open", "streams_opened", "streams_open", "streams_stalled", "streams_cut",
     "requests_inflight", "events_appended", "events_evicted", "events_retained",
     "bytes_retained",

@@ -319,3 +319,70 @@ async def test_abandoned_expiry_can_be_turned_off(autojump_clock: trio.abc.Clock
             assert sid in mem.manager.sessions
 
         assert "forever" not in record.cancelled
+
+
+@pytest.mark.spec("TM-SESS-RELEASE")
+async def test_ended_sessions_free_their_log_at_once_and_trigger_one_release(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """An expired session's log is emptied when it ends, even while something still refers
+    to the Session object; once the ended sessions have freed release_memory_after bytes,
+    the expiry loop collects garbage and trims the heap once, a loop period later, and
+    counts it in memory_releases. Sessions that freed less do not trigger one."""
+    server, record = make_server()
+    window = ServerConfig().retention
+    config = ServerConfig(session_idle_ttl=60.0, release_memory_after=window.max_bytes)
+    async with MemoryServer.open(server, config) as mem:
+        with trio.fail_after(600):
+            small = await mem.initialize()
+            await wait_until(lambda: small not in mem.manager.sessions, poll=0.5)
+            await trio.sleep(3 * expiry_period(config))
+            assert 0 == mem.manager.statistics()["memory_releases"]
+
+            sids = [await mem.initialize() for _ in range(3)]
+            for k, sid in enumerate(sids):
+                left, _ = mem.call(sid, "stream", {"n": 300, "size": 2000, "tag": f"s{k}"})
+                await wait_until(lambda k=k: f"s{k}" in record.finished, poll=0.01)
+                left.client_leaves()
+            held = mem.session(sids[0])
+            assert held.log.retained_bytes >= window.max_bytes // 2
+            await wait_until(lambda: not mem.manager.sessions, poll=0.01)
+            ended = trio.current_time()
+            await wait_until(lambda: mem.manager.statistics()["memory_releases"] == 1, poll=0.01)
+            released_after = trio.current_time() - ended
+            await trio.sleep(3 * expiry_period(config))
+
+        assert (0, 0) == (held.log.retained_events, held.log.retained_bytes)
+        assert held.log.appended >= 300
+        assert released_after <= expiry_period(config) + 0.02
+        assert 1 == mem.manager.statistics()["memory_releases"]
+        assert 0 == mem.manager.releaser.pending
+
+
+def test_release_collects_cycles_and_trims_where_glibc_is() -> None:
+    """MemoryReleaser.release runs the cycle collector (an object kept only by a cycle is
+    gone after it) and, on Linux with glibc, calls malloc_trim; due() follows the
+    threshold, and None never releases."""
+    import platform
+
+    from trio_mcp._trio._memory import MemoryReleaser
+
+    class Node:
+        other: object
+
+    a, b = Node(), Node()
+    a.other, b.other = b, a
+    ref = weakref.ref(a)
+    del a, b
+    releaser = MemoryReleaser(1000)
+    releaser.freed(999)
+    assert not releaser.due()
+    releaser.freed(1)
+    assert releaser.maybe_release()
+    assert ref() is None
+    assert (0, 1) == (releaser.pending, releaser.releases)
+    glibc = platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
+    assert glibc == (releaser._trim is not None)
+    never = MemoryReleaser(None)
+    never.freed(10**12)
+    assert not never.maybe_release()

@@ -18,6 +18,7 @@ from hypothesis.stateful import (
 )
 
 from trio_mcp.protocol import (
+    ENTRY_OVERHEAD,
     STANDALONE_STREAM,
     Cursor,
     CursorCodec,
@@ -260,11 +261,12 @@ def test_count_eviction_drops_oldest_and_reports_a_gap() -> None:
 
 @pytest.mark.spec("TM-RES-WINDOW")
 def test_byte_eviction_drops_oldest_and_reports_a_gap() -> None:
-    """Beyond max_bytes the oldest entries go, however few they are."""
-    log = EventLog(Retention(max_bytes=10))
+    """Beyond max_bytes the oldest entries go, however few they are. Each entry costs its
+    message's bytes plus ENTRY_OVERHEAD, so max_bytes bounds what the log takes."""
+    log = EventLog(Retention(max_bytes=10 + 2 * ENTRY_OVERHEAD))
     entries = _fill(log, 0, b"aaaa", b"bbbb", b"cccc")
 
-    assert 8 == log.retained_bytes
+    assert 8 + 2 * ENTRY_OVERHEAD == log.retained_bytes
     assert Gap(stream=0, after=-1, lost_through=entries[0].seq) == log.read_after(0, -1)
     assert [b"bbbb", b"cccc"] == _data(log.read_after(0, entries[0].seq))
 
@@ -317,7 +319,9 @@ def test_counters_and_totals_track_appends_and_evictions() -> None:
     log = EventLog(Retention(max_events=2))
     _fill(log, 0, b"aa", b"bbb", b"c")
 
-    assert (3, 1, 2, 4) == (log.appended, log.evicted, log.retained_events, log.retained_bytes)
+    assert (3, 1, 2, 4 + 2 * ENTRY_OVERHEAD) == (
+        log.appended, log.evicted, log.retained_events, log.retained_bytes
+    )
 
 
 @pytest.mark.spec("TM-RES-WINDOW")
@@ -476,7 +480,7 @@ def test_forget_stream_drops_its_entries() -> None:
 
     log.forget_stream(s1)
 
-    assert (1, 1, 2) == (log.retained_events, log.retained_bytes, log.evicted)
+    assert (1, 1 + ENTRY_OVERHEAD, 2) == (log.retained_events, log.retained_bytes, log.evicted)
     assert Gap(stream=s1, after=-1, lost_through=-1) == log.read_after(s1, -1)
     with pytest.raises(StreamClosedError):
         log.append(s1, b"late", now=0)
@@ -529,12 +533,14 @@ def test_priming_position_is_a_cursor_and_never_replayed() -> None:
 @pytest.mark.spec("TM-RES-PRIME", "TM-RES-WINDOW")
 def test_priming_entries_take_no_window_room() -> None:
     """Primings are positions, not messages: they are not counted and never evicted."""
-    log = EventLog(Retention(max_events=2, max_bytes=4))
+    log = EventLog(Retention(max_events=2, max_bytes=4 + 2 * ENTRY_OVERHEAD))
     for _ in range(10):
         log.prime(0, now=0)
     _fill(log, 0, b"ab", b"cd")
 
-    assert (2, 4, 0) == (log.retained_events, log.retained_bytes, log.evicted)
+    assert (2, 4 + 2 * ENTRY_OVERHEAD, 0) == (
+        log.retained_events, log.retained_bytes, log.evicted
+    )
     assert [b"ab", b"cd"] == _data(log.read_after(0, -1))
 
 
@@ -571,7 +577,7 @@ def test_prime_with_carry_moves_unsent_entries_after_the_priming() -> None:
     assert priming.seq > c.seq
     assert [1.0, 1.0] == [e.at for e in got]
     assert [b"a", b"b", b"c"] == _data(log.read_after(0, -1))
-    assert (3, 3) == (log.retained_events, log.retained_bytes)
+    assert (3, 3 + 3 * ENTRY_OVERHEAD) == (log.retained_events, log.retained_bytes)
 
 
 @pytest.mark.spec("TM-GET-FRESH")
@@ -672,7 +678,10 @@ class EventLogSchedules(RuleBasedStateMachine):
         max_age=st.sampled_from([2.0, 10.0, 1e9]),
     )
     def setup(self, max_events: int, max_bytes: int, max_age: float) -> None:
-        self.log = EventLog(Retention(max_events=max_events, max_bytes=max_bytes, max_age=max_age))
+        retention = Retention(
+            max_events=max_events, max_bytes=max_bytes + ENTRY_OVERHEAD * 4, max_age=max_age
+        )
+        self.log = EventLog(retention)
         self.clients = {STANDALONE_STREAM: _Client(stream=STANDALONE_STREAM)}
 
     # -- helpers ---------------------------------------------------------------------------
@@ -893,7 +902,8 @@ class EventLogSchedules(RuleBasedStateMachine):
     def accounting_adds_up(self) -> None:
         entries = [e for s in self.log.streams.values() for e in s.entries]
         assert len(entries) == self.log.retained_events
-        assert sum(len(e.data) for e in entries) == self.log.retained_bytes
+        cost = sum(len(e.data) + ENTRY_OVERHEAD for e in entries)
+        assert cost == self.log.retained_bytes
         for number, state in self.log.streams.items():
             if number == STANDALONE_STREAM:  # T-GET-6
                 assert all(e.kind is EntryKind.MESSAGE for e in state.entries)

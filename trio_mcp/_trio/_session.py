@@ -158,6 +158,9 @@ class Session:
             flight.done.set()
         self._wake()
         self.manager.forget(self)
+        # After the manager has tallied its counters: the messages go at once, whatever
+        # still refers to this session (TM-SESS-IDLE: expiry frees the log).
+        self.log.release()
 
     def close(self, reason: str) -> None:
         """End the session: its handlers are cancelled, its connections closed, its log freed."""

@@ -10,6 +10,7 @@ from ._errors import ProtocolError as ProtocolError
 from ._errors import RemoteProtocolError as RemoteProtocolError
 from ._eventid import Cursor as Cursor
 from ._eventid import CursorCodec as CursorCodec
+from ._eventlog import ENTRY_OVERHEAD as ENTRY_OVERHEAD
 from ._eventlog import STANDALONE_STREAM as STANDALONE_STREAM
 from ._eventlog import Entry as Entry
 from ._eventlog import EntryKind as EntryKind

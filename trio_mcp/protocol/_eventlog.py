@@ -18,6 +18,7 @@ import attrs
 from ._jsonrpc import RequestId
 
 __all__ = [
+    "ENTRY_OVERHEAD",
     "STANDALONE_STREAM",
     "Entry",
     "EntryKind",
@@ -64,9 +65,19 @@ class Entry:
         return self.kind is EntryKind.RESPONSE and not self.written
 
 
+#: What one entry costs besides its message's bytes: the Entry, its seq and timestamp, and
+#: its slots in the log's index and its stream's queue. Measured with tracemalloc on CPython
+#: 3.11 x86-64 (165 B, plus 24 for a timestamp of its own). It is charged to the window so
+#: that ``max_bytes`` bounds the memory a log takes, not only its payload (TM-RES-WINDOW).
+ENTRY_OVERHEAD = 192
+
+
 @attrs.frozen(kw_only=True)
 class Retention:
-    """How much of a session's log is kept: the replay window (TM-RES-WINDOW)."""
+    """How much of a session's log is kept: the replay window (TM-RES-WINDOW).
+
+    ``max_bytes`` counts each message's bytes plus ``ENTRY_OVERHEAD``.
+    """
 
     max_events: int = 256
     max_bytes: int = 512 * 1024
@@ -119,7 +130,7 @@ class EventLog:
         self.retention = retention or Retention()
         self._next_seq = 0
         self._next_stream = STANDALONE_STREAM + 1
-        self._entries: collections.OrderedDict[int, Entry] = collections.OrderedDict()
+        self._entries: dict[int, Entry] = {}
         self._bytes = 0
         self.streams: dict[int, StreamState] = {
             STANDALONE_STREAM: StreamState(number=STANDALONE_STREAM, open_requests=set())
@@ -179,7 +190,7 @@ class EventLog:
         )
         self._next_seq += 1
         self._entries[entry.seq] = entry
-        self._bytes += len(data)
+        self._bytes += len(data) + ENTRY_OVERHEAD
         self._pinned += entry.pinned
         state.entries.append(entry)
         state.last_seq = entry.seq
@@ -257,6 +268,7 @@ class EventLog:
 
     @property
     def retained_bytes(self) -> int:
+        """What the entries take: their messages' bytes plus ENTRY_OVERHEAD each."""
         return self._bytes
 
     @property
@@ -285,7 +297,7 @@ class EventLog:
                 continue
             victims.append(entry)
             count -= 1
-            size -= len(entry.data)
+            size -= len(entry.data) + ENTRY_OVERHEAD
         for entry in victims:
             self._drop(entry)
             dropped += 1
@@ -293,7 +305,7 @@ class EventLog:
 
     def _drop(self, entry: Entry) -> None:
         del self._entries[entry.seq]
-        self._bytes -= len(entry.data)
+        self._bytes -= len(entry.data) + ENTRY_OVERHEAD
         self._pinned -= entry.pinned
         self.evicted += 1
         state = self.streams.get(entry.stream)
@@ -326,6 +338,18 @@ class EventLog:
             return state.request_ids
         return self.forgotten.get(stream, ())
 
+    def release(self) -> None:
+        """Drop every entry at once: the session has ended and nobody will read them.
+
+        Their memory is freed now, not when the cycle collector reaches whatever still
+        refers to the log (TM-SESS-IDLE). Streams stay, empty; the counters stay as they were.
+        """
+        self._entries.clear()
+        self._bytes = 0
+        self._pinned = 0
+        for state in self.streams.values():
+            state.entries.clear()
+
     def forget_stream(self, stream: int) -> None:
         """Drop a request stream and its entries (its request was cancelled or abandoned)."""
         state = self.streams.pop(stream, None)
@@ -335,7 +359,7 @@ class EventLog:
             return
         for entry in state.entries:
             if self._entries.pop(entry.seq, None) is not None:
-                self._bytes -= len(entry.data)
+                self._bytes -= len(entry.data) + ENTRY_OVERHEAD
                 self._pinned -= entry.pinned
                 self.evicted += 1
         state.entries.clear()

@@ -1,0 +1,72 @@
+# Handing the memory of ended sessions back to the operating system (TM-SESS-RELEASE).
+#
+# Why it is needed: a session's log is freed when the session ends, but CPython gives most
+# of it to the C allocator, not to the kernel, and some of it is reached only through
+# reference cycles (tasks, their frames, their exceptions) that wait for the cycle
+# collector. A server whose abandoned sessions expired kept its peak resident size:
+# 158 MiB after 200 sessions had ended, against 33 MiB before them (glibc, measured).
+from __future__ import annotations
+
+import ctypes
+import gc
+import logging
+import sys
+from collections.abc import Callable
+
+__all__ = ["MemoryReleaser"]
+
+logger = logging.getLogger("trio_mcp.memory")
+
+
+def _find_malloc_trim() -> Callable[[int], int] | None:
+    """glibc's malloc_trim, or None where there is none (musl, macOS, Windows)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return None
+    trim.argtypes = [ctypes.c_size_t]
+    trim.restype = ctypes.c_int
+    return trim
+
+
+class MemoryReleaser:
+    """Counts what ended sessions held, and once that passes ``threshold`` bytes, runs the
+    cycle collector and trims the C heap.
+
+    It runs from the manager's expiry loop, so at most once a loop period: a server whose
+    sessions end all the time pays one collection per period, not one per session.
+    """
+
+    def __init__(self, threshold: int | None) -> None:
+        self.threshold = threshold
+        self.pending = 0
+        self.releases = 0
+        self._trim: Callable[[int], int] | None = None
+        self._looked = False
+
+    def freed(self, nbytes: int) -> None:
+        """A session that held ``nbytes`` has ended."""
+        self.pending += nbytes
+
+    def due(self) -> bool:
+        return self.threshold is not None and self.pending >= self.threshold
+
+    def release(self) -> None:
+        """Collect cycles and give the C allocator's free pages back, now."""
+        self.pending = 0
+        self.releases += 1
+        found = gc.collect()
+        if not self._looked:
+            self._looked = True
+            self._trim = _find_malloc_trim()
+        if self._trim is not None:
+            self._trim(0)
+        logger.debug("memory released: %d objects in cycles collected", found)
+
+    def maybe_release(self) -> bool:
+        if not self.due():
+            return False
+        self.release()
+        return True
