@@ -328,7 +328,8 @@ async def test_ended_sessions_free_their_log_at_once_and_trigger_one_release(
     """An expired session's log is emptied when it ends, even while something still refers
     to the Session object; once the ended sessions have freed release_memory_after bytes,
     the expiry loop collects garbage and trims the heap once, a loop period later, and
-    counts it in memory_releases. Sessions that freed less do not trigger one."""
+    counts it in memory_releases. Sessions that freed less than a sixteenth of it do not
+    trigger one."""
     server, record = make_server()
     window = ServerConfig().retention
     config = ServerConfig(session_idle_ttl=60.0, release_memory_after=window.max_bytes)
@@ -374,13 +375,22 @@ def test_release_collects_cycles_and_trims_where_glibc_is() -> None:
     a.other, b.other = b, a
     ref = weakref.ref(a)
     del a, b
-    releaser = MemoryReleaser(1000)
-    releaser.freed(999)
+    releaser = MemoryReleaser(1600)
+    releaser.freed(1599)
     assert not releaser.due()
     releaser.freed(1)
     assert releaser.maybe_release()
     assert ref() is None
     assert (0, 1) == (releaser.pending, releaser.releases)
+    # Below the threshold: released once a call finds that nothing ended since the last,
+    # if at least a sixteenth of the threshold is pending.
+    releaser.freed(99)
+    assert not releaser.maybe_release()
+    assert not releaser.maybe_release()
+    releaser.freed(1)
+    assert not releaser.maybe_release()
+    assert releaser.maybe_release()
+    assert (0, 2) == (releaser.pending, releaser.releases)
     glibc = platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
     assert glibc == (releaser._trim is not None)
     never = MemoryReleaser(None)

@@ -32,8 +32,9 @@ def _find_malloc_trim() -> Callable[[int], int] | None:
 
 
 class MemoryReleaser:
-    """Counts what ended sessions held, and once that passes ``threshold`` bytes, runs the
-    cycle collector and trims the C heap.
+    """Counts what ended sessions held, and once that passes ``threshold`` bytes (or a
+    sixteenth of it, when sessions have stopped ending), runs the cycle collector and trims
+    the C heap.
 
     It runs from the manager's expiry loop, so at most once a loop period: a server whose
     sessions end all the time pays one collection per period, not one per session.
@@ -43,15 +44,26 @@ class MemoryReleaser:
         self.threshold = threshold
         self.pending = 0
         self.releases = 0
+        self._recent = False
         self._trim: Callable[[int], int] | None = None
         self._looked = False
 
     def freed(self, nbytes: int) -> None:
         """A session that held ``nbytes`` has ended."""
         self.pending += nbytes
+        self._recent = True
 
     def due(self) -> bool:
-        return self.threshold is not None and self.pending >= self.threshold
+        """At the threshold; or at a sixteenth of it once sessions stopped ending (no
+        ``freed`` since the last call), so that the end of a wave of expiries is released
+        too, not left below the threshold until the next wave."""
+        if self.threshold is None:
+            return False
+        settled = not self._recent
+        self._recent = False
+        return self.pending >= self.threshold or (
+            settled and self.pending >= max(1, self.threshold // 16)
+        )
 
     def release(self) -> None:
         """Collect cycles and give the C allocator's free pages back, now."""
