@@ -938,3 +938,32 @@ def test_any_schedule_gives_exactly_once_in_order_delivery_or_explicit_failure()
             suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
         ),
     )
+
+
+@pytest.mark.spec("TM-RES-WINDOW")
+def test_reserved_bytes_come_out_of_the_byte_window() -> None:
+    """A log built with reserved=R keeps at most max_bytes - R of entries (each costing its
+    message plus ENTRY_OVERHEAD): the window bounds the whole session, whose own
+    bookkeeping the runtime reserves."""
+    cost = 100 + ENTRY_OVERHEAD
+    log = EventLog(Retention(max_bytes=3 * cost + 50), reserved=cost)
+    entries = _fill(log, 0, *[bytes([65 + k]) * 100 for k in range(4)])
+
+    assert (2, 2 * cost) == (log.retained_events, log.retained_bytes)
+    assert [entries[2].data, entries[3].data] == _data(log.read_after(0, entries[1].seq))
+    assert isinstance(log.read_after(0, entries[0].seq), Gap)
+
+
+def test_release_drops_every_entry_and_keeps_the_counters() -> None:
+    """release() (a session that ended) empties the log at once; appended and evicted stay
+    what they were, for the totals."""
+    log = EventLog()
+    s1 = log.open_stream(["r"]).number
+    _fill(log, 0, b"a", b"b")
+    log.append(s1, b"result", now=0, kind=EntryKind.RESPONSE, answers="r")
+
+    log.release()
+
+    assert (0, 0, 0) == (log.retained_events, log.retained_bytes, log.pinned_responses)
+    assert (3, 0) == (log.appended, log.evicted)
+    assert all(not state.entries for state in log.streams.values())

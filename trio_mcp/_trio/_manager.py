@@ -44,7 +44,7 @@ from ..protocol._transport import (
 from ..protocol._versions import effective_version, negotiate
 from ._memory import MemoryReleaser
 from ._responder import Responder, watching_disconnect
-from ._session import Session
+from ._session import SESSION_FOOTPRINT, Session
 from ._view import View
 
 if TYPE_CHECKING:
@@ -54,10 +54,6 @@ if TYPE_CHECKING:
 __all__ = ["ManagerStats", "SessionManager"]
 
 logger = logging.getLogger("trio_mcp.manager")
-
-#: What an ended session is counted as freeing besides its log, towards a memory release
-#: (TM-SESS-RELEASE): about what one takes with no message retained (16 KiB measured).
-SESSION_CHARGE = 16 * 1024
 
 
 @attrs.define
@@ -121,7 +117,7 @@ class SessionManager:
         if not session.tallied:
             session.tallied = True
             # TM-SESS-RELEASE: what the session held, for the next memory release.
-            self.releaser.freed(session.log.retained_bytes + SESSION_CHARGE)
+            self.releaser.freed(session.log.retained_bytes + SESSION_FOOTPRINT)
             self.stats.events_appended_closed += session.log.appended
             self.stats.events_evicted_closed += session.log.evicted
 

@@ -45,6 +45,14 @@ __all__ = ["InFlight", "Session", "SessionStats"]
 
 logger = logging.getLogger("trio_mcp.session")
 
+#: What a session takes besides its log's entries: the Session and its stream states, its
+#: supervisor task and nursery, their cancel scopes and events. About 16 KiB in Python
+#: objects (tracemalloc), 19 KiB of resident memory per session with 1,000 of them. It is
+#: left out of the log's share of the window (TM-RES-WINDOW), so that
+#: ``Retention.max_bytes`` bounds a whole session, and counted towards a memory release
+#: when the session ends (TM-SESS-RELEASE).
+SESSION_FOOTPRINT = 24 * 1024
+
 #: First revision whose clients accept an empty-data priming event (see T-PSSE-1's note).
 PRIMING_SINCE = "2025-11-25"
 
@@ -104,7 +112,7 @@ class Session:
         self.config = config
         self.codec = codec
         self.phase = Phase.AWAITING_INITIALIZED
-        self.log = EventLog(config.retention)
+        self.log = EventLog(config.retention, reserved=SESSION_FOOTPRINT)
         self.inflight: dict[RequestId, InFlight] = {}
         self.outbound: dict[int, Outbound] = {}
         self.views: dict[int, View] = {}
