@@ -562,6 +562,25 @@ async def probe_expired(port: int, session_ids: list[str]) -> int:
     return gone
 
 
+async def released_after_expiry(
+    srv: ServerProcess, before: dict[str, Any] | None, ttl: float
+) -> None:
+    """Wait (at most half a TTL) until every session has expired and trio-mcp has handed
+    their memory back since ``before`` (TM-SESS-RELEASE: one or two expiry-loop periods, a
+    tenth of the TTL each, after the last one ended). Other contenders have no counters."""
+    if before is None:
+        return
+    deadline = time.perf_counter() + ttl / 2
+    while time.perf_counter() < deadline:
+        now = await srv.stats()
+        if now is None or (
+            now["sessions_open"] == 0
+            and now.get("memory_releases", 0) > before.get("memory_releases", 0)
+        ):
+            return
+        await asyncio.sleep(0.25)
+
+
 async def bench_abandoned(cfg: Settings, logs: Path) -> dict[str, Any]:
     runs: list[dict[str, Any]] = []
     contenders = [TRIO_MCP, SDK]
@@ -583,6 +602,7 @@ async def bench_abandoned(cfg: Settings, logs: Path) -> dict[str, Any]:
                     stats_after = await srv.stats()
                     t_after = time.perf_counter() - t0
                     await asyncio.sleep(cfg.session_ttl + 3.0)
+                    await released_after_expiry(srv, stats_after, cfg.session_ttl)
                     gone = await probe_expired(srv.port, [ids[0], ids[-1]])
                     await asyncio.sleep(0.5)
                     after_ttl = srv.rss_kib()
