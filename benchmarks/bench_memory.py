@@ -2,7 +2,7 @@
 
     python benchmarks/bench_memory.py [--quick] [--json PATH]
 
-Each run starts a fresh server in a subprocess (benchmarks/servers/trio_mcp_server.py) and
+Each run starts a fresh server in a subprocess (benchmarks/servers/trio_mcp_bench.py) and
 drives it over loopback with raw sockets (benchmarks/loadgen.py):
 
 (a) abandoned sessions: 200, then 1 000 clients (50 and 200 with --quick), 50 at a time,
@@ -53,7 +53,7 @@ from loadgen import (
     start_server,
 )
 
-SERVER = Path(__file__).resolve().parent / "servers" / "trio_mcp_server.py"
+SERVER = Path(__file__).resolve().parent / "servers" / "trio_mcp_bench.py"
 MiB = 1024 * 1024
 
 

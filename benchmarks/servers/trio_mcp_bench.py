@@ -1,22 +1,34 @@
-"""The trio-mcp contender of benchmarks/run.py: the two benchmark tools, served by
-``trio_mcp.serve`` (hypercorn's trio worker) on one port.
+"""trio-mcp as a benchmark contender: the two benchmark tools, served by ``trio_mcp.serve``
+(hypercorn's trio worker, TCP_USER_TIMEOUT on its listening socket) on loopback.
 
-    python benchmarks/servers/trio_mcp_bench.py --port 8000 [--json-response] [--session-ttl S]
+    python benchmarks/servers/trio_mcp_bench.py [--port 0] [--json-response]
+        [--session-ttl S] [--stats-port PORT] [--stall-budget S]
+        [--window-events N] [--window-bytes N]
 
-Everything not given on the command line is ``ServerConfig``'s default: the numbers in
-RESULTS.md are those of an unconfigured server.
+``benchmarks/run.py`` gives it a port and waits for it; ``benchmarks/bench_memory.py`` (through
+``loadgen.start_server``) reads the one line it prints once it listens,
+``READY {"url": ..., "stats_url": ..., "pid": ..., "config": {...}}`` (the SDK's server
+prints the same line, with ``stats_url`` null). SIGTERM or SIGINT shut it down gracefully;
+SIGUSR1 runs the diagnostic of ``release.py``. Everything not given on the command line is
+``ServerConfig``'s default: the figures in RESULTS.md are those of an unconfigured server.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
+import os
 import signal
+import sys
+from typing import Any
 
+import attrs
 import release  # beside this script, in benchmarks/servers/
 import trio
 
-from trio_mcp import Context, ResponseMode, Server, ServerConfig
+from trio_mcp import Context, ResponseMode, Server, ServerConfig, serve
+from trio_mcp.protocol import Retention
 
 server = Server("bench-trio-mcp", version="0.1.0")
 
@@ -58,38 +70,92 @@ async def stream(ctx: Context, n: int, size: int = 200, delay: float = 0.0, tag:
     return f"sent {n}"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--json-response", action="store_true")
-    parser.add_argument("--session-ttl", type=float, default=None,
-                        help="ServerConfig.session_idle_ttl (default: the config's)")
-    parser.add_argument("--stats-port", type=int, default=None,
-                        help="serve SessionManager.statistics() on 127.0.0.1:PORT/stats")
-    args = parser.parse_args()
-    logging.basicConfig(level=logging.WARNING)
-    kwargs: dict[str, object] = {}
+def build_config(args: argparse.Namespace) -> ServerConfig:
+    changes: dict[str, Any] = {}
+    if args.json_response:
+        changes["response_mode"] = ResponseMode.JSON
     if args.session_ttl is not None:
-        kwargs["session_idle_ttl"] = args.session_ttl
-    config = ServerConfig(
-        response_mode=ResponseMode.JSON if args.json_response else ResponseMode.SSE,
-        **kwargs,  # type: ignore[arg-type]
-    )
+        changes["session_idle_ttl"] = args.session_ttl
+    if args.stall_budget is not None:
+        changes["stall_budget"] = args.stall_budget
+    if args.window_events is not None or args.window_bytes is not None:
+        default = Retention()
+        changes["retention"] = Retention(
+            max_events=args.window_events or default.max_events,
+            max_bytes=args.window_bytes or default.max_bytes,
+            max_age=default.max_age,
+        )
+    return ServerConfig(**changes)
 
-    async def run() -> None:
+
+def describe(config: ServerConfig) -> dict[str, Any]:
+    """The settings that bound memory, as plain JSON."""
+    return {
+        "session_idle_ttl": config.session_idle_ttl,
+        "uninitialized_ttl": config.uninitialized_ttl,
+        "abandoned_ttl": config.abandoned_ttl,
+        "max_sessions": config.max_sessions,
+        "stall_budget": config.stall_budget,
+        "min_read_rate": config.min_read_rate,
+        "signal_timeout": config.signal_timeout,
+        "release_memory_after": config.release_memory_after,
+        "retention": attrs.asdict(config.retention),
+    }
+
+
+async def run(args: argparse.Namespace) -> None:
+    config = build_config(args)
+    stop = trio.Event()
+
+    async def on_signals() -> None:
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async for _ in signals:
+                stop.set()
+                return
 
-            async def stop() -> None:
-                async for _ in signals:
-                    return
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(on_signals)
+        urls: list[str] = await nursery.start(
+            lambda task_status: serve(
+                server,
+                host=args.host,
+                port=args.port,
+                config=config,
+                stats_port=args.stats_port,
+                shutdown_trigger=stop.wait,
+                task_status=task_status,
+            )
+        )
+        ready = {
+            "url": urls[0] + config.path,
+            "stats_url": urls[1] if len(urls) > 1 else None,
+            "pid": os.getpid(),
+            "server": "trio-mcp",
+            "config": describe(config),
+        }
+        print("READY " + json.dumps(ready), flush=True)
+        await stop.wait()
+        # serve() returns after its graceful shutdown; then nothing else runs.
+        nursery.cancel_scope.deadline = trio.current_time() + config.shutdown_grace + 10
 
-            await server.serve(host=args.host, port=args.port, config=config,
-                               shutdown_trigger=stop, stats_port=args.stats_port)
 
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0, help="port (0: any free one)")
+    parser.add_argument("--json-response", action="store_true")
+    parser.add_argument("--session-ttl", type=float, default=None, help="session_idle_ttl, s")
+    parser.add_argument("--stats-port", type=int, default=None,
+                        help="serve SessionManager.statistics() on 127.0.0.1:PORT/stats (0: any)")
+    parser.add_argument("--stall-budget", type=float, default=None, help="stall_budget, s")
+    parser.add_argument("--window-events", type=int, default=None, help="retention.max_events")
+    parser.add_argument("--window-bytes", type=int, default=None, help="retention.max_bytes")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
     release.install()
-    trio.run(run)
+    trio.run(run, args)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
