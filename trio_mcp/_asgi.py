@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from ._trio._manager import SessionManager
+from ._trio._tcpprobe import TcpProbe, TcpSample, find_tcp_socket
 from .protocol import ErrorCode, Headers, HttpRequest, RemoteProtocolError, Reply
 from .protocol._transport import error_reply
 
@@ -28,14 +29,41 @@ Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 
 
 class ASGIResponder:
-    """The Responder of one ASGI HTTP exchange."""
+    """The Responder of one ASGI HTTP exchange.
 
-    def __init__(self, send: Send) -> None:
+    Given the scope's ``server`` and ``client`` addresses, it is also a TcpProbing
+    responder: the stall detector may ask the kernel about the connection's socket.
+    """
+
+    def __init__(
+        self, send: Send, *, server: object = None, client: object = None
+    ) -> None:
         self._send = send
         self.disconnected = trio.Event()
         self.started = False
         self.finished = False
         self._on_disconnect: list[Callable[[], None]] = []
+        self._addresses = (server, client) if server and client else None
+        self._probe: TcpProbe | None = None
+
+    def tcp_sample(self) -> TcpSample | None:
+        """TM-BP-STALL: the kernel's figures for this connection's socket, looked up (once,
+        on first use) by the scope's addresses; None when it cannot be found, off Linux,
+        or once released."""
+        if self._probe is None:
+            if self._addresses is None:
+                return None
+            self._probe = find_tcp_socket(*self._addresses)
+            if self._probe is None:
+                return None
+        return self._probe.sample()
+
+    def release_tcp_probe(self) -> None:
+        """Close the duplicate of the socket that ``tcp_sample`` holds (it would keep the
+        connection open after hypercorn closed it); no lookup is made again."""
+        self._addresses = None
+        if self._probe is not None:
+            self._probe.close()
 
     def on_disconnect(self, callback: Callable[[], None]) -> None:
         """Call ``callback`` once the client has gone (at once if it has already).
@@ -155,7 +183,18 @@ class ASGIApp:
         await send({"type": "lifespan.shutdown.complete"})
 
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
-        responder = ASGIResponder(send)
+        if scope.get("http_version") in ("1.0", "1.1"):
+            # One response at a time on the connection: its socket's progress is this
+            # response's (under HTTP/2 it would be every stream's).
+            responder = ASGIResponder(send, server=scope.get("server"), client=scope.get("client"))
+        else:
+            responder = ASGIResponder(send)
+        try:
+            await self._respond(scope, receive, responder)
+        finally:
+            responder.release_tcp_probe()
+
+    async def _respond(self, scope: Scope, receive: Receive, responder: ASGIResponder) -> None:
         path = scope.get("path", "")
         if path.rstrip("/") != self.config.path.rstrip("/"):
             await responder.reply(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
+import sys
 import tracemalloc
 import weakref
 from typing import Any
@@ -23,6 +24,12 @@ from trio_mcp._trio._writer import RATE_LOOKBACK, ConnectionWriter
 
 #: How often a busy view looks at its writer (trio_mcp._trio._view._CHECK_EVERY).
 CHECK = 0.25
+#: What a client's 4 KiB receive buffer takes of a stream on loopback before its window
+#: closes, the response head included (measured: 5484 bytes), rounded up. The kernel probe
+#: (Linux) has a reader that stopped cut once a reader at the minimum rate would have drained
+#: that much, or one budget after its writer became busy if that is later (TM-BP-STALL).
+TAKEN_BY_4K_BUFFER = 6144
+PROBED = sys.platform.startswith("linux")
 
 
 def start_call(
@@ -113,9 +120,10 @@ async def test_stopped_reader_is_closed_and_everything_it_held_is_released(
     live_server: StartServer,
 ) -> None:
     """A client that stops reading at once: once a reader at the minimum rate would have
-    taken what its socket buffers took at first (at most RATE_LOOKBACK stall budgets, plus
-    one check) the server has cut its stream (streams_open drops to 0), then closes the
-    connection within
+    drained what its socket buffers took (on Linux, where the kernel's count of bytes it
+    acknowledged is read: about 5.5 KB behind its 4 KiB receive buffer, under 3 s at
+    2 KiB/s; elsewhere at most RATE_LOOKBACK stall budgets), plus one check, the server has
+    cut its stream (streams_open drops to 0), then closes the connection within
     signal_timeout; the client, reading at last, finds EOF or a reset. The writer task has
     finished, the View and ConnectionWriter are garbage, and once the session is deleted the
     process's traced Python memory is back within 150 KB of where it was before the session
@@ -167,8 +175,12 @@ async def test_stopped_reader_is_closed_and_everything_it_held_is_released(
     finally:
         tracemalloc.stop()
 
-    assert budget <= gone_after <= RATE_LOOKBACK * budget + CHECK + 0.25
-    assert closed_after <= RATE_LOOKBACK * budget + CHECK + config.signal_timeout + 0.5
+    latest = (
+        max(budget, TAKEN_BY_4K_BUFFER / config.min_read_rate) if PROBED
+        else RATE_LOOKBACK * budget
+    )
+    assert budget <= gone_after <= latest + CHECK + 0.25
+    assert closed_after <= latest + CHECK + config.signal_timeout + 0.5
     assert view_ref() is None
     assert writer_ref() is None
     assert 1 == live.manager.statistics()["streams_cut"]

@@ -1,6 +1,8 @@
 # The runtime's view of one HTTP exchange: what it may do to answer (a complete reply, or a
 # stream of chunks), and an event that fires when the client goes away. The ASGI adapter
-# implements it; tests may implement it in memory.
+# implements it; tests may implement it in memory. A responder may also offer what the kernel
+# knows about its connection's socket (`TcpProbing`); the stall detector then watches the
+# reader's acknowledgements, not only its own writes (TM-BP-STALL).
 from __future__ import annotations
 
 import contextlib
@@ -10,8 +12,9 @@ from typing import Protocol
 import trio
 
 from ..protocol import Reply
+from ._tcpprobe import TcpSample
 
-__all__ = ["Responder", "watching_disconnect"]
+__all__ = ["Responder", "TcpProbing", "watching_disconnect"]
 
 
 class Responder(Protocol):
@@ -29,6 +32,20 @@ class Responder(Protocol):
 
     async def end(self) -> None:
         """Finish a streamed response."""
+
+
+class TcpProbing(Protocol):
+    """What a responder whose connection is a TCP socket of this process may offer besides
+    (optional: a responder without these methods is watched by its writes alone)."""
+
+    def tcp_sample(self) -> TcpSample | None:
+        """The kernel's figures for the connection's socket now; None when they cannot be
+        had (not Linux, socket not found, probe released). The first call looks the socket
+        up, which costs a scan of the process's descriptors at worst: call it only for a
+        connection worth watching."""
+
+    def release_tcp_probe(self) -> None:
+        """Close what ``tcp_sample`` holds open; it returns None from then on."""
 
 
 @contextlib.asynccontextmanager

@@ -346,7 +346,10 @@ class View:
         cfg = self.session.config
         with trio.move_on_after(_CHECK_EVERY):
             await bell.wait()
-        # TM-BP-STALL: busy for the whole budget and still under the minimum rate.
+        # TM-BP-STALL: busy for the whole budget and still under the minimum rate. This is
+        # also when the writer samples the kernel's count of bytes its reader acknowledged
+        # (and, once a write has been blocked for a while, looks its socket up), so a busy
+        # view is what keeps that count current.
         stalled = writer.stalled_for(trio.current_time(), cfg.min_read_rate)
         if stalled >= cfg.stall_budget:
             self.session.manager.stats.streams_stalled += 1

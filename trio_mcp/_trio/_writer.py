@@ -6,6 +6,10 @@
 # runs in the session's nursery, apart from the HTTP request's task; when the reader stalls,
 # the request task simply returns, hypercorn closes the connection, and the blocked write
 # fails and releases the writer. Nothing ever waits on a stalled socket but this task.
+#
+# How it watches: by its own writes, which return only when the kernel frees room, in bursts;
+# and, where the responder offers it (TcpProbing: the ASGI one, on Linux), by the kernel's
+# count of bytes the reader acknowledged, which moves as soon as the reader takes a step.
 from __future__ import annotations
 
 import collections
@@ -16,6 +20,7 @@ import attrs
 import trio
 
 from ._responder import Responder
+from ._tcpprobe import TcpSample
 
 __all__ = ["ConnectionWriter"]
 
@@ -28,12 +33,95 @@ MAX_QUEUED = 2
 #: a full socket returns only once a third of the send buffer is free, and the buffers first
 #: absorb tens or hundreds of KB at once. A healthy reader at 4 KiB/s with autotuned buffers
 #: completed no write for over 10 s at a time (measured on loopback), so a rate over one
-#: budget cut it. Over six, and with the wait test of `stalled_for`, it is not. The price:
-#: a reader that stops is cut between one budget (if its buffers held little) and this
-#: many after it stopped.
+#: budget cut it. Over six, and with the wait test of `stalled_for`, it is not. The price,
+#: judged by writes alone: a reader that stops is cut between one budget (if its buffers held
+#: little) and this many after it stopped. Judged by the kernel's count of acknowledged bytes
+#: (`_Acks`), it is cut once a reader at the minimum rate would have drained what its buffers
+#: took, or one budget after the writer became busy if that is later, and never later than
+#: this many.
 RATE_LOOKBACK = 6
 #: Buckets per stall budget in which busy time and written bytes are kept.
 _BUCKETS_PER_WINDOW = 40
+#: The fraction of a stall budget a write must have been blocked before the writer looks its
+#: socket up in the kernel, and the least time between two lookups that found nothing
+#: (TM-BP-STALL). Only a writer that is stuck pays for it, never a request served at speed.
+_PROBE_AFTER = 0.25
+
+
+#: Growth of the acknowledged count closer than this to the last (or two round trips, if
+#: longer) belongs to the same step: the acknowledgements of one opening of the peer's window
+#: come over a round trip or a delayed ACK, and consecutive samples may see parts of them
+#: (a busy view samples at least every 0.25 s, and whenever a write completes).
+_STEP_GAP = 0.3
+
+
+@attrs.define(eq=False)
+class _Acks:
+    """The reader's progress as the kernel counts it: bytes acknowledged (TM-BP-STALL).
+
+    Once the peer's receive buffer is full, the count grows only when the peer's application
+    has read enough for its kernel to open the window again: in steps (an MSS or more, up to
+    about what the buffer holds), whatever the reader's speed. A reader waits for each step
+    about as long as it takes to read what its buffer held before it, which is no more than
+    the largest step it took, or than everything the connection took: at the minimum rate,
+    that long is the most a healthy reader shows no progress.
+    """
+
+    acked: int | None = None
+    """The count at the last sample of the current busy period (None: none taken yet)."""
+    sampled_at: float = -math.inf
+    progress_at: float = -math.inf
+    """When the count last grew (dated by the kernel where it can tell)."""
+    estimate: int | None = None
+    """Everything the peer had acknowledged on the connection when the current busy period
+    was first sampled, if no step was seen in the lookback before: what its buffers hold
+    unread is no more, and a reader that has drained them all has opened its window again,
+    so a reader at the minimum rate steps within this many bytes' time. It counts as a step
+    until the busy period ends: the buffers may hold that much until then, even after
+    smaller steps."""
+    steps: collections.deque[list[float]] = attrs.Factory(collections.deque)
+    """[when it last grew, bytes] of the steps seen within the lookback, oldest first."""
+
+    def observe(self, now: float, sample: TcpSample, keep: float) -> int:
+        """Take a sample; the bytes acknowledged since the last one of this busy period."""
+        while self.steps and self.steps[0][0] < now - keep:
+            self.steps.popleft()
+        if self.acked is None:
+            # The first sample of a busy period: what came before is the baseline, not a
+            # step, except to date the last progress.
+            self.acked = sample.bytes_acked
+            self.progress_at = _dated(now, sample, None)
+            self.sampled_at = now
+            self.estimate = None if self.steps else sample.bytes_acked
+            return 0
+        grown = sample.bytes_acked - self.acked
+        if grown > 0:
+            self.progress_at = _dated(now, sample, self.sampled_at)
+            if self.steps and now - self.steps[-1][0] <= max(_STEP_GAP, 2 * sample.rtt):
+                self.steps[-1][0] = now
+                self.steps[-1][1] += grown
+            else:
+                self.steps.append([now, grown])
+        self.acked = sample.bytes_acked
+        self.sampled_at = now
+        return max(grown, 0)
+
+    def step(self) -> float:
+        """The step a reader is expected to take next, in bytes: the largest of the
+        lookback (the estimate counting as one)."""
+        first = self.estimate or 0
+        return max(first, *(s[1] for s in self.steps)) if self.steps else first
+
+
+def _dated(now: float, sample: TcpSample, after: float | None) -> float:
+    """When the acknowledged count last grew, as well as the sample can tell: no earlier than
+    the last data sent plus a round trip when everything sent has been acknowledged (and that
+    send came after ``after``, the previous sample), else now."""
+    if sample.unacked == 0:
+        sent_at = now - sample.last_data_sent
+        if after is None or sent_at > after:
+            return min(now, sent_at + sample.rtt)
+    return now
 
 
 @attrs.define(eq=False)
@@ -65,7 +153,8 @@ class ConnectionWriter:
         self.in_flight: _Chunk | None = None
         #: When the writer last went from idle to busy (None while idle).
         self.busy_since: float | None = None
-        #: [bucket number, busy seconds, bytes written] for the last RATE_LOOKBACK windows.
+        #: [bucket number, busy seconds, bytes written, bytes acknowledged (as the kernel
+        #: counts them, when probing)] for the last RATE_LOOKBACK windows.
         self._buckets: collections.deque[list[float]] = collections.deque()
         self._bucket_width = window / _BUCKETS_PER_WINDOW
         #: Up to when busy time has been put in buckets (None while idle).
@@ -78,6 +167,17 @@ class ConnectionWriter:
         self._last_wait: tuple[float, int] | None = None
         self.bytes_written = 0
         self.finished = trio.Event()
+        #: The kernel's view of the reader, when the responder offers it (TcpProbing).
+        self._tcp_sample: Callable[[], TcpSample | None] | None = getattr(
+            responder, "tcp_sample", None
+        )
+        self._release_tcp: Callable[[], None] | None = getattr(
+            responder, "release_tcp_probe", None
+        )
+        self._acks: _Acks | None = None
+        self._next_lookup = -math.inf
+        #: When the write on the wire began (None between writes).
+        self._write_began: float | None = None
         #: Called when a write completes and when the writer stops, besides the event that
         #: wait_progress() waits on: a View rings its bell with it (see View._bell).
         self.on_progress: Callable[[], None] | None = None
@@ -116,6 +216,19 @@ class ConnectionWriter:
         self._closed = True
         self._queue.clear()
         self._wakeup.set()
+        self._stop_probing()
+
+    @property
+    def probing(self) -> bool:
+        """Whether the reader is judged by the kernel's count of acknowledged bytes."""
+        return self._acks is not None
+
+    def _stop_probing(self) -> None:
+        self._acks = None
+        self._tcp_sample = None
+        if self._release_tcp is not None:
+            release, self._release_tcp = self._release_tcp, None
+            release()
 
     def busy_time(self, now: float) -> float:
         """Seconds the writer had work in the last ``RATE_LOOKBACK`` windows."""
@@ -134,17 +247,24 @@ class ConnectionWriter:
         """The busy time behind a drain rate below ``min_rate``: 0 while the writer is idle,
         has been busy for less than one window, or drains fast enough.
 
-        Fast enough is judged twice. Over the lookback, bytes per busy second. And by the
-        waits between bursts of progress: a reader at ``min_rate`` takes a burst of
-        ``burst`` bytes within ``burst / min_rate``, so a shorter wait for the next one is
-        the kernel's doing, not the reader's. A stall needs the wait going on now, or the
-        last one, to be longer. The second test is what keeps a healthy reader whose
-        progress comes in bursts further apart than the lookback can average from being cut.
+        With the kernel's count of acknowledged bytes (``probing``), fast enough is judged
+        on it (see ``_acks_stalled``). Without it, twice, on completed writes. Over the
+        lookback, bytes per busy second. And by the waits between bursts of progress: a
+        reader at ``min_rate`` takes a burst of ``burst`` bytes within ``burst / min_rate``,
+        so a shorter wait for the next one is the kernel's doing, not the reader's. A stall
+        needs the wait going on now, or the last one, to be longer. The second test is what
+        keeps a healthy reader whose progress comes in bursts further apart than the
+        lookback can average from being cut.
         """
         if self.busy_since is None:
             return 0.0
         busy = self.busy_time(now)
-        if busy < self.window or self.drain_rate(now) >= min_rate:
+        self._watch_kernel(now)
+        if busy < self.window:
+            return 0.0
+        if self._acks is not None and self._acks.acked is not None:
+            return busy if self._acks_stalled(now, min_rate) else 0.0
+        if self.drain_rate(now) >= min_rate:
             return 0.0
         cap = RATE_LOOKBACK * self.window
 
@@ -160,10 +280,56 @@ class ConnectionWriter:
             return busy
         return 0.0
 
+    def _acks_stalled(self, now: float, min_rate: float) -> bool:
+        """TM-BP-STALL, by the kernel's count: stalled when the reader acknowledged less
+        than ``min_rate`` over the last window of busy time, and has taken no step for
+        longer than a reader at ``min_rate`` would need for its next one (``_Acks.step``:
+        the largest step of the lookback, and what the connection had taken when the busy
+        period was first sampled; capped at the lookback). A reader that stopped is then cut
+        one window after the writer became busy, or once a reader at the minimum rate would
+        have drained what its buffers took, if that is later."""
+        acks = self._acks
+        assert acks is not None and self.busy_since is not None
+        busy = acked = 0.0
+        for bucket in reversed(self._buckets):
+            busy += bucket[1]
+            acked += bucket[3]
+            if busy >= self.window:
+                break
+        if acked >= min_rate * busy:
+            return False
+        allowance = min(acks.step() / min_rate, RATE_LOOKBACK * self.window)
+        return now - max(acks.progress_at, self.busy_since) > allowance
+
+    def _watch_kernel(self, now: float) -> None:
+        """Sample the kernel's count of acknowledged bytes, having looked the socket up once
+        a write has been blocked for ``_PROBE_AFTER`` of a window (TM-BP-STALL)."""
+        if self._tcp_sample is None:
+            return
+        if self._acks is None:
+            began = self._write_began
+            if began is None or now - began < self.window * _PROBE_AFTER:
+                return
+            if now < self._next_lookup:
+                return
+            self._next_lookup = now + self.window * _PROBE_AFTER
+        sample = self._tcp_sample()
+        if sample is None:
+            if self._acks is not None:
+                # The probe is gone (released, or the socket no longer answers): the writes
+                # alone judge from now on.
+                self._stop_probing()
+            return
+        if self._acks is None:
+            self._acks = _Acks()
+        grown = self._acks.observe(now, sample, RATE_LOOKBACK * self.window)
+        self._account(now)
+        self._bucket(now)[3] += grown
+
     def _bucket(self, at: float) -> list[float]:
         number = math.floor(at / self._bucket_width)
         if not self._buckets or self._buckets[-1][0] < number:
-            self._buckets.append([number, 0.0, 0.0])
+            self._buckets.append([number, 0.0, 0.0, 0.0])
         return self._buckets[-1]
 
     def _account(self, now: float) -> None:
@@ -212,6 +378,8 @@ class ConnectionWriter:
                 if not self._queue:
                     self._account(trio.current_time())
                     self.busy_since = self._accounted = None
+                    if self._acks is not None:
+                        self._acks.acked = None  # the next busy period starts a new baseline
                     self._wakeup = trio.Event()
                     await self._wakeup.wait()
                     continue
@@ -222,12 +390,14 @@ class ConnectionWriter:
                     if self._closed:
                         break
                     piece = chunk.data[start : start + step]
+                    self._write_began = trio.current_time()
                     # The one await that may block on the client: it is shielded inside
                     # hypercorn, and it returns when the client reads, or when the connection
                     # is closed. TM-BP-STALL: a large chunk goes out in slices, so the drain
                     # rate sees a healthy reader's progress within the window; one write of
                     # more than min_read_rate x stall_budget bytes would look like a stall.
                     await self.responder.write(piece)
+                    self._write_began = None
                     now = trio.current_time()
                     self._account(now)
                     self._bucket(now)[2] += len(piece)
@@ -258,6 +428,7 @@ class ConnectionWriter:
         finally:
             self.in_flight = None
             self._closed = True
+            self._stop_probing()
             self._progress.set()
             self.finished.set()
             if self.on_progress is not None:

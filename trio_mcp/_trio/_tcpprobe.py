@@ -1,0 +1,240 @@
+# What the kernel knows about a connection's reader (TM-BP-STALL).
+#
+# A writer blocked on a full socket learns of its reader's progress only when the kernel
+# wakes it, which is in bursts. The kernel itself knows more: in TCP_INFO, `tcpi_bytes_acked`
+# grows as the peer acknowledges data, and once the peer's receive buffer is full it grows
+# only as the peer's application reads. This module finds the socket of one connection in
+# this process (an ASGI application never sees it, only its two addresses) and reads TCP_INFO
+# from a duplicate of it.
+#
+# Linux only. Elsewhere, or when the socket cannot be found, there is no probe, and the stall
+# detector judges by completed writes alone.
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import os
+import socket
+import stat
+import struct
+import sys
+import time
+
+import attrs
+
+__all__ = ["SocketIndex", "TcpProbe", "TcpSample", "find_tcp_socket"]
+
+#: getsockopt(IPPROTO_TCP, TCP_INFO); Python names it on Linux.
+_TCP_INFO = getattr(socket, "TCP_INFO", 11)
+#: Fields of Linux's struct tcp_info (include/uapi/linux/tcp.h) read here, at their offsets,
+#: checked on loopback (kernel 6.18): tcpi_unacked (segments in flight), tcpi_last_data_sent
+#: (ms), tcpi_rtt (us), tcpi_bytes_acked (Linux >= 4.1) and tcpi_notsent_bytes (>= 4.6).
+_UNACKED = struct.Struct("=I"), 24
+_LAST_DATA_SENT = struct.Struct("=I"), 44
+_RTT = struct.Struct("=I"), 68
+_BYTES_ACKED = struct.Struct("=Q"), 120
+_NOTSENT = struct.Struct("=I"), 144
+#: How much of struct tcp_info to ask for: up to the last field above. A kernel that returns
+#: less is too old for them.
+_INFO_LEN = 148
+
+#: A socket address as the ASGI scope gives it: (host, port).
+Address = tuple[str, int]
+
+
+@attrs.frozen
+class TcpSample:
+    """What the kernel said about one TCP socket at one moment."""
+
+    bytes_acked: int
+    """Bytes of ours the peer has acknowledged since the connection opened."""
+    notsent_bytes: int
+    """Bytes in the socket's send queue not sent yet."""
+    unacked: int
+    """Segments sent and not acknowledged yet."""
+    last_data_sent: float
+    """Seconds since the socket last sent data."""
+    rtt: float
+    """The smoothed round-trip time, in seconds."""
+
+
+def _field(info: bytes, field: tuple[struct.Struct, int]) -> int:
+    fmt, offset = field
+    return int(fmt.unpack_from(info, offset)[0])
+
+
+def _key(address: object) -> Address | None:
+    """(host, port) in one spelling: an IPv4-mapped IPv6 address is the IPv4 one, and the
+    flow info and scope id of an IPv6 socket address are left out; None for what is no IP
+    socket address."""
+    if not isinstance(address, tuple | list) or len(address) < 2:
+        return None
+    host, port = address[0], address[1]
+    if not isinstance(host, str) or not isinstance(port, int):
+        return None
+    try:
+        ip = ipaddress.ip_address(host.strip("[]").split("%", 1)[0])
+    except ValueError:
+        return None
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return str(ip), port
+
+
+def _names(sock: socket.socket) -> tuple[Address, Address] | None:
+    """(local, peer) of a connected IP socket; None otherwise."""
+    try:
+        local = _key(sock.getsockname())
+        peer = _key(sock.getpeername())
+    except OSError:
+        return None
+    if local is None or peer is None:
+        return None
+    return local, peer
+
+
+class TcpProbe:
+    """An owned duplicate of one connection's TCP socket, read for TCP_INFO.
+
+    Owning the duplicate means the descriptor it reads is never reused for another
+    connection. While it is open it also keeps the socket itself open, whoever else closes
+    it: ``close()`` it as soon as the connection is given up.
+    """
+
+    def __init__(self, sock: socket.socket, local: Address, peer: Address) -> None:
+        self._sock: socket.socket | None = sock
+        self.local = local
+        self.peer = peer
+
+    @property
+    def closed(self) -> bool:
+        return self._sock is None
+
+    def sample(self) -> TcpSample | None:
+        """The kernel's figures for the socket now; None once closed, or when they cannot
+        be read (the probe then closes)."""
+        sock = self._sock
+        if sock is None:
+            return None
+        try:
+            info = sock.getsockopt(socket.IPPROTO_TCP, _TCP_INFO, _INFO_LEN)
+        except OSError:
+            info = b""
+        if len(info) < _INFO_LEN:
+            self.close()
+            return None
+        return TcpSample(
+            bytes_acked=_field(info, _BYTES_ACKED),
+            notsent_bytes=_field(info, _NOTSENT),
+            unacked=_field(info, _UNACKED),
+            last_data_sent=_field(info, _LAST_DATA_SENT) / 1000,
+            rtt=_field(info, _RTT) / 1_000_000,
+        )
+
+    def close(self) -> None:
+        sock, self._sock = self._sock, None
+        if sock is not None:
+            sock.close()
+
+
+class SocketIndex:
+    """This process's connected TCP sockets, by (local, peer) address.
+
+    One scan of ``/proc/self/fd`` maps every TCP socket descriptor to its addresses, and
+    lookups reuse it; a miss rescans at most once every ``min_rescan`` seconds, so the cost
+    stays bounded however many connections ask. A hit is checked again on the duplicate it
+    makes, since the descriptor may have been closed and reused since the scan.
+    """
+
+    def __init__(self, *, min_rescan: float = 1.0, fd_dir: str = "/proc/self/fd") -> None:
+        self.min_rescan = min_rescan
+        self.fd_dir = fd_dir
+        self._by_names: dict[tuple[Address, Address], int] = {}
+        self._scanned_at: float | None = None
+        self.scans = 0
+        """Scans made so far."""
+
+    def find(self, local: object, peer: object) -> TcpProbe | None:
+        """A probe of the socket connected from ``local`` to ``peer``, or None."""
+        lk, pk = _key(local), _key(peer)
+        if lk is None or pk is None:
+            return None
+        probe = self._open(lk, pk)
+        if probe is not None:
+            return probe
+        now = time.monotonic()
+        if self._scanned_at is not None and now - self._scanned_at < self.min_rescan:
+            return None
+        self._scan(now)
+        return self._open(lk, pk)
+
+    def _open(self, local: Address, peer: Address) -> TcpProbe | None:
+        fd = self._by_names.get((local, peer))
+        if fd is None:
+            return None
+        sock = _tcp_socket_at(fd)
+        if sock is None or _names(sock) != (local, peer):
+            # Closed, or reused for another connection since the scan.
+            if sock is not None:
+                sock.close()
+            del self._by_names[(local, peer)]
+            return None
+        return TcpProbe(sock, local, peer)
+
+    def _scan(self, now: float) -> None:
+        self._scanned_at = now
+        self.scans += 1
+        found: dict[tuple[Address, Address], int] = {}
+        try:
+            entries = os.listdir(self.fd_dir)
+        except OSError:
+            entries = []
+        for entry in entries:
+            if not entry.isdigit():
+                continue
+            sock = _tcp_socket_at(int(entry))
+            if sock is None:
+                continue
+            with sock:
+                names = _names(sock)
+            if names is not None:
+                found[names] = int(entry)
+        self._by_names = found
+
+
+def _tcp_socket_at(fd: int) -> socket.socket | None:
+    """A duplicate of descriptor ``fd`` as a socket object, if it is an IP stream socket."""
+    try:
+        if not stat.S_ISSOCK(os.fstat(fd).st_mode):
+            return None
+        dup = os.dup(fd)
+    except OSError:
+        return None
+    try:
+        sock = socket.socket(fileno=dup)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.close(dup)
+        return None
+    if sock.type != socket.SOCK_STREAM or sock.family not in (socket.AF_INET, socket.AF_INET6):
+        sock.close()
+        return None
+    return sock
+
+
+_index: SocketIndex | None = None
+
+
+def find_tcp_socket(local: object, peer: object) -> TcpProbe | None:
+    """A probe of this process's TCP socket connected from ``local`` to ``peer`` (the
+    ``server`` and ``client`` of an ASGI scope); None when not on Linux, when there is no
+    such socket, or on any error."""
+    global _index
+    if not sys.platform.startswith("linux"):
+        return None
+    if _index is None:
+        _index = SocketIndex()
+    try:
+        return _index.find(local, peer)
+    except OSError:
+        return None
