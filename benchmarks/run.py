@@ -566,17 +566,20 @@ async def released_after_expiry(
     srv: ServerProcess, before: dict[str, Any] | None, ttl: float
 ) -> None:
     """Wait (at most half a TTL) until every session has expired and trio-mcp has handed
-    their memory back since ``before`` (TM-SESS-RELEASE: one or two expiry-loop periods, a
-    tenth of the TTL each, after the last one ended). Other contenders have no counters."""
+    their memory back after the last of them ended (TM-SESS-RELEASE: one or two
+    expiry-loop periods, a tenth of the TTL each). Other contenders have no counters."""
     if before is None:
         return
     deadline = time.perf_counter() + ttl / 2
+    seen: int | None = None
     while time.perf_counter() < deadline:
         now = await srv.stats()
-        if now is None or (
-            now["sessions_open"] == 0
-            and now.get("memory_releases", 0) > before.get("memory_releases", 0)
-        ):
+        if now is None:
+            return
+        releases = now.get("memory_releases", 0)
+        if seen is None and now["sessions_open"] == 0:
+            seen = releases
+        elif seen is not None and releases > seen:
             return
         await asyncio.sleep(0.25)
 
