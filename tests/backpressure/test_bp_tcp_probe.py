@@ -28,7 +28,7 @@ from support.slow import (
 from trio_mcp import ServerConfig
 from trio_mcp._trio._manager import SessionManager
 from trio_mcp._trio._tcpprobe import SocketIndex, TcpSample, find_tcp_socket
-from trio_mcp._trio._writer import RATE_LOOKBACK, ConnectionWriter
+from trio_mcp._trio._writer import RATE_LOOKBACK, SILENCE_FACTOR, ConnectionWriter
 
 #: The probe reads Linux's TCP_INFO; elsewhere there is none, and the writes alone judge.
 linux_only = pytest.mark.skipif(
@@ -318,6 +318,37 @@ async def test_stopped_reader_is_closed_within_the_budget(
 
     assert probing
     assert budget <= cut_after <= budget + CHECK + SLACK
+    assert 1 == live.manager.statistics()["streams_cut"]
+    assert "t" not in record.cancelled
+
+
+@linux_only
+@pytest.mark.spec("TM-BP-SIGNAL", "TM-BP-RELEASE")
+async def test_stopped_reader_is_closed_without_waiting_out_the_signal_timeout(
+    live_server: StartServer,
+) -> None:
+    """A reader the kernel shows silent for SILENCE_FACTOR times the wait a reader at
+    min_read_rate needs for its next step cannot take the signal either: with the default
+    signal_timeout (30 s), its connection is closed once that silence is reached (about 2 s
+    here), not 30 s after the cut; the writer task is gone, nothing of the signal was
+    written, and the request runs on."""
+    server, record = make_server()
+    config = ServerConfig(stall_budget=1.0, min_read_rate=8192)
+    assert config.signal_timeout == 30.0
+    live = await live_server(server, config)
+    with trio.fail_after(15):
+        async with busy_call(live) as (client, writer, busy_since):
+            await trio.sleep(config.stall_budget / 2)
+            taken = acknowledged(client)
+            await writer.finished.wait()
+            closed_after = trio.current_time() - busy_since
+            await wait_until(lambda: not tasks_named("mcp:writer"))
+            await client.read(None)
+
+    silence = SILENCE_FACTOR * taken / config.min_read_rate
+    assert client.eof or client.reset
+    assert [] == client.named("resumption-required")
+    assert config.stall_budget <= closed_after <= max(config.stall_budget, silence) + 2 * CHECK
     assert 1 == live.manager.statistics()["streams_cut"]
     assert "t" not in record.cancelled
 

@@ -212,8 +212,9 @@ class View:
         writer.drop_queued()
         with trio.move_on_after(cfg.signal_timeout) as cs:
             cs.shield = True
-            while not writer.idle and not writer.finished.is_set():
-                await writer.wait_progress()
+            if not await self._drain_while_read(writer):
+                writer.close()
+                return
             if not writer.finished.is_set():
                 details = {
                     "lastEventId": self.event_id(self.delivered) if self.delivered >= 0 else None,
@@ -228,9 +229,22 @@ class View:
                         retry=cfg.retry_ms,
                     )
                 )
-                while not writer.idle and not writer.finished.is_set():
-                    await writer.wait_progress()
+                await self._drain_while_read(writer)
         writer.close()
+
+    async def _drain_while_read(self, writer: ConnectionWriter) -> bool:
+        """Wait until the writer is idle or finished: True; or until the kernel shows its
+        reader silent for longer than a slow reader would be (TM-BP-SIGNAL): False. A
+        reader that stopped cannot take the signal, so its connection is closed then rather
+        than after signal_timeout; the client resumes from the last id it read, as after
+        any drop."""
+        min_rate = self.session.config.min_read_rate
+        while not writer.idle and not writer.finished.is_set():
+            if writer.reader_silent(trio.current_time(), min_rate):
+                return False
+            with trio.move_on_after(_CHECK_EVERY):
+                await writer.wait_progress()
+        return True
 
     async def _pump(self, writer: ConnectionWriter) -> str:
         session = self.session

@@ -42,6 +42,10 @@ MAX_QUEUED = 2
 RATE_LOOKBACK = 6
 #: Buckets per stall budget in which busy time and written bytes are kept.
 _BUCKETS_PER_WINDOW = 40
+#: How many of its expected waits between steps a cut reader may stay silent before the
+#: signal is given up and the connection closed (TM-BP-SIGNAL): a reader at a third of the
+#: minimum rate still steps within it, one that stopped is closed.
+SILENCE_FACTOR = 3
 #: The fraction of a stall budget a write must have been blocked before the writer looks its
 #: socket up in the kernel, and the least time between two lookups that found nothing
 #: (TM-BP-STALL). Only a writer that is stuck pays for it, never a request served at speed.
@@ -300,6 +304,20 @@ class ConnectionWriter:
             return False
         allowance = min(acks.step() / min_rate, RATE_LOOKBACK * self.window)
         return now - max(acks.progress_at, self.busy_since) > allowance
+
+    def reader_silent(self, now: float, min_rate: float) -> bool:
+        """TM-BP-SIGNAL: whether the kernel shows the reader silent for more than
+        ``SILENCE_FACTOR`` times the wait a reader at ``min_rate`` needs for its next step
+        (the allowance of ``_acks_stalled``). False when not probing: the writes alone
+        cannot tell a reader that stopped from one behind full buffers."""
+        if self._acks is None or self._acks.acked is None or self.busy_since is None:
+            return False
+        self._watch_kernel(now)
+        acks = self._acks
+        if acks is None:
+            return False
+        allowance = min(acks.step() / min_rate, RATE_LOOKBACK * self.window)
+        return now - max(acks.progress_at, self.busy_since) > SILENCE_FACTOR * allowance
 
     def _watch_kernel(self, now: float) -> None:
         """Sample the kernel's count of acknowledged bytes, having looked the socket up once
