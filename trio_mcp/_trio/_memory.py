@@ -55,14 +55,12 @@ class MemoryReleaser:
 
     def due(self) -> bool:
         """At the threshold; or at a sixteenth of it once sessions stopped ending (no
-        ``freed`` since the last call), so that the end of a wave of expiries is released
-        too, not left below the threshold until the next wave."""
+        ``freed`` since the last ``maybe_release``), so that the end of a wave of expiries
+        is released too, not left below the threshold until the next wave."""
         if self.threshold is None:
             return False
-        settled = not self._recent
-        self._recent = False
         return self.pending >= self.threshold or (
-            settled and self.pending >= max(1, self.threshold // 16)
+            not self._recent and self.pending >= max(1, self.threshold // 16)
         )
 
     def release(self) -> None:
@@ -78,7 +76,9 @@ class MemoryReleaser:
         logger.debug("memory released: %d objects in cycles collected", found)
 
     def maybe_release(self) -> bool:
-        if not self.due():
-            return False
-        self.release()
-        return True
+        """Release if due; either way, the sessions freed so far are no longer recent."""
+        due = self.due()
+        self._recent = False
+        if due:
+            self.release()
+        return due

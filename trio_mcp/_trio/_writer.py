@@ -302,8 +302,7 @@ class ConnectionWriter:
                 break
         if acked >= min_rate * busy:
             return False
-        allowance = min(acks.step() / min_rate, RATE_LOOKBACK * self.window)
-        return now - max(acks.progress_at, self.busy_since) > allowance
+        return self._silence(now, acks) > self._allowance(acks, min_rate)
 
     def reader_silent(self, now: float, min_rate: float) -> bool:
         """TM-BP-SIGNAL: whether the kernel shows the reader silent for more than
@@ -316,8 +315,17 @@ class ConnectionWriter:
         acks = self._acks
         if acks is None:
             return False
-        allowance = min(acks.step() / min_rate, RATE_LOOKBACK * self.window)
-        return now - max(acks.progress_at, self.busy_since) > SILENCE_FACTOR * allowance
+        return self._silence(now, acks) > SILENCE_FACTOR * self._allowance(acks, min_rate)
+
+    def _allowance(self, acks: _Acks, min_rate: float) -> float:
+        """How long a reader at ``min_rate`` may go without a step: its next one (the
+        largest of the lookback) at that rate, capped at the lookback."""
+        return min(acks.step() / min_rate, RATE_LOOKBACK * self.window)
+
+    def _silence(self, now: float, acks: _Acks) -> float:
+        """How long the reader has shown the kernel no progress in this busy period."""
+        assert self.busy_since is not None
+        return now - max(acks.progress_at, self.busy_since)
 
     def _watch_kernel(self, now: float) -> None:
         """Sample the kernel's count of acknowledged bytes, having looked the socket up once
