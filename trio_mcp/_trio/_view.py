@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 import attrs
@@ -100,34 +100,22 @@ class View:
 
     def lag(self) -> int:
         """Messages of this stream appended but not yet taken by the connection."""
-        return sum(1 for _ in self._untaken())
+        state = self.session.log.stream(self.stream)
+        return 0 if state is None else state.lag(self.delivered)[0]
 
     def lag_bytes(self) -> int:
         """Bytes of this stream's messages appended but not yet taken by the connection."""
-        return sum(len(e.data) for e in self._untaken())
+        state = self.session.log.stream(self.stream)
+        return 0 if state is None else state.lag(self.delivered)[1]
 
     def lags_beyond(self, count: int, size: int) -> bool:
         """Whether more than ``count`` messages, or ``size`` bytes of them, of this stream are
         appended but not yet taken: ``lag() > count or lag_bytes() > size`` in one pass that
-        stops as soon as it knows."""
-        total = 0
-        for n, entry in enumerate(self._untaken(), 1):
-            total += len(entry.data)
-            if n > count or total > size:
-                return True
-        return False
-
-    def _untaken(self) -> Iterator[Entry]:
-        # Newest first, stopping at the first one taken: entries are in seq order, and a
-        # producer asks on every message it sends (TM-BP-PRODUCER), so this costs the lag,
-        # not the window.
+        stops as soon as it knows. Newest first, stopping at the first one taken: a producer
+        asks on every message it sends (TM-BP-PRODUCER), so this costs the lag, not the
+        window."""
         state = self.session.log.stream(self.stream)
-        if state is None:
-            return
-        for entry in reversed(state.entries):
-            if entry.seq <= self.delivered:
-                return
-            yield entry
+        return state is not None and state.lags_beyond(self.delivered, count, size)
 
     async def run(
         self,

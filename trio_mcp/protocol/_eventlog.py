@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import collections
 import enum
-from collections.abc import Iterable
-from typing import Final
+from array import array
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterable, Sequence
+from typing import Final, overload
 
 import attrs
 
@@ -45,8 +47,11 @@ class EntryKind(enum.Enum):
     RESPONSE = "response"
 
 
-@attrs.define(eq=False)
+@attrs.define
 class Entry:
+    """One message of the log, as read from it: a copy of what the log keeps in its columns
+    (see ``StreamState``). Two reads of the same message are equal, not the same object."""
+
     seq: int
     """Position in the session's log; unique across all streams of the session (T-RESUME-2)."""
     stream: int
@@ -55,7 +60,7 @@ class Entry:
     """The serialized JSON-RPC message (empty for a priming entry)."""
     at: float
     written: bool = False
-    """Whether a connection has taken this entry to write it."""
+    """Whether a connection has taken this entry to write it (when it was read)."""
     answers: RequestId | None = None
     """For a RESPONSE, the id of the request it answers."""
 
@@ -90,25 +95,156 @@ class Retention:
             raise ValueError("retention limits must be positive")
 
 
+#: Flags kept per entry: a RESPONSE (else a MESSAGE; priming entries are never kept), and
+#: taken by a connection.
+_RESPONSE: Final = 1
+_WRITTEN: Final = 2
+
+
+def _seqs() -> array[int]:
+    return array("q")
+
+
+def _times() -> array[float]:
+    return array("d")
+
+
 @attrs.define(eq=False)
 class StreamState:
+    """One stream of the log, and the messages of it the log keeps, in columns.
+
+    Columns, not an object per message: a log holds hundreds of messages per session, and
+    objects that small live in CPython's small-object arenas, which go back to the system
+    only when wholly empty. After a wave of sessions ended, a few survivors kept most of
+    those arenas, and the server's resident size with them (TM-SESS-RELEASE). Here a
+    message costs its bytes object and a few machine words in arrays.
+    """
+
     number: int
     open_requests: set[RequestId]
     """Requests on this stream whose response is not appended yet."""
     request_ids: tuple[RequestId, ...] = ()
     """Every request the stream carries a response for (empty for the standalone stream)."""
-    entries: collections.deque[Entry] = attrs.field(factory=collections.deque)
     last_seq: int = -1
     """The newest seq appended to this stream (priming included)."""
     written_through: int = -1
     """The newest seq a connection has taken from this stream."""
     lost_through: int = -1
     """The newest seq of a message of this stream that left the window unsent or unresumed."""
+    # The kept messages, oldest first, one column per field; seqs ascend.
+    _seq: array[int] = attrs.field(init=False, factory=_seqs)
+    _at: array[float] = attrs.field(init=False, factory=_times)
+    _flags: bytearray = attrs.field(init=False, factory=bytearray)
+    _data: list[bytes] = attrs.field(init=False, factory=list)
+    #: For each kept RESPONSE, by seq, the request it answers.
+    _answers: dict[int, RequestId] = attrs.field(init=False, factory=dict)
 
     @property
     def ended(self) -> bool:
         """A request stream ends once every request on it has its response (T-PSSE-10)."""
         return self.number != STANDALONE_STREAM and not self.open_requests
+
+    @property
+    def entries(self) -> Sequence[Entry]:
+        """The kept messages, oldest first, read as Entry objects."""
+        return _Entries(self)
+
+    @property
+    def kept(self) -> int:
+        """How many of the stream's messages the log keeps. (Not ``__len__``: a stream
+        with nothing kept is still a stream, and callers test ``if state``.)"""
+        return len(self._seq)
+
+    def entry(self, index: int) -> Entry:
+        seq, flags = self._seq[index], self._flags[index]
+        return Entry(
+            seq=seq,
+            stream=self.number,
+            kind=EntryKind.RESPONSE if flags & _RESPONSE else EntryKind.MESSAGE,
+            data=self._data[index],
+            at=self._at[index],
+            written=bool(flags & _WRITTEN),
+            answers=self._answers.get(seq),
+        )
+
+    def index(self, seq: int) -> int | None:
+        """Where the message ``seq`` is kept, or None."""
+        i = bisect_left(self._seq, seq)
+        return i if i < len(self._seq) and self._seq[i] == seq else None
+
+    def after(self, seq: int) -> int:
+        """The index of the first kept message after ``seq``."""
+        return bisect_right(self._seq, seq)
+
+    def size(self, index: int) -> int:
+        return len(self._data[index])
+
+    def pinned(self, index: int) -> bool:
+        return self._flags[index] == _RESPONSE
+
+    def lags_beyond(self, after: int, count: int, size: int) -> bool:
+        """Whether more than ``count`` messages after ``after``, or more than ``size`` bytes of
+        them, are kept: counted newest first, stopping as soon as it knows."""
+        total = 0
+        seqs, data = self._seq, self._data
+        end = len(seqs)
+        for i in range(end - 1, -1, -1):
+            if seqs[i] <= after:
+                return False
+            total += len(data[i])
+            if end - i > count or total > size:
+                return True
+        return False
+
+    def lag(self, after: int) -> tuple[int, int]:
+        """How many messages after ``after`` are kept, and their bytes."""
+        start = self.after(after)
+        return len(self._seq) - start, sum(len(d) for d in self._data[start:])
+
+    def _push(
+        self, seq: int, flags: int, data: bytes, at: float, answers: RequestId | None
+    ) -> None:
+        self._seq.append(seq)
+        self._at.append(at)
+        self._flags.append(flags)
+        self._data.append(data)
+        if answers is not None:
+            self._answers[seq] = answers
+
+    def _pop(self, index: int) -> tuple[int, int, bytes, float, RequestId | None]:
+        seq = self._seq.pop(index)
+        flags = self._flags.pop(index)
+        return seq, flags, self._data.pop(index), self._at.pop(index), self._answers.pop(
+            seq, None
+        )
+
+    def _clear(self) -> None:
+        self._seq = _seqs()
+        self._at = _times()
+        self._flags = bytearray()
+        self._data = []
+        self._answers = {}
+
+
+class _Entries(Sequence[Entry]):
+    """A stream's kept messages as a sequence of Entry objects, made as they are read."""
+
+    __slots__ = ("_state",)
+
+    def __init__(self, state: StreamState) -> None:
+        self._state = state
+
+    def __len__(self) -> int:
+        return self._state.kept
+
+    @overload
+    def __getitem__(self, index: int) -> Entry: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Entry]: ...
+    def __getitem__(self, index: int | slice) -> Entry | list[Entry]:
+        if isinstance(index, slice):
+            return [self._state.entry(i) for i in range(*index.indices(self._state.kept))]
+        return self._state.entry(index)
 
 
 @attrs.frozen
@@ -135,7 +271,13 @@ class EventLog:
         self.reserved = reserved
         self._next_seq = 0
         self._next_stream = STANDALONE_STREAM + 1
-        self._entries: dict[int, Entry] = {}
+        #: Every kept message's seq and stream, in the order they leave the window (seq
+        #: order). Messages dropped out of turn leave holes, skipped when met and compacted
+        #: away (``_compact``); ``_head`` is where the ones not yet dropped begin.
+        self._order_seq: array[int] = _seqs()
+        self._order_stream: array[int] = _seqs()
+        self._head = 0
+        self._kept = 0
         self._bytes = 0
         self.streams: dict[int, StreamState] = {
             STANDALONE_STREAM: StreamState(number=STANDALONE_STREAM, open_requests=set())
@@ -190,18 +332,31 @@ class EventLog:
             if answers is None or answers not in state.open_requests:
                 raise StreamClosedError(f"stream {stream} has no open request {answers!r}")
             state.open_requests.discard(answers)
-        entry = Entry(
-            seq=self._next_seq, stream=stream, kind=kind, data=data, at=now, answers=answers
-        )
+        elif kind is not EntryKind.MESSAGE:
+            raise ValueError("only messages and responses are appended")
+        seq = self._next_seq
         self._next_seq += 1
-        self._entries[entry.seq] = entry
+        self._keep(state, seq, _RESPONSE if kind is EntryKind.RESPONSE else 0, data, now, answers)
         self._bytes += len(data) + ENTRY_OVERHEAD
-        self._pinned += entry.pinned
-        state.entries.append(entry)
-        state.last_seq = entry.seq
+        state.last_seq = seq
         self.appended += 1
         self.evict(now)
-        return entry
+        return Entry(seq=seq, stream=stream, kind=kind, data=data, at=now, answers=answers)
+
+    def _keep(
+        self,
+        state: StreamState,
+        seq: int,
+        flags: int,
+        data: bytes,
+        at: float,
+        answers: RequestId | None,
+    ) -> None:
+        state._push(seq, flags, data, at, answers)
+        self._order_seq.append(seq)
+        self._order_stream.append(state.number)
+        self._kept += 1
+        self._pinned += flags == _RESPONSE
 
     def prime(self, stream: int, *, now: float, carry_unsent: bool = False) -> Entry:
         """A fresh position in ``stream`` for a connection's priming event (T-PSSE-1).
@@ -214,13 +369,13 @@ class EventLog:
         state = self.streams.get(stream)
         if state is None:
             raise StreamClosedError(f"stream {stream} is unknown")
-        carried: list[Entry] = []
+        carried: list[tuple[int, int, bytes, float, RequestId | None]] = []
         if carry_unsent:
-            while state.entries and state.entries[-1].seq > state.written_through:
-                entry = state.entries.pop()
-                del self._entries[entry.seq]
-                self._pinned -= entry.pinned
-                carried.append(entry)
+            while state.kept and state._seq[-1] > state.written_through:
+                old = state._pop(state.kept - 1)
+                self._kept -= 1
+                self._pinned -= old[1] == _RESPONSE
+                carried.append(old)
             carried.reverse()
         priming = Entry(
             seq=self._next_seq, stream=stream, kind=EntryKind.PRIMING, data=b"", at=now,
@@ -229,16 +384,12 @@ class EventLog:
         self._next_seq += 1
         # A priming entry is a position, not a message: it takes no room in the window.
         state.last_seq = priming.seq
-        for old in carried:
-            entry = Entry(
-                seq=self._next_seq, stream=stream, kind=old.kind, data=old.data, at=old.at,
-                answers=old.answers,
-            )
+        for _seq, flags, data, at, answers in carried:
+            # Their old places in the order are holes now; their bytes stay counted.
+            seq = self._next_seq
             self._next_seq += 1
-            self._entries[entry.seq] = entry
-            self._pinned += entry.pinned
-            state.entries.append(entry)
-            state.last_seq = entry.seq
+            self._keep(state, seq, flags, data, at, answers)
+            state.last_seq = seq
         return priming
 
     # -- reading ------------------------------------------------------------------------
@@ -251,22 +402,19 @@ class EventLog:
             return Gap(stream=stream, after=after, lost_through=-1)
         if after < state.lost_through:
             return Gap(stream=stream, after=after, lost_through=state.lost_through)
-        # Entries are in seq order; the ones a reader still needs are at the end.
-        out: list[Entry] = []
-        for entry in reversed(state.entries):
-            if entry.seq <= after:
-                break
-            out.append(entry)
-        out.reverse()
-        return out
+        return [state.entry(i) for i in range(state.after(after), state.kept)]
 
     def mark_written(self, entry: Entry) -> None:
         """A connection took ``entry``: it no longer pins its place in the window."""
-        if entry.pinned and self._entries.get(entry.seq) is entry:
-            self._pinned -= 1
         entry.written = True
         state = self.streams.get(entry.stream)
-        if state is not None and entry.seq > state.written_through:
+        if state is None:
+            return
+        index = state.index(entry.seq)
+        if index is not None:
+            self._pinned -= state.pinned(index)
+            state._flags[index] |= _WRITTEN
+        if entry.seq > state.written_through:
             state.written_through = entry.seq
 
     # -- retention ----------------------------------------------------------------------
@@ -278,12 +426,21 @@ class EventLog:
 
     @property
     def retained_events(self) -> int:
-        return len(self._entries)
+        return self._kept
 
     @property
     def pinned_responses(self) -> int:
         """Responses in the log that no connection has taken yet (TM-RES-PIN)."""
         return self._pinned
+
+    def _find(self, position: int) -> tuple[StreamState, int] | None:
+        """The stream and index of the message at ``position`` of the order; None for a
+        hole."""
+        state = self.streams.get(self._order_stream[position])
+        if state is None:
+            return None
+        index = state.index(self._order_seq[position])
+        return None if index is None else (state, index)
 
     def evict(self, now: float) -> int:
         """Drop entries beyond the window, oldest first, keeping unsent responses.
@@ -291,45 +448,62 @@ class EventLog:
         Returns the number of entries dropped.
         """
         r = self.retention
-        dropped = 0
         horizon = now - r.max_age
-        victims: list[Entry] = []
-        count, size = len(self._entries), self._bytes + self.reserved
-        for entry in self._entries.values():
-            if count <= r.max_events and size <= r.max_bytes and entry.at >= horizon:
-                break
-            if entry.pinned:
+        victims: list[tuple[StreamState, int]] = []
+        count, size = self._kept, self._bytes + self.reserved
+        for position in range(self._head, len(self._order_seq)):
+            found = self._find(position)
+            if found is None:
                 continue
-            victims.append(entry)
+            state, index = found
+            if count <= r.max_events and size <= r.max_bytes and state._at[index] >= horizon:
+                break
+            if state.pinned(index):
+                continue
+            victims.append((state, state._seq[index]))
             count -= 1
-            size -= len(entry.data) + ENTRY_OVERHEAD
-        for entry in victims:
-            self._drop(entry)
-            dropped += 1
-        return dropped
+            size -= state.size(index) + ENTRY_OVERHEAD
+        for state, seq in victims:
+            self._drop(state, seq)
+        if victims:
+            self._compact()
+        return len(victims)
 
-    def _drop(self, entry: Entry) -> None:
-        del self._entries[entry.seq]
-        self._bytes -= len(entry.data) + ENTRY_OVERHEAD
-        self._pinned -= entry.pinned
+    def _drop(self, state: StreamState, seq: int) -> None:
+        index = state.index(seq)
+        assert index is not None
+        _seq, flags, data, _at, _answers = state._pop(index)
+        self._kept -= 1
+        self._bytes -= len(data) + ENTRY_OVERHEAD
+        self._pinned -= flags == _RESPONSE
         self.evicted += 1
-        state = self.streams.get(entry.stream)
-        if state is None:
-            return
-        # Entries leave in seq order, so this is the stream's head, except behind a pinned
-        # response of a batch stream (several requests on one stream).
-        if state.entries and state.entries[0] is entry:
-            state.entries.popleft()
-        else:
-            state.entries.remove(entry)
-        state.lost_through = max(state.lost_through, entry.seq)
-        if state.ended and not state.entries:
+        state.lost_through = max(state.lost_through, seq)
+        if state.ended and not state.kept and state.number in self.streams:
             # An ended stream with nothing left to read is forgotten: resuming it later is
             # an explicit failure (Gap with lost_through -1), not an empty replay. Its
             # response was written, but may never have reached the client (T-PSSE-11): the
             # failure must still answer its requests, or the client's call never ends.
             del self.streams[state.number]
             self._remember(state)
+
+    def _compact(self) -> None:
+        """Move the head past the holes before it; rebuild the order once holes are most
+        of it (messages dropped out of turn: carried, forgotten, behind a pinned one)."""
+        end = len(self._order_seq)
+        while self._head < end and self._find(self._head) is None:
+            self._head += 1
+        if self._head == end:
+            self._order_seq, self._order_stream, self._head = _seqs(), _seqs(), 0
+            return
+        if end - self._head > 2 * self._kept + 64:
+            keep = [p for p in range(self._head, end) if self._find(p) is not None]
+            self._order_seq = array("q", (self._order_seq[p] for p in keep))
+            self._order_stream = array("q", (self._order_stream[p] for p in keep))
+            self._head = 0
+        elif self._head > 64 and self._head * 2 > end:
+            del self._order_seq[: self._head]
+            del self._order_stream[: self._head]
+            self._head = 0
 
     def _remember(self, state: StreamState) -> None:
         self.forgotten[state.number] = state.request_ids
@@ -349,23 +523,24 @@ class EventLog:
         Their memory is freed now, not when the cycle collector reaches whatever still
         refers to the log (TM-SESS-IDLE). Streams stay, empty; the counters stay as they were.
         """
-        self._entries.clear()
+        self._order_seq, self._order_stream, self._head = _seqs(), _seqs(), 0
+        self._kept = 0
         self._bytes = 0
         self._pinned = 0
         for state in self.streams.values():
-            state.entries.clear()
+            state._clear()
 
     def forget_stream(self, stream: int) -> None:
         """Drop a request stream and its entries (its request was cancelled or abandoned)."""
-        state = self.streams.pop(stream, None)
+        state = self.streams.get(stream)
         if state is None or stream == STANDALONE_STREAM:
-            if state is not None:
-                self.streams[stream] = state
             return
-        for entry in state.entries:
-            if self._entries.pop(entry.seq, None) is not None:
-                self._bytes -= len(entry.data) + ENTRY_OVERHEAD
-                self._pinned -= entry.pinned
-                self.evicted += 1
-        state.entries.clear()
+        del self.streams[stream]
+        for index in range(state.kept):
+            self._kept -= 1
+            self._bytes -= state.size(index) + ENTRY_OVERHEAD
+            self._pinned -= state.pinned(index)
+            self.evicted += 1
+        state._clear()
         self._remember(state)
+        self._compact()
