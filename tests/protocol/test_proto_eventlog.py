@@ -4,6 +4,10 @@
 
 from __future__ import annotations
 
+import gc
+import sys
+import tracemalloc
+
 import attrs
 import pytest
 from hypothesis import HealthCheck, assume, settings
@@ -269,6 +273,57 @@ def test_byte_eviction_drops_oldest_and_reports_a_gap() -> None:
     assert 8 + 2 * ENTRY_OVERHEAD == log.retained_bytes
     assert Gap(stream=0, after=-1, lost_through=entries[0].seq) == log.read_after(0, -1)
     assert [b"bbbb", b"cccc"] == _data(log.read_after(0, entries[0].seq))
+
+
+def _full_log(messages: list[bytes], streams: int) -> EventLog:
+    log = EventLog(Retention(max_events=10**9, max_bytes=10**12, max_age=10**9))
+    numbers = [log.open_stream([f"r{i}"]).number for i in range(streams)]
+    for i, message in enumerate(messages):
+        log.append(numbers[i % streams], message, now=float(i))
+    return log
+
+
+@pytest.mark.spec("TM-RES-WINDOW")
+def test_entry_overhead_covers_what_a_kept_message_costs_beyond_its_bytes() -> None:
+    """A log of 20,000 messages of 2 KB in 20 streams takes, by tracemalloc, no more than
+    the messages' bytes plus ENTRY_OVERHEAD each (the bytes objects included), so the
+    window's byte count bounds the memory the log really takes."""
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        messages = [bytes([65 + i % 26]) * 2048 + str(i).encode() for i in range(20_000)]
+        log = _full_log(messages, streams=20)
+        # The list of messages is the test's, not the log's.
+        taken = tracemalloc.get_traced_memory()[0] - before - sys.getsizeof(messages)
+    finally:
+        tracemalloc.stop()
+    payload = sum(len(m) for m in messages)
+
+    assert 20_000 == log.retained_events
+    assert payload + 20_000 * ENTRY_OVERHEAD == log.retained_bytes
+    assert taken <= log.retained_bytes
+    assert taken - payload >= 20_000 * 50  # the measure sees the messages' own cost
+
+
+@pytest.mark.spec("TM-SESS-RELEASE")
+def test_log_keeps_no_python_object_per_message_but_its_bytes() -> None:
+    """The log keeps its messages in columns: appending 10,000 messages adds the 10,000
+    bytes objects and a bounded number of others to what the cycle collector tracks (none),
+    and what CPython's small-object allocator holds grows by far less than an object per
+    message. Small objects left behind pin its arenas after the session ends."""
+    messages = [b"x" * 600 + str(i).encode() for i in range(10_000)]
+    gc.collect()
+    tracked = len(gc.get_objects())
+    blocks = sys.getallocatedblocks()
+    log = _full_log(messages, streams=10)
+    grown_tracked = len(gc.get_objects()) - tracked
+    grown_blocks = sys.getallocatedblocks() - blocks
+
+    assert 10_000 == log.retained_events
+    assert grown_tracked < 100
+    # Blocks: the 10,000 bytes objects, plus a few per stream; an object per message (and
+    # its seq and timestamp) would be 30,000 more.
+    assert grown_blocks < 10_000 + 1_000
 
 
 @pytest.mark.spec("TM-RES-WINDOW")

@@ -16,7 +16,6 @@ import trio
 
 from ..protocol import (
     STANDALONE_STREAM,
-    Cursor,
     Entry,
     EntryKind,
     Gap,
@@ -96,7 +95,7 @@ class View:
         self.scope.cancel()
 
     def event_id(self, seq: int) -> str:
-        return self.session.codec.encode(self.session.id, Cursor(self.stream, seq))
+        return self.session.codec.event_id(self.session.id, self.stream, seq)
 
     def lag(self) -> int:
         """Messages of this stream appended but not yet taken by the connection."""

@@ -1,7 +1,8 @@
 # SSE event ids as cursors (spec/resumption.md).
 #
-# An id names its stream and its position in the session's log, and carries a MAC over
-# (session, stream, position) under a key that lives only as long as the server process. So:
+# An id names its stream and its position in the session's log, and carries a MAC (keyed
+# BLAKE2b) over (session, stream, position) under a key that lives only as long as the
+# server process. So:
 #   - T-RESUME-2: ids are unique across all streams of a session (positions never repeat);
 #   - T-RESUME-3: an id tells which stream it came from;
 #   - a cursor from another session, from before a restart, or edited by hand fails the MAC
@@ -39,18 +40,23 @@ class CursorCodec:
     _keyed: Any = attrs.field(init=False, repr=False, eq=False)
 
     def __attrs_post_init__(self) -> None:
-        # The HMAC keyed once: each id then costs a copy of this state instead of keying
-        # anew, and a server makes an id for every event it sends.
-        object.__setattr__(self, "_keyed", hmac.new(self.key, digestmod=hashlib.sha256))
+        # Keyed BLAKE2b is a MAC in one hash (HMAC needs two), and keyed once: each id then
+        # costs a copy of this state. A server makes an id for every event it sends.
+        key = self.key if len(self.key) <= 64 else hashlib.blake2b(self.key).digest()
+        object.__setattr__(self, "_keyed", hashlib.blake2b(key=key, digest_size=_MAC_BYTES))
 
     def _mac(self, session_id: str, stream: int, seq: int) -> str:
         mac = self._keyed.copy()
         mac.update(f"{session_id}\x00{stream}\x00{seq}".encode())
-        return base64.urlsafe_b64encode(mac.digest()[:_MAC_BYTES]).decode("ascii")
+        return base64.urlsafe_b64encode(mac.digest()).decode("ascii")
 
     def encode(self, session_id: str, cursor: Cursor) -> str:
         """The SSE ``id`` of the event at ``cursor`` in ``session_id``'s log (visible ASCII)."""
-        return f"{cursor.stream}.{cursor.seq}.{self._mac(session_id, cursor.stream, cursor.seq)}"
+        return self.event_id(session_id, cursor.stream, cursor.seq)
+
+    def event_id(self, session_id: str, stream: int, seq: int) -> str:
+        """``encode`` without a Cursor to make: the id of every event sent comes from here."""
+        return f"{stream}.{seq}.{self._mac(session_id, stream, seq)}"
 
     def decode(self, session_id: str, event_id: str) -> Cursor | None:
         """The cursor named by ``event_id``, or None when it is malformed, forged or foreign."""
