@@ -114,7 +114,11 @@ _COMPACT_ASCII: Final = json.JSONEncoder(separators=(",", ":"), ensure_ascii=Tru
 
 def dumps(message: Message | Mapping[str, JSON]) -> bytes:
     """Compact UTF-8 JSON (T-GEN-1) for a message or a plain JSON object."""
-    obj = message if isinstance(message, Mapping) else message.to_dict()
+    return dumps_json(message if isinstance(message, Mapping) else message.to_dict())
+
+
+def dumps_json(obj: JSON) -> bytes:
+    """Compact UTF-8 JSON (T-GEN-1) for any JSON value."""
     try:
         return _COMPACT.encode(obj).encode("utf-8")
     except UnicodeEncodeError:
@@ -133,7 +137,7 @@ def loads_body(body: bytes) -> JSON:
             "Parse error: the body is not UTF-8.", code=ErrorCode.PARSE_ERROR
         ) from None
     try:
-        return json.loads(text, parse_constant=_reject_constant)
+        return _DECODER.decode(text)
     except (ValueError, RecursionError):
         raise RemoteProtocolError(
             "Parse error: the body is not valid JSON.", code=ErrorCode.PARSE_ERROR
@@ -143,6 +147,11 @@ def loads_body(body: bytes) -> JSON:
 def _reject_constant(name: str) -> JSON:
     # NaN, Infinity and -Infinity are Python's extensions, not JSON (RFC 8259 §6).
     raise ValueError(f"{name} is not JSON")
+
+
+#: Built once, like the encoders: json.loads with an option builds a decoder, and its scanner,
+#: on every call.
+_DECODER: Final = json.JSONDecoder(parse_constant=_reject_constant)
 
 
 def _read_id(obj: Mapping[str, JSON]) -> RequestId:

@@ -19,7 +19,16 @@ from ._headers import (
     check_get_accept,
     check_post_accept,
 )
-from ._jsonrpc import JSON, ErrorResponse, Message, Request, dumps, loads_body, parse_message
+from ._jsonrpc import (
+    JSON,
+    ErrorResponse,
+    Message,
+    Request,
+    dumps,
+    dumps_json,
+    loads_body,
+    parse_message,
+)
 
 __all__ = [
     "DeletePlan",
@@ -64,13 +73,7 @@ class Reply:
 
 
 def json_reply(status: int, obj: Mapping[str, JSON] | Sequence[JSON], **extra: str) -> Reply:
-    import json
-
-    try:
-        body = json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
-    except UnicodeEncodeError:
-        # A lone surrogate has no UTF-8 form (T-GEN-1): escape it, as dumps() does.
-        body = json.dumps(obj, separators=(",", ":"), ensure_ascii=True).encode()
+    body = dumps_json(obj)
     headers = JSON_HEADERS + tuple((k.replace("_", "-"), v) for k, v in extra.items())
     return Reply(status=status, headers=headers, body=body)
 
