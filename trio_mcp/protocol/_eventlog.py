@@ -193,7 +193,7 @@ class StreamState:
 
     def lags_beyond(self, after: int, count: int, size: int) -> bool:
         """Whether more than ``count`` messages after ``after``, or more than ``size`` bytes of
-        them, are kept: counted newest first, stopping as soon as it knows."""
+        them, are kept: found by bisection, and summed only as far as it takes to know."""
         seqs = self._seq
         if not seqs or seqs[-1] <= after:
             return False
