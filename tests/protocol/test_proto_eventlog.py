@@ -965,6 +965,17 @@ class EventLogSchedules(RuleBasedStateMachine):
             seqs = [e.seq for e in state.entries]
             assert sorted(set(seqs)) == seqs
             assert {number} >= {e.stream for e in state.entries}
+            # The lag a producer is paced by (TM-BP-PRODUCER), against a count by hand, from
+            # every cursor the stream's seqs give.
+            for after in {-1, *seqs, *(q - 1 for q in seqs)}:
+                later = [e for e in state.entries if e.seq > after]
+                size = sum(len(e.data) for e in later)
+                assert (len(later), size) == state.lag(after)
+                n = len(later)
+                for count, limit in ((0, 0), (1, 10), (n, size), (n - 1, size - 1)):
+                    count, limit = max(count, 0), max(limit, 0)
+                    expected = len(later) > count or size > limit
+                    assert expected == state.lags_beyond(after, count, limit)
 
     @invariant()
     def unsent_responses_are_kept(self) -> None:

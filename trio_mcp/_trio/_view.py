@@ -109,10 +109,9 @@ class View:
 
     def lags_beyond(self, count: int, size: int) -> bool:
         """Whether more than ``count`` messages, or ``size`` bytes of them, of this stream are
-        appended but not yet taken: ``lag() > count or lag_bytes() > size`` in one pass that
-        stops as soon as it knows. Newest first, stopping at the first one taken: a producer
-        asks on every message it sends (TM-BP-PRODUCER), so this costs the lag, not the
-        window."""
+        appended but not yet taken: ``lag() > count or lag_bytes() > size``, summing only as
+        far as it takes to know. A producer asks on every message it sends (TM-BP-PRODUCER),
+        so this costs a bisection and the lag, not the window."""
         state = self.session.log.stream(self.stream)
         return state is not None and state.lags_beyond(self.delivered, count, size)
 
