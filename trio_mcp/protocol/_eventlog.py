@@ -136,11 +136,6 @@ class StreamState:
     _at: array[float] = attrs.field(init=False, factory=_times)
     _flags: bytearray = attrs.field(init=False, factory=bytearray)
     _data: list[bytes] = attrs.field(init=False, factory=list)
-    #: For each kept message, the bytes pushed to the stream up to and including it, less
-    #: what was removed from between kept ones: the bytes of any run of kept messages is a
-    #: difference, so a producer's lag costs a bisection, not a sum (TM-BP-PRODUCER).
-    _ends: array[int] = attrs.field(init=False, factory=_seqs)
-    _pushed: int = attrs.field(init=False, default=0)
     #: For each kept RESPONSE, by seq, the request it answers.
     _answers: dict[int, RequestId] = attrs.field(init=False, factory=dict)
 
@@ -203,43 +198,42 @@ class StreamState:
         if not seqs or seqs[-1] <= after:
             return False
         start = bisect_right(seqs, after)
-        return len(seqs) - start > count or self._bytes_from(start) > size
+        if len(seqs) - start > count:
+            return True
+        total = 0
+        for data in self._data[start:]:
+            total += len(data)
+            if total > size:
+                return True
+        return False
 
     def lag(self, after: int) -> tuple[int, int]:
         """How many messages after ``after`` are kept, and their bytes."""
         start = self.after(after)
-        return len(self._seq) - start, self._bytes_from(start)
+        return len(self._seq) - start, sum(len(d) for d in self._data[start:])
 
-    def _bytes_from(self, start: int) -> int:
-        """The bytes of the kept messages from index ``start`` on."""
-        if start >= len(self._seq):
-            return 0
-        return self._ends[-1] - self._ends[start] + len(self._data[start])
+    def _push(
+        self, seq: int, flags: int, data: bytes, at: float, answers: RequestId | None
+    ) -> None:
+        self._seq.append(seq)
+        self._at.append(at)
+        self._flags.append(flags)
+        self._data.append(data)
+        if answers is not None:
+            self._answers[seq] = answers
 
     def _pop(self, index: int) -> tuple[int, int, bytes, float, RequestId | None]:
-        last = len(self._seq) - 1
         seq = self._seq.pop(index)
         flags = self._flags.pop(index)
-        data = self._data.pop(index)
-        at = self._at.pop(index)
-        del self._ends[index]
-        if index:
-            # Not the oldest: what follows it (or the next push) must not count its bytes.
-            # Only the oldest leaves in the hot path (eviction), and needs nothing.
-            size = len(data)
-            self._pushed -= size
-            ends = self._ends
-            for i in range(index, last):
-                ends[i] -= size
-        return seq, flags, data, at, self._answers.pop(seq, None) if flags & _RESPONSE else None
+        return seq, flags, self._data.pop(index), self._at.pop(index), self._answers.pop(
+            seq, None
+        )
 
     def _clear(self) -> None:
         self._seq = _seqs()
         self._at = _times()
         self._flags = bytearray()
         self._data = []
-        self._ends = _seqs()
-        self._pushed = 0
         self._answers = {}
 
 
@@ -354,7 +348,17 @@ class EventLog:
         seq = self._next_seq
         self._next_seq += 1
         flags = _RESPONSE if kind is EntryKind.RESPONSE else 0
-        self._keep(state, seq, flags, data, now, answers)
+        # _keep, inlined: this runs for every message the server sends.
+        state._seq.append(seq)
+        state._at.append(now)
+        state._flags.append(flags)
+        state._data.append(data)
+        if answers is not None:
+            state._answers[seq] = answers
+        self._order_seq.append(seq)
+        self._order_stream.append(stream)
+        self._kept += 1
+        self._pinned += flags
         self._bytes += len(data) + ENTRY_OVERHEAD
         state.last_seq = seq
         self.appended += 1
@@ -370,14 +374,7 @@ class EventLog:
         at: float,
         answers: RequestId | None,
     ) -> None:
-        state._seq.append(seq)
-        state._at.append(at)
-        state._flags.append(flags)
-        state._data.append(data)
-        state._pushed += len(data)
-        state._ends.append(state._pushed)
-        if answers is not None:
-            state._answers[seq] = answers
+        state._push(seq, flags, data, at, answers)
         self._order_seq.append(seq)
         self._order_stream.append(state.number)
         self._kept += 1
@@ -511,10 +508,15 @@ class EventLog:
         return dropped
 
     def _drop(self, state: StreamState, index: int) -> None:
-        seq, flags, data, _at, _answers = state._pop(index)
-        self._pinned -= flags == _RESPONSE
+        seq = state._seq.pop(index)
+        del state._at[index]
+        flags = state._flags.pop(index)
+        size = len(state._data.pop(index))
+        if flags & _RESPONSE:
+            state._answers.pop(seq, None)
+            self._pinned -= flags == _RESPONSE
         self._kept -= 1
-        self._bytes -= len(data) + ENTRY_OVERHEAD
+        self._bytes -= size + ENTRY_OVERHEAD
         self.evicted += 1
         if seq > state.lost_through:
             state.lost_through = seq
