@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import os
 import socket
 from collections.abc import Awaitable, Callable, MutableMapping
@@ -81,6 +82,12 @@ def hypercorn_config(
         hc.bind = [f"{bind_host}:{port}"]
     hc.certfile = certfile
     hc.keyfile = keyfile
+    if certfile is None:
+        # hypercorn times every connection's TLS handshake, plain ones too: a 60 s deadline
+        # that trio keeps in its deadline heap, with the connection's cancel scope, for a
+        # minute after the connection closed (TM-SESS-RELEASE). Without TLS there is no
+        # handshake to time.
+        hc.ssl_handshake_timeout = math.inf
     hc.accesslog = None
     # One logger, no handler of hypercorn's own: the application decides where logs go.
     hc.errorlog = logging.getLogger("hypercorn.error")

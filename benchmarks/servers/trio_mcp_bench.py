@@ -9,7 +9,8 @@
 ``loadgen.start_server``) reads the one line it prints once it listens,
 ``READY {"url": ..., "stats_url": ..., "pid": ..., "config": {...}}`` (the SDK's server
 prints the same line, with ``stats_url`` null). SIGTERM or SIGINT shut it down gracefully;
-SIGUSR1 runs the diagnostic of ``release.py``. Everything not given on the command line is
+SIGUSR1 runs the diagnostic of ``release.py``, SIGUSR2 that of ``arenas.py``
+(with ``TRIO_MCP_ARENA_CENSUS`` set). Everything not given on the command line is
 ``ServerConfig``'s default: the figures in RESULTS.md are those of an unconfigured server.
 """
 
@@ -23,8 +24,9 @@ import signal
 import sys
 from typing import Any
 
+import arenas  # beside this script, in benchmarks/servers/
 import attrs
-import release  # beside this script, in benchmarks/servers/
+import release
 import trio
 
 from trio_mcp import Context, ResponseMode, Server, ServerConfig, serve
@@ -153,6 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     release.install()
+    signal.signal(signal.SIGUSR2, arenas.write)
     trio.run(run, args)
     return 0
 

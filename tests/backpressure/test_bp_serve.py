@@ -3,6 +3,7 @@
 # reader that stopped).
 from __future__ import annotations
 
+import gc
 import json
 from typing import Any
 
@@ -167,3 +168,39 @@ async def test_under_serve_the_kernel_aborts_a_write_nobody_watches() -> None:
 
     assert client.reset or not client.ended
     assert client.received < BIG
+
+
+@pytest.mark.spec("TM-SESS-RELEASE")
+async def test_a_closed_plain_connection_leaves_no_deadline_behind() -> None:
+    """A plain-HTTP connection that has closed leaves nothing waiting in trio's deadline heap:
+    hypercorn times a TLS handshake on every connection, and untimed without TLS a
+    connection's cancel scope would stay in the heap for a minute after it closed."""
+    server, _record = make_server()
+    config = ServerConfig()
+    trigger = trio.Event()
+
+    def lingering() -> int:
+        now = trio.current_time()
+        return sum(
+            1
+            for obj in gc.get_objects()
+            if type(obj) is trio.CancelScope and obj.deadline - now > 30
+        )
+
+    with trio.fail_after(20):
+        async with trio.open_nursery() as nursery:
+            urls: list[str] = await nursery.start(
+                lambda task_status: serve(
+                    server, host="127.0.0.1", port=0, config=config,
+                    shutdown_trigger=trigger.wait, task_status=task_status,
+                )
+            )
+            before = lingering()
+            for _ in range(20):
+                answer = await request(urls[0] + config.path, "GET")
+                assert answer.status in (400, 405, 406)
+            await trio.sleep(0.1)
+            after = lingering()
+            trigger.set()
+
+    assert after - before < 5, f"{after - before} cancel scopes wait a minute or more"
