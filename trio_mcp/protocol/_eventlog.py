@@ -348,13 +348,7 @@ class EventLog:
         seq = self._next_seq
         self._next_seq += 1
         flags = _RESPONSE if kind is EntryKind.RESPONSE else 0
-        # _keep, inlined: this runs for every message the server sends.
-        state._seq.append(seq)
-        state._at.append(now)
-        state._flags.append(flags)
-        state._data.append(data)
-        if answers is not None:
-            state._answers[seq] = answers
+        state._push(seq, flags, data, now, answers)
         self._order_seq.append(seq)
         self._order_stream.append(stream)
         self._kept += 1
