@@ -46,6 +46,11 @@ class ServerConfig:
     server has data for it, is cut and told to resume (TM-BP-STALL)."""
     min_read_rate: float = 2048.0
     """Bytes per second below which a busy connection counts as stalled."""
+    window_pacing: bool = True
+    """Keep what a stream's reader has not read to a fifth of what a reader at
+    ``min_read_rate`` takes in one ``stall_budget`` (4 KiB by default), until it proves fast,
+    so that a reader that stopped is told from a slow one within the budget whatever its
+    buffers hold (TM-BP-PACE). Needs Linux (TCP_INFO) and HTTP/1.x; elsewhere, no effect."""
     signal_timeout: float = 30.0
     """How long a cut connection gets to take its ``resumption-required`` signal (TM-BP-SIGNAL).
 

@@ -101,21 +101,31 @@ async def _send_all(sock: trio.socket.SocketType, data: bytes) -> None:
 @pytest.mark.spec("TM-BP-STALL")
 async def test_probe_is_none_for_addresses_no_socket_here_has_and_scans_are_bounded() -> None:
     """Addresses no socket of this process is connected between, or that are no IP socket
-    addresses, give no probe (the detector then judges by writes alone). A miss rescans the
-    process's descriptors at most once per `min_rescan`, and an entry whose descriptor was
-    closed since the scan is not mistaken for whatever socket reuses it."""
+    addresses, give no probe (the detector then judges by writes alone). A pair that was
+    not found is not scanned for again within `min_rescan`; a connection made after a scan
+    is found by its first lookup, by a scan that looks only at descriptors new since the
+    last; and an entry whose descriptor was closed since the scan is not mistaken for
+    whatever socket reuses it."""
     assert find_tcp_socket(("127.0.0.1", 1), ("127.0.0.1", 2)) is None
     assert find_tcp_socket(None, None) is None
     assert find_tcp_socket(("/run/app.sock", None), ("x", 1)) is None
 
     index = SocketIndex(min_rescan=3600)
     assert index.find(("127.0.0.1", 1), ("127.0.0.1", 2)) is None
-    assert index.find(("127.0.0.1", 3), ("127.0.0.1", 4)) is None
+    assert index.find(("127.0.0.1", 1), ("127.0.0.1", 2)) is None
     assert 1 == index.scans
+    examined = index.examined
+    assert index.find(("127.0.0.1", 3), ("127.0.0.1", 4)) is None
+    assert 2 == index.scans
+    assert examined == index.examined
     async with loopback_pair() as (server, _client):
-        # Made after the scan: not known, and no rescan yet.
-        assert index.find(server.getsockname(), server.getpeername()) is None
-        assert 1 == index.scans
+        # Made after the scans: found at once, looking at its three new sockets only
+        # (the listener, and both ends).
+        probe = index.find(server.getsockname(), server.getpeername())
+        assert probe is not None
+        probe.close()
+        assert 3 == index.scans
+        assert examined + 3 == index.examined
 
     fresh = SocketIndex(min_rescan=0)
     async with loopback_pair() as (server, _client):

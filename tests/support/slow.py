@@ -568,15 +568,19 @@ async def open_slow(
     body: bytes = b"",
     *,
     rcvbuf: int | None = 4096,
+    maxseg: int | None = None,
 ) -> AsyncIterator[SlowClient]:
     """Connect with a small receive buffer (None: the kernel's default, autotuned) and send
-    one request; closes on exit."""
+    one request; closes on exit. ``maxseg`` clamps the segment size the client announces
+    (TCP_MAXSEG), as a network path's MTU would; loopback's is about 64 KB."""
     host, port = url_base
     sock = trio.socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
         if rcvbuf is not None:
             # Before connect(): the window scale is fixed at the handshake.
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        if maxseg is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, maxseg)
         await sock.connect((host, port))
         conn = h11.Connection(our_role=h11.CLIENT)
         names = {k.lower() for k, _ in headers}

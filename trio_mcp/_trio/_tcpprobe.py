@@ -34,9 +34,18 @@ _LAST_DATA_SENT = struct.Struct("=I"), 44
 _RTT = struct.Struct("=I"), 68
 _BYTES_ACKED = struct.Struct("=Q"), 120
 _NOTSENT = struct.Struct("=I"), 144
-#: How much of struct tcp_info to ask for: up to the last field above. A kernel that returns
-#: less is too old for them.
-_INFO_LEN = 148
+#: What window pacing reads besides (TM-BP-PACE): tcpi_bytes_sent and tcpi_bytes_retrans
+#: (Linux >= 4.19), and tcpi_snd_wnd, the window the peer last advertised (>= 5.4).
+_BYTES_SENT = struct.Struct("=Q"), 200
+_BYTES_RETRANS = struct.Struct("=Q"), 208
+_SND_WND = struct.Struct("=I"), 228
+#: tcpi_snd_wscale, the low four bits of byte 6: the scale of the windows the peer sends.
+_WSCALE = struct.Struct("=B"), 6
+#: How much of struct tcp_info is needed: up to tcpi_notsent_bytes for the stall detector; a
+#: kernel that returns less is too old for it. Up to tcpi_snd_wnd for pacing, which a kernel
+#: that returns less than _INFO_LEN simply goes without.
+_INFO_MIN = 148
+_INFO_LEN = 232
 
 #: A socket address as the ASGI scope gives it: (host, port).
 Address = tuple[str, int]
@@ -56,6 +65,12 @@ class TcpSample:
     """Seconds since the socket last sent data."""
     rtt: float
     """The smoothed round-trip time, in seconds."""
+    snd_wnd: int | None = None
+    """The receive window the peer last advertised, in bytes (None: kernel too old)."""
+    in_flight: int | None = None
+    """Bytes sent and not acknowledged yet (None: kernel too old)."""
+    window_grain: int = 1
+    """The granularity of the peer's window, in bytes (2 to the power of its scale)."""
 
 
 def _field(info: bytes, field: tuple[struct.Struct, int]) -> int:
@@ -120,15 +135,26 @@ class TcpProbe:
             info = sock.getsockopt(socket.IPPROTO_TCP, _TCP_INFO, _INFO_LEN)
         except OSError:
             info = b""
-        if len(info) < _INFO_LEN:
+        if len(info) < _INFO_MIN:
             self.close()
             return None
+        paced = len(info) >= _INFO_LEN
         return TcpSample(
             bytes_acked=_field(info, _BYTES_ACKED),
             notsent_bytes=_field(info, _NOTSENT),
             unacked=_field(info, _UNACKED),
             last_data_sent=_field(info, _LAST_DATA_SENT) / 1000,
             rtt=_field(info, _RTT) / 1_000_000,
+            snd_wnd=_field(info, _SND_WND) if paced else None,
+            in_flight=max(
+                0,
+                _field(info, _BYTES_SENT)
+                - _field(info, _BYTES_RETRANS)
+                - _field(info, _BYTES_ACKED),
+            )
+            if paced
+            else None,
+            window_grain=1 << (_field(info, _WSCALE) & 0x0F),
         )
 
     def close(self) -> None:
@@ -140,19 +166,30 @@ class TcpProbe:
 class SocketIndex:
     """This process's connected TCP sockets, by (local, peer) address.
 
-    One scan of ``/proc/self/fd`` maps every TCP socket descriptor to its addresses, and
-    lookups reuse it; a miss rescans at most once every ``min_rescan`` seconds, so the cost
-    stays bounded however many connections ask. A hit is checked again on the duplicate it
-    makes, since the descriptor may have been closed and reused since the scan.
+    A scan of ``/proc/self/fd`` maps TCP socket descriptors to their addresses. It looks
+    only at descriptors that are new since the last scan, by descriptor and inode (a
+    descriptor closed and reused holds a new socket, with a new inode), so a scan costs an
+    ``fstat`` per descriptor and a look at each new socket: a connection opened a moment
+    ago is found by its first lookup, however many connections came just before it. An
+    address pair that was not found is not scanned for again within ``min_rescan``
+    seconds, so the cost stays bounded for addresses no socket here has (behind a proxy, or
+    a Unix socket). A hit is checked again on the duplicate it makes, since the descriptor
+    may have been closed and reused since the scan.
     """
 
     def __init__(self, *, min_rescan: float = 1.0, fd_dir: str = "/proc/self/fd") -> None:
         self.min_rescan = min_rescan
         self.fd_dir = fd_dir
         self._by_names: dict[tuple[Address, Address], int] = {}
-        self._scanned_at: float | None = None
+        #: Each socket descriptor seen by the last scan: its inode, and its addresses if it
+        #: is a connected TCP socket.
+        self._seen: dict[int, tuple[int, tuple[Address, Address] | None]] = {}
+        #: Address pairs not found, and when.
+        self._missed: dict[tuple[Address, Address], float] = {}
         self.scans = 0
         """Scans made so far."""
+        self.examined = 0
+        """Sockets looked at (duplicated and named) by the scans so far."""
 
     def find(self, local: object, peer: object) -> TcpProbe | None:
         """A probe of the socket connected from ``local`` to ``peer``, or None."""
@@ -163,10 +200,20 @@ class SocketIndex:
         if probe is not None:
             return probe
         now = time.monotonic()
-        if self._scanned_at is not None and now - self._scanned_at < self.min_rescan:
+        missed = self._missed.get((lk, pk))
+        if missed is not None and now - missed < self.min_rescan:
             return None
-        self._scan(now)
-        return self._open(lk, pk)
+        self._scan()
+        probe = self._open(lk, pk)
+        if probe is None:
+            if len(self._missed) >= 1024:
+                self._missed = {
+                    k: t for k, t in self._missed.items() if now - t < self.min_rescan
+                }
+            self._missed[(lk, pk)] = now
+        else:
+            self._missed.pop((lk, pk), None)
+        return probe
 
     def _open(self, local: Address, peer: Address) -> TcpProbe | None:
         fd = self._by_names.get((local, peer))
@@ -178,13 +225,13 @@ class SocketIndex:
             if sock is not None:
                 sock.close()
             del self._by_names[(local, peer)]
+            self._seen.pop(fd, None)
             return None
         return TcpProbe(sock, local, peer)
 
-    def _scan(self, now: float) -> None:
-        self._scanned_at = now
+    def _scan(self) -> None:
         self.scans += 1
-        found: dict[tuple[Address, Address], int] = {}
+        seen: dict[int, tuple[int, tuple[Address, Address] | None]] = {}
         try:
             entries = os.listdir(self.fd_dir)
         except OSError:
@@ -192,14 +239,35 @@ class SocketIndex:
         for entry in entries:
             if not entry.isdigit():
                 continue
-            sock = _tcp_socket_at(int(entry))
-            if sock is None:
+            fd = int(entry)
+            try:
+                st = os.fstat(fd)
+            except OSError:
                 continue
-            with sock:
-                names = _names(sock)
-            if names is not None:
-                found[names] = int(entry)
-        self._by_names = found
+            if not stat.S_ISSOCK(st.st_mode):
+                continue
+            known = self._seen.get(fd)
+            if known is not None and known[0] == st.st_ino:
+                seen[fd] = known
+                continue
+            self.examined += 1
+            names = None
+            sock = _tcp_socket_at(fd)
+            if sock is not None:
+                with sock:
+                    names = _names(sock)
+                    if names is None and not _listening(sock):
+                        continue  # not connected yet, perhaps: look again next time
+            seen[fd] = (st.st_ino, names)
+        self._seen = seen
+        self._by_names = {names: fd for fd, (_, names) in seen.items() if names is not None}
+
+
+def _listening(sock: socket.socket) -> bool:
+    try:
+        return bool(sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN))
+    except OSError:
+        return False
 
 
 def _tcp_socket_at(fd: int) -> socket.socket | None:

@@ -24,6 +24,7 @@ from ..protocol import (
 )
 from ..protocol._sse import encode_message_event
 from ..protocol._transport import SSE_HEADERS
+from ._pacer import RAMP_FACTOR, SMALL_WINDOW, WindowPacer, pace_limit
 from ._responder import Responder, watching_disconnect
 from ._writer import ConnectionWriter
 
@@ -132,7 +133,10 @@ class View:
         await self.responder.start_stream(200, (*SSE_HEADERS, *headers))
         cfg = session.config
         writer = ConnectionWriter(
-            self.responder, window=cfg.stall_budget, max_write=_max_write(cfg)
+            self.responder,
+            window=cfg.stall_budget,
+            max_write=_max_write(cfg),
+            pacer=_pacer(self.responder, cfg),
         )
         self.writer = writer
         writer.on_progress = self.ring
@@ -196,6 +200,9 @@ class View:
         """
         cfg = self.session.config
         writer.drop_queued()
+        # TM-BP-PACE: a paced reader's buffers have room for the rest of the write in
+        # progress and the signal; holding them back would only delay the close.
+        writer.unpace()
         with trio.move_on_after(cfg.signal_timeout) as cs:
             cs.shield = True
             if not await self._drain_while_read(writer):
@@ -355,6 +362,21 @@ class View:
             self.session.manager.stats.streams_stalled += 1
             return True
         return False
+
+
+def _pacer(responder: Responder, cfg: ServerConfig) -> WindowPacer | None:
+    """TM-BP-PACE: a pacer for a responder that can read its socket's TCP_INFO."""
+    sample = getattr(responder, "tcp_sample", None)
+    if not cfg.window_pacing or sample is None:
+        return None
+    return WindowPacer(
+        sample,
+        limit=pace_limit(cfg.min_read_rate, cfg.stall_budget),
+        ramp_rate=RAMP_FACTOR * cfg.min_read_rate,
+        probe_max=cfg.stall_budget / 40,
+        small_window=max(SMALL_WINDOW, int(cfg.min_read_rate * cfg.stall_budget)),
+        gone=responder.disconnected,
+    )
 
 
 def _max_write(cfg: ServerConfig) -> int:

@@ -19,6 +19,7 @@ from collections.abc import Callable
 import attrs
 import trio
 
+from ._pacer import WindowPacer
 from ._responder import Responder
 from ._tcpprobe import TcpSample
 
@@ -144,9 +145,16 @@ class ConnectionWriter:
     """
 
     def __init__(
-        self, responder: Responder, *, window: float, max_write: int | None = None
+        self,
+        responder: Responder,
+        *,
+        window: float,
+        max_write: int | None = None,
+        pacer: WindowPacer | None = None,
     ) -> None:
         self.responder = responder
+        #: Paces the writes by the reader's window, while it does (TM-BP-PACE).
+        self.pacer = pacer
         self.window = window
         #: The most one write hands the responder; larger chunks go out in slices of it.
         self.max_write = max_write
@@ -220,7 +228,19 @@ class ConnectionWriter:
         self._closed = True
         self._queue.clear()
         self._wakeup.set()
+        self.unpace()
         self._stop_probing()
+
+    def unpace(self) -> None:
+        """Stop pacing (TM-BP-PACE): a write held back goes out now. A cut connection's last
+        writes are not held: its reader's buffers have room, so they go out at once."""
+        if self.pacer is not None:
+            self.pacer.stop()
+
+    @property
+    def paced(self) -> bool:
+        """Whether the writes are paced by the reader's window now (TM-BP-PACE)."""
+        return self.pacer is not None and self.pacer.pacing
 
     @property
     def probing(self) -> bool:
@@ -263,9 +283,20 @@ class ConnectionWriter:
         if self.busy_since is None:
             return 0.0
         busy = self.busy_time(now)
-        self._watch_kernel(now)
-        if busy < self.window:
-            return 0.0
+        pacer = self.pacer
+        if pacer is not None and pacer.pacing:
+            if busy < self.window:
+                return 0.0
+            # TM-BP-PACE: the reader's buffers hold little, so a reader that reads shows it
+            # (its window reopens) well within the budget; one that shows nothing for a whole
+            # budget has stopped.
+            silent = now - max(pacer.progress_at, self.busy_since)
+            if silent >= max(self.window, 2 * pacer.limit / min_rate):
+                return busy
+        else:
+            self._watch_kernel(now)
+            if busy < self.window:
+                return 0.0
         if self._acks is not None and self._acks.acked is not None:
             return busy if self._acks_stalled(now, min_rate) else 0.0
         if self.drain_rate(now) >= min_rate:
@@ -412,10 +443,15 @@ class ConnectionWriter:
                 chunk = self._take()
                 self.in_flight = chunk
                 step = self.max_write or len(chunk.data) or 1
-                for start in range(0, len(chunk.data), step):
-                    if self._closed:
-                        break
-                    piece = chunk.data[start : start + step]
+                start = 0
+                while start < len(chunk.data) and not self._closed:
+                    size, probe = min(step, len(chunk.data) - start), False
+                    if self.pacer is not None and not self.pacer.released:
+                        size, probe = await self.pacer.admit(size, self.bytes_written)
+                        if self._closed:
+                            break
+                    piece = chunk.data[start : start + size]
+                    start += size
                     self._write_began = trio.current_time()
                     # The one await that may block on the client: it is shielded inside
                     # hypercorn, and it returns when the client reads, or when the connection
@@ -424,6 +460,10 @@ class ConnectionWriter:
                     # more than min_read_rate x stall_budget bytes would look like a stall.
                     await self.responder.write(piece)
                     self._write_began = None
+                    self.bytes_written += len(piece)
+                    if probe:
+                        # Sent to hear the reader's window, not because it read: no progress.
+                        continue
                     now = trio.current_time()
                     self._account(now)
                     self._bucket(now)[2] += len(piece)
@@ -435,7 +475,6 @@ class ConnectionWriter:
                         self._burst = 0
                     self._burst += len(piece)
                     self._last_done = now
-                    self.bytes_written += len(piece)
                 self.in_flight = None
                 # TM-BP-RELEASE: a write that returns after the view gave the connection up
                 # is no delivery: hypercorn reports a write to a connection it has closed as

@@ -1,0 +1,238 @@
+# Window pacing (trio_mcp/_trio/_pacer.py, TM-BP-PACE) against a modelled TCP receiver under
+# trio's MockClock: what it lets through, when it probes, when it lets a reader go. The real
+# kernel's behaviour is in test_bp_pace.py.
+from __future__ import annotations
+
+import itertools
+import math
+
+import attrs
+import pytest
+import trio
+import trio.testing
+
+from trio_mcp._trio._pacer import (
+    ENGAGE_AFTER,
+    PROBE_BYTES,
+    PROBE_FIRST,
+    RELEASE_AT,
+    WindowPacer,
+    pace_limit,
+)
+from trio_mcp._trio._tcpprobe import TcpSample
+
+#: The pacer of the default configuration: 2048 B/s minimum, 10 s budget.
+LIMIT = pace_limit(2048, 10.0)
+RAMP = 4 * 2048.0
+PROBE_MAX = 10.0 / 40
+
+
+@attrs.define
+class Receiver:
+    """A TCP receiver as TCP_INFO shows it to the sender: what is written arrives and is
+    acknowledged at once, and each acknowledgement advertises the room its buffer has left.
+    Its application reads ``rate`` bytes per second of what arrived. Like Linux, reading
+    alone announces nothing: the window the sender sees is the one of the last arrival."""
+
+    buffer: int = 128 * 1024
+    rate: float = 0.0
+    acked: int = 0
+    unread: float = 0.0
+    wnd: int = 128 * 1024
+    at: float = 0.0
+    arrivals: list[tuple[float, int]] = attrs.Factory(list)
+
+    def _read(self) -> None:
+        now = trio.current_time()
+        self.unread = max(0.0, self.unread - self.rate * (now - self.at))
+        self.at = now
+
+    def deliver(self, n: int) -> None:
+        self._read()
+        self.unread += n
+        self.acked += n
+        self.wnd = self.buffer - math.ceil(self.unread)
+        self.arrivals.append((trio.current_time(), n))
+
+    def sample(self) -> TcpSample:
+        return TcpSample(
+            bytes_acked=self.acked, notsent_bytes=0, unacked=0, last_data_sent=0.0,
+            rtt=0.0001, snd_wnd=self.wnd, in_flight=0,
+        )
+
+
+def pacer_for(receiver: Receiver) -> WindowPacer:
+    return WindowPacer(receiver.sample, limit=LIMIT, ramp_rate=RAMP, probe_max=PROBE_MAX)
+
+
+async def write_for(pacer: WindowPacer, receiver: Receiver, seconds: float) -> list[int]:
+    """Write 2 KB pieces through the pacer for ``seconds``; the sizes of the probes sent."""
+    probes: list[int] = []
+    written = 0
+    with trio.move_on_after(seconds):
+        while True:
+            size, probe = await pacer.admit(2048, written)
+            receiver.deliver(size)
+            written += size
+            if probe:
+                probes.append(size)
+            await trio.sleep(0.001)
+    return probes
+
+
+@pytest.mark.spec("TM-BP-PACE")
+@pytest.mark.parametrize("mock_clock", [trio.testing.MockClock(autojump_threshold=0)])
+async def test_a_stopped_reader_is_given_the_limit_and_then_only_probes(
+    mock_clock: trio.testing.MockClock,
+) -> None:
+    """A reader that reads nothing gets the first kilobyte unpaced, then no more than the
+    limit, then only probes of a couple of bytes, whose spacing doubles from the first
+    probe's to a fortieth of the budget; its window never shows progress."""
+    receiver = Receiver()
+    pacer = pacer_for(receiver)
+    probes = await write_for(pacer, receiver, 10.0)
+
+    assert pacer.pacing and pacer.limit == LIMIT
+    assert all(size == PROBE_BYTES for size in probes)
+    assert receiver.acked <= ENGAGE_AFTER + 2048 + LIMIT + PROBE_BYTES * len(probes)
+    assert receiver.acked >= LIMIT
+    probe_times = [t for t, n in receiver.arrivals if n == PROBE_BYTES]
+    gaps = [b - a for a, b in itertools.pairwise(probe_times)]
+    assert gaps[0] == pytest.approx(2 * PROBE_FIRST, abs=1e-3)
+    assert max(gaps) == pytest.approx(PROBE_MAX, abs=1e-3)
+    assert all(b >= a - 1e-9 for a, b in itertools.pairwise(gaps))
+    # 10 s of backing off: a handful of quick probes, then four a second.
+    assert 35 <= len(probes) <= 50
+    assert pacer.progress_at == 0.0
+
+
+@pytest.mark.spec("TM-BP-PACE")
+@pytest.mark.parametrize("mock_clock", [trio.testing.MockClock(autojump_threshold=0)])
+async def test_a_slow_reader_stays_paced_and_shows_progress_often(
+    mock_clock: trio.testing.MockClock,
+) -> None:
+    """A reader at 1.25 times the minimum rate never has more than the limit (and a
+    probe) unread, keeps the first limit, takes most of what it asks for, and its window
+    shows progress far more often than once a budget."""
+    receiver = Receiver(rate=2560.0)
+    pacer = pacer_for(receiver)
+    progress: list[float] = []
+    written = 0
+    with trio.move_on_after(30.0):
+        while True:
+            size, _probe = await pacer.admit(2048, written)
+            receiver.deliver(size)
+            written += size
+            assert receiver.unread <= LIMIT + ENGAGE_AFTER + 2048
+            if not progress or pacer.progress_at > progress[-1]:
+                progress.append(pacer.progress_at)
+            await trio.sleep(0.001)
+
+    assert pacer.pacing and pacer.limit == LIMIT
+    assert receiver.acked >= 0.9 * 2560 * 30
+    gaps = [b - a for a, b in itertools.pairwise(progress)]
+    assert max(gaps) <= 10.0 / 4
+
+
+@pytest.mark.spec("TM-BP-PACE")
+@pytest.mark.parametrize("mock_clock", [trio.testing.MockClock(autojump_threshold=0)])
+async def test_a_reader_that_keeps_up_is_let_go(mock_clock: trio.testing.MockClock) -> None:
+    """A reader that takes each limit's worth at over the ramp rate doubles its limit, and
+    past RELEASE_AT is no longer paced: from then on the pacer admits every write whole,
+    without sampling."""
+    receiver = Receiver(rate=1_000_000.0)
+    pacer = pacer_for(receiver)
+    await write_for(pacer, receiver, 2.0)
+
+    assert pacer.released and pacer.proved_fast
+    assert pacer.limit >= RELEASE_AT
+    calls = 0
+
+    def counted() -> TcpSample:
+        nonlocal calls
+        calls += 1
+        return receiver.sample()
+
+    pacer._sample = counted
+    assert (4096, False) == await pacer.admit(4096, 10**6)
+    assert calls == 0
+
+
+@pytest.mark.spec("TM-BP-PACE")
+@pytest.mark.parametrize("mock_clock", [trio.testing.MockClock(autojump_threshold=0)])
+async def test_a_reader_that_slows_down_goes_back_to_the_first_limit(
+    mock_clock: trio.testing.MockClock,
+) -> None:
+    """A reader that earned a larger limit and then reads at the minimum rate has its limit
+    halved back to the first one, so what it holds unread is small again."""
+    receiver = Receiver(rate=12_000.0)
+    pacer = pacer_for(receiver)
+    await write_for(pacer, receiver, 3.0)
+    assert pacer.pacing and pacer.limit > LIMIT
+    receiver.rate = 1500.0
+    await write_for(pacer, receiver, 40.0)
+
+    assert pacer.pacing and pacer.limit == LIMIT
+
+
+@pytest.mark.spec("TM-BP-PACE")
+@pytest.mark.parametrize("mock_clock", [trio.testing.MockClock(autojump_threshold=0)])
+async def test_small_streams_and_kernels_without_a_window_are_not_paced(
+    mock_clock: trio.testing.MockClock,
+) -> None:
+    """Writes that stay within the first kilobyte never sample the socket; a kernel whose
+    TCP_INFO has no advertised window (before Linux 5.4) stops the pacer for good, and so
+    do a socket that can no longer be read, stop(), and a reader whose window is small
+    enough for the stall detector alone."""
+    calls = 0
+
+    def never() -> TcpSample | None:
+        nonlocal calls
+        calls += 1
+        return None
+
+    pacer = WindowPacer(never, limit=LIMIT, ramp_rate=RAMP, probe_max=PROBE_MAX)
+    assert (600, False) == await pacer.admit(600, 0)
+    assert (400, False) == await pacer.admit(400, 600)
+    assert calls == 0
+    assert (2048, False) == await pacer.admit(2048, 1000)
+    assert calls == 1 and pacer.released
+
+    old = Receiver()
+    pacer = WindowPacer(
+        lambda: attrs.evolve(old.sample(), snd_wnd=None, in_flight=None),
+        limit=LIMIT, ramp_rate=RAMP, probe_max=PROBE_MAX,
+    )
+    assert (2048, False) == await pacer.admit(2048, 4096)
+    assert pacer.released and not pacer.proved_fast
+
+    held = Receiver()
+    pacer = pacer_for(held)
+    written = 0
+    while not (pacer.pacing and held.acked >= LIMIT):
+        size, _ = await pacer.admit(2048, written)
+        held.deliver(size)
+        written += size
+    async with trio.open_nursery() as nursery:
+        done = trio.Event()
+
+        async def blocked() -> None:
+            # Nothing but probes while held back; the whole write once stopped.
+            while (got := await pacer.admit(2048, written)) == (PROBE_BYTES, True):
+                held.deliver(PROBE_BYTES)
+            assert (2048, False) == got
+            done.set()
+
+        nursery.start_soon(blocked)
+        await trio.sleep(1.0)
+        assert not done.is_set()
+        pacer.stop()
+        await done.wait()
+
+    # A reader whose whole window a reader at the minimum rate drains within a budget.
+    small = Receiver(buffer=16 * 1024, wnd=16 * 1024)
+    pacer = WindowPacer(
+        small.sample, limit=LIMIT, ramp_rate=RAMP, probe_max=PROBE_MAX, small_window=20480
+    )
+    assert (2048, False) == await pacer.admit(2048, 4096)
+    assert pacer.released and not pacer.engaged
