@@ -31,7 +31,8 @@ CUT_GRACE = 1.0
 
 def load(raw: Path) -> dict[str, Any]:
     data: dict[str, Any] = {}
-    for name in ("machine", "rps", "stream", "abandoned", "slow", "resume", "profile"):
+    for name in ("machine", "rps", "stream", "abandoned", "slow", "stopped", "resume",
+                 "profile"):
         path = raw / f"{name}.json"
         if path.exists():
             data[name] = json.loads(path.read_text())
@@ -132,18 +133,20 @@ def targets(data: dict[str, Any]) -> list[list[str]]:
             rows.append([f"abandoned {n}: RSS after the TTL within 10% of before",
                          f"{back * 100:+.0f}%", verdict(back <= 0.10),
                          margin(1 + back, 1.10, lower_is_better=True)])
-    if "slow" in data:
-        t = find(data["slow"]["summary"], contender=TRIO_MCP)
+    for key, who in (("slow", "slow reader"), ("stopped", "stopped reader, default buffers")):
+        if key not in data:
+            continue
+        t = find(data[key]["summary"], contender=TRIO_MCP)
         if t:
             g = t["growth_max_kib"]
-            rows.append([f"slow reader: RSS growth <= one window ({WINDOW_KIB} KiB)",
+            rows.append([f"{who}: RSS growth <= one window ({WINDOW_KIB} KiB)",
                          f"{num(g)} KiB", verdict(g <= WINDOW_KIB),
                          margin(g, WINDOW_KIB, lower_is_better=True)])
             limit = STALL_BUDGET + CUT_GRACE
-            for key, what in (("decided_at", "server cut the stream"),
-                              ("cut_at", "(informational) the TCP connection closed")):
-                cut = t.get(key)
-                rows.append([f"slow reader: {what} within the stall budget "
+            for field, what in (("decided_at", "server cut the stream"),
+                                ("cut_at", "(informational) the TCP connection closed")):
+                cut = t.get(field)
+                rows.append([f"{who}: {what} within the stall budget "
                              f"({STALL_BUDGET:g} s, +{CUT_GRACE:g} s sampling)",
                              "not within the run" if cut is None else f"{cut:.1f} s",
                              verdict(cut is not None and cut <= limit),
@@ -199,6 +202,8 @@ def render(data: dict[str, Any], *, quick: bool, command: str, plots: dict[str, 
         out.append(section_abandoned(data["abandoned"], plots))
     if "slow" in data:
         out.append(section_slow(data["slow"], plots))
+    if "stopped" in data:
+        out.append(section_slow(data["stopped"], plots, stopped=True))
     if "resume" in data:
         out.append(section_resume(data["resume"]))
     if "profile" in data:
@@ -349,7 +354,7 @@ trio-mcp's own counters once quiet (bytes its logs retain, `SessionManager.stati
     return text
 
 
-def section_slow(slow: dict[str, Any], plots: dict[str, str]) -> str:
+def section_slow(slow: dict[str, Any], plots: dict[str, str], stopped: bool = False) -> str:
     rows = []
     for row in slow["summary"]:
         cuts = ", ".join("never" if c is None else f"{c:.1f} s" for c in row["cuts"])
@@ -370,11 +375,21 @@ def section_slow(slow: dict[str, Any], plots: dict[str, str]) -> str:
                 f"{r['stats']['streams_cut']} cut" for r in runs if r.get("stats")]
     if counters:
         notes += "; trio-mcp's counters at the end: " + ", ".join(counters)
-    text = f"""## Slow reader
+    if stopped:
+        head = f"""## Stopped reader behind default buffers
+
+One client calls `stream(n={slow['n']}, size={slow['size']})` on a socket with the kernel's
+default receive buffer (it reports {rcvbuf} bytes, and autotunes: about 125 KB are taken on
+loopback before the window closes), reads the response head and then nothing, for
+{slow['duration']:g} s. Unpaced, such a reader looks like a slow one for about 50 s; trio-mcp
+paces a new stream by its reader's window (TM-BP-PACE)."""
+    else:
+        head = f"""## Slow reader
 
 One client calls `stream(n={slow['n']}, size={slow['size']})` on a socket whose receive
 buffer is {slow['rcvbuf']} bytes (the kernel reports {rcvbuf}), and reads {slow['rate']} bytes
-a second for {slow['duration']:g} s. RSS growth is over the RSS before the call; "connection
+a second for {slow['duration']:g} s."""
+    text = f"""{head} RSS growth is over the RSS before the call; "connection
 closed" is when the server's end of the connection left ESTABLISHED (read from /proc/net/tcp every
 0.5 s), whatever the client had yet to read; for trio-mcp, "decided" is when its counters
 first showed the stream cut (`streams_cut`, polled every 0.5 s). Server defaults: trio-mcp's
@@ -384,6 +399,8 @@ stall budget is {STALL_BUDGET:g} s below 2 KiB/s.
 
 What the client got: {notes}.
 """  # noqa: E501
+    if stopped:
+        return text
     if "slow" in plots:
         text += f"\n![RSS over time for the slow reader]({plots['slow']})\n"
     return text

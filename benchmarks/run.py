@@ -65,7 +65,7 @@ SERVER_SCRIPTS = {
     SDK: HERE / "servers" / "sdk_bench.py",
     BARE: HERE / "servers" / "bare_hypercorn.py",
 }
-BENCHMARKS = ("rps", "stream", "abandoned", "slow", "resume", "profile")
+BENCHMARKS = ("rps", "stream", "abandoned", "slow", "stopped", "resume", "profile")
 
 #: trio-mcp's defaults that the targets refer to (ServerConfig / Retention).
 TRIO_WINDOW_BYTES = 512 * 1024
@@ -670,6 +670,21 @@ def server_socket_state(server_port: int, client_port: int) -> str | None:
 
 
 async def bench_slow(cfg: Settings, logs: Path) -> dict[str, Any]:
+    """A reader at ``slow_rate`` behind a ``slow_rcvbuf`` receive buffer (TM-BP-STALL)."""
+    return await slow_reader(cfg, logs, "slow", cfg.slow_rate, cfg.slow_rcvbuf)
+
+
+async def bench_stopped(cfg: Settings, logs: Path) -> dict[str, Any]:
+    """A reader that reads nothing after its request, behind the kernel's default
+    (autotuned) buffers, which take about 125 KB on loopback (TM-BP-PACE)."""
+    return await slow_reader(cfg, logs, "stopped", 0, None)
+
+
+async def slow_reader(
+    cfg: Settings, logs: Path, name: str, rate: int, rcvbuf_asked: int | None
+) -> dict[str, Any]:
+    """One client calls ``stream`` and reads ``rate`` bytes a second (0: nothing) for
+    ``slow_duration``: the server's RSS over time, and when it cut the connection."""
     runs: list[dict[str, Any]] = []
     contenders = [TRIO_MCP, SDK]
     loop = asyncio.get_running_loop()
@@ -682,7 +697,8 @@ async def bench_slow(cfg: Settings, logs: Path) -> dict[str, Any]:
                 await asyncio.sleep(0.5)
                 before = srv.rss_kib()
                 sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, cfg.slow_rcvbuf)
+                if rcvbuf_asked is not None:
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf_asked)
                 rcvbuf = sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
                 sock.setblocking(False)
                 await loop.sock_connect(sock, (HOST, srv.port))
@@ -701,7 +717,7 @@ async def bench_slow(cfg: Settings, logs: Path) -> dict[str, Any]:
                 eof_at: float | None = None
                 t0 = time.perf_counter()
                 step = 0.25
-                per_step = int(cfg.slow_rate * step)
+                per_step = int(rate * step)
                 next_sample = 0.0
                 while (now := time.perf_counter() - t0) < cfg.slow_duration:
                     if now >= next_sample:
@@ -717,7 +733,7 @@ async def bench_slow(cfg: Settings, logs: Path) -> dict[str, Any]:
                             if counters.get("streams_cut", 0) > 0:
                                 decided_at = time.perf_counter() - t0
                         next_sample += 0.5
-                    if eof_at is None:
+                    if eof_at is None and per_step > 0:
                         try:
                             data = await asyncio.wait_for(loop.sock_recv(sock, per_step), step)
                         except TimeoutError:
@@ -749,8 +765,8 @@ async def bench_slow(cfg: Settings, logs: Path) -> dict[str, Any]:
             cut = f"{cut_at:.1f} s" if cut_at is not None else "never"
             if decided_at is not None:
                 cut += f" (decided at {decided_at:.1f} s)"
-            log(f"slow run {run} {contender}: RSS growth max {growth} KiB, server cut: {cut}, "
-                f"read {got} bytes / {events} events")
+            log(f"{name} run {run} {contender}: RSS growth max {growth} KiB, server cut: "
+                f"{cut}, read {got} bytes / {events} events")
     summary = []
     for contender in contenders:
         rs = [r for r in runs if r["contender"] == contender]
@@ -766,8 +782,8 @@ async def bench_slow(cfg: Settings, logs: Path) -> dict[str, Any]:
             "cuts": cuts, "runs": len(rs),
         })
     return {"runs": runs, "summary": summary, "duration": cfg.slow_duration,
-            "rate": cfg.slow_rate, "n": cfg.slow_n, "size": cfg.slow_size,
-            "rcvbuf": cfg.slow_rcvbuf}
+            "rate": rate, "n": cfg.slow_n, "size": cfg.slow_size,
+            "rcvbuf": rcvbuf_asked}
 
 
 # -- resume -------------------------------------------------------------------------------------
@@ -1103,7 +1119,8 @@ async def main_async(args: argparse.Namespace) -> int:
             results[name] = await bench_profile(cfg, logs, raw)
         else:
             bench = {"rps": bench_rps, "stream": bench_stream, "abandoned": bench_abandoned,
-                     "slow": bench_slow, "resume": bench_resume}[name]
+                     "slow": bench_slow, "stopped": bench_stopped,
+                     "resume": bench_resume}[name]
             results[name] = await bench(cfg, logs)
         results[name]["seconds"] = time.perf_counter() - t0
         results[name]["date"] = time.strftime("%Y-%m-%d %H:%M %Z")
