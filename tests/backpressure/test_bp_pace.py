@@ -16,6 +16,7 @@ from support.client import dumps as json_body
 from support.fixtures import LiveServer, StartServer, wait_until
 from support.slow import SlowClient, make_server, numbered, open_slow, tasks_named
 
+import trio_mcp._asgi
 from trio_mcp import ServerConfig
 from trio_mcp._trio._pacer import RELEASE_AT
 from trio_mcp._trio._writer import ConnectionWriter
@@ -199,3 +200,31 @@ async def test_a_reader_that_keeps_up_is_released_from_pacing(
     assert not writer.paced
     assert client.ended
     assert [*range(n), None] == [numbered(m) for m in client.messages]
+
+
+@pytest.mark.spec("TM-BP-PACE")
+async def test_small_responses_never_look_their_socket_up(
+    live_server: StartServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SSE responses that write no more than a kilobyte (here, tools/call answers of
+    `echo`) are never paced: not one socket lookup is made for them. A stream that writes
+    more looks its socket up once."""
+    lookups: list[object] = []
+    real = trio_mcp._asgi.find_tcp_socket
+
+    def counted(local: object, peer: object) -> object:
+        lookups.append(peer)
+        return real(local, peer)
+
+    monkeypatch.setattr(trio_mcp._asgi, "find_tcp_socket", counted)
+    server, _record = make_server()
+    live = await live_server(server, ServerConfig())
+    session = await open_session(live.url)
+    for i in range(20):
+        reply = await session.call("tools/call", {"name": "echo", "arguments": {"text": str(i)}})
+        assert str(i) in json.dumps(reply)
+    assert [] == lookups
+
+    reply = await session.call("tools/call", {"name": "stream", "arguments": {"n": 20}})
+    assert "result" in reply
+    assert 1 == len(lookups)

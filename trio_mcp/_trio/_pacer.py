@@ -73,6 +73,14 @@ class WindowPacer:
     returns how many may go now, waiting first if the reader holds too much unread.
     """
 
+    # One per streamed response: slots keep what a paced stream costs small (TM-BP-BOUNDED).
+    __slots__ = (
+        "_gone", "_held", "_next_probe", "_probe_gap", "_ref", "_sample", "_wake",
+        "consumed", "engaged", "first_largest", "first_limit", "largest", "limit",
+        "probe_max", "probes", "progress_at", "proved_fast", "ramp_rate", "released",
+        "small_window",
+    )
+
     def __init__(
         self,
         sample: Callable[[], TcpSample | None],
@@ -117,7 +125,7 @@ class WindowPacer:
         self._held = False
         self._probe_gap = PROBE_FIRST
         self._next_probe = math.inf
-        self._wake = trio.Event()
+        self._wake: trio.Event | None = None
 
     @property
     def pacing(self) -> bool:
@@ -126,7 +134,8 @@ class WindowPacer:
     def stop(self) -> None:
         """Stop pacing for good; a write held back goes out at once."""
         self.released = True
-        self._wake.set()
+        if self._wake is not None:
+            self._wake.set()
 
     def _observe(self, sample: TcpSample, now: float) -> tuple[int, int] | None:
         """Take a sample: the bytes not yet delivered to the reader (unsent or in flight),
@@ -220,6 +229,8 @@ class WindowPacer:
                 return min(size, PROBE_BYTES), True
             # In flight: its acknowledgement comes within a round trip or a delayed ACK.
             wait = self._next_probe - now if queued <= 0 else max(sample.rtt, 0.001)
+            if self._wake is None:
+                self._wake = trio.Event()
             with trio.move_on_after(min(max(wait, 0.0005), self.probe_max)):
                 await self._wake.wait()
         return size, False

@@ -170,6 +170,9 @@ class View:
             # Never end a cut response properly: a completed response would leave the
             # connection open for keep-alive. Returning unfinished makes hypercorn close it.
             return
+        # TM-BP-PACE: what is left to write is a few chunks at most; holding them back
+        # would only delay the end of the response.
+        writer.unpace()
         if reason not in (ViewEnd.COMPLETE, ViewEnd.CLIENT_GONE, ViewEnd.GAP) and self.send_retry:
             # T-PSSE-4 / T-GET-8 (SHOULD): before closing a connection whose stream goes on,
             # send a retry field so the client knows when to resume.
