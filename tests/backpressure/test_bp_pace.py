@@ -13,8 +13,15 @@ import pytest
 import trio
 from support.client import McpSession, open_session, open_stream, rpc_request
 from support.client import dumps as json_body
-from support.fixtures import LiveServer, StartServer, wait_until
-from support.slow import SlowClient, make_server, numbered, open_slow, tasks_named
+from support.fixtures import StartServer, wait_until
+from support.slow import (
+    SlowClient,
+    make_server,
+    numbered,
+    open_slow,
+    request_writer,
+    tasks_named,
+)
 
 import trio_mcp._asgi
 from trio_mcp import ServerConfig
@@ -44,18 +51,6 @@ def start_call(
     )
 
 
-async def call_writer(live: LiveServer, session_id: str) -> ConnectionWriter:
-    """The writer of the session's POST-stream connection, once it exists."""
-    views = live.manager.sessions[session_id].views
-
-    def writers() -> list[ConnectionWriter]:
-        return [v.writer for s, v in views.items() if s != 0 and v.writer is not None]
-
-    await wait_until(lambda: bool(writers()))
-    [writer] = writers()
-    return writer
-
-
 @pytest.mark.spec("TM-BP-PACE", "TM-BP-STALL", "TM-BP-SIGNAL", "T-RESUME-5")
 @pytest.mark.parametrize("maxseg", [None, MSS], ids=["loopback-mss", "mss-1448"])
 async def test_stopped_reader_behind_large_buffers_is_cut_within_the_budget(
@@ -77,7 +72,7 @@ async def test_stopped_reader_behind_large_buffers_is_cut_within_the_budget(
     with trio.fail_after(30):
         async with start_call(session, live.port, maxseg=maxseg, n=n) as client:
             await client.read_head()
-            writer = await call_writer(live, session.id)
+            writer = await request_writer(live.manager, session.id)
             busy_since = writer.busy_since
             assert busy_since is not None
             paced = False
@@ -125,7 +120,7 @@ async def test_without_pacing_a_stopped_reader_behind_large_buffers_outlasts_the
     with trio.fail_after(30):
         async with start_call(session, live.port, maxseg=None) as client:
             await client.read_head()
-            writer = await call_writer(live, session.id)
+            writer = await request_writer(live.manager, session.id)
             await trio.sleep(budget + CHECK + SLACK + 1.0)
             assert 0 == live.manager.stats.streams_stalled
             assert writer.pacer is None and writer.bytes_written > 40_000
@@ -155,7 +150,7 @@ async def test_paced_readers_above_the_minimum_rate_are_never_cut(
                 )
                 await client.read_head()
                 clients.append(client)
-                writers.append(await call_writer(live, session.id))
+                writers.append(await request_writer(live.manager, session.id))
             began = trio.current_time()
             async with trio.open_nursery() as nursery:
                 for client, (factor, _) in zip(clients, readers, strict=True):
@@ -191,7 +186,7 @@ async def test_a_reader_that_keeps_up_is_released_from_pacing(
     with trio.fail_after(60):
         async with start_call(session, live.port, maxseg=maxseg, n=n) as client:
             await client.read_head()
-            writer = await call_writer(live, session.id)
+            writer = await request_writer(live.manager, session.id)
             await client.read(None)
 
     pacer = writer.pacer

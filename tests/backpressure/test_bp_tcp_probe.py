@@ -22,11 +22,11 @@ from support.slow import (
     SlowClient,
     make_server,
     open_slow,
+    request_writer,
     tasks_named,
 )
 
 from trio_mcp import ServerConfig
-from trio_mcp._trio._manager import SessionManager
 from trio_mcp._trio._tcpprobe import SocketIndex, TcpSample, find_tcp_socket
 from trio_mcp._trio._writer import RATE_LOOKBACK, SILENCE_FACTOR, ConnectionWriter
 
@@ -258,18 +258,6 @@ def start_call(
         ("127.0.0.1", port), "POST", "/mcp", session.headers(), json_body(message),
         rcvbuf=rcvbuf,
     )
-
-
-async def request_writer(manager: SessionManager, session_id: str) -> ConnectionWriter:
-    """The writer of the session's one POST-stream connection, once it exists."""
-    views = manager.sessions[session_id].views
-
-    def writers() -> list[ConnectionWriter]:
-        return [v.writer for s, v in views.items() if s != 0 and v.writer is not None]
-
-    await wait_until(lambda: bool(writers()))
-    [writer] = writers()
-    return writer
 
 
 @contextlib.asynccontextmanager

@@ -29,10 +29,12 @@ import trio
 
 from support.client import POST_ACCEPT, rpc_request
 from support.client import dumps as json_body
+from support.fixtures import wait_until
 from trio_mcp import Context, Server, ServerConfig
 from trio_mcp._asgi import ASGIApp
 from trio_mcp._trio._manager import SessionManager
 from trio_mcp._trio._session import Session
+from trio_mcp._trio._writer import ConnectionWriter
 from trio_mcp.protocol import (
     LATEST_LEGACY_VERSION,
     Headers,
@@ -50,6 +52,7 @@ __all__ = [
     "make_server",
     "numbered",
     "open_slow",
+    "request_writer",
     "tasks_named",
 ]
 
@@ -172,6 +175,19 @@ def numbered(message: dict[str, Any]) -> int | None:
         if sep and head.isdigit():
             return int(head)
     return None
+
+
+async def request_writer(manager: SessionManager, session_id: str) -> ConnectionWriter:
+    """The writer of the session's one POST-stream connection (its GET stream is stream 0),
+    once it exists."""
+    views = manager.sessions[session_id].views
+
+    def writers() -> list[ConnectionWriter]:
+        return [v.writer for s, v in views.items() if s != 0 and v.writer is not None]
+
+    await wait_until(lambda: bool(writers()))
+    [writer] = writers()
+    return writer
 
 
 def tasks_named(prefix: str) -> list[trio.lowlevel.Task]:
