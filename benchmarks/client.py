@@ -345,6 +345,15 @@ class Session:
             conn.closed = True
         return resp
 
+    async def delete(self) -> int:
+        """DELETE the session; the response's status."""
+        conn = await self.ready()
+        conn.write(self.head("DELETE") + b"\r\n")
+        resp = await conn.read_response()
+        if resp.headers.get("connection", "").lower() == "close":
+            conn.closed = True
+        return resp.status
+
     async def get(self, last_event_id: str | None,
                   on_chunk: Callable[[bytes], bool] | None = None) -> Response:
         conn = await self.ready()

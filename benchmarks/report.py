@@ -16,8 +16,10 @@ from pathlib import Path
 from typing import Any
 
 TRIO_MCP, SDK, BARE = "trio-mcp", "python-sdk", "hypercorn-bare"
+TRIO_MALLOC = "trio-mcp/malloc"
+TRIO_CONTENDERS = (TRIO_MCP, TRIO_MALLOC)
 CONTENDERS = (TRIO_MCP, SDK, BARE)
-COLORS = {TRIO_MCP: "#1f77b4", SDK: "#ff7f0e", BARE: "#7f7f7f"}
+COLORS = {TRIO_MCP: "#1f77b4", SDK: "#ff7f0e", BARE: "#7f7f7f", TRIO_MALLOC: "#2ca02c"}
 HERE = Path(__file__).resolve().parent
 
 #: trio-mcp's defaults the targets refer to (ServerConfig, Retention).
@@ -120,17 +122,18 @@ def targets(data: dict[str, Any]) -> list[list[str]]:
                      verdict(None if r is None else r >= 2), margin(r, 2)])
     if "abandoned" in data:
         for row in data["abandoned"]["summary"]:
-            if row["contender"] != TRIO_MCP:
+            if row["contender"] not in TRIO_CONTENDERS:
                 continue
+            who = "" if row["contender"] == TRIO_MCP else " (PYTHONMALLOC=malloc)"
             n = row["sessions"]
             bound = n * (WINDOW_KIB + SLACK_KIB)
             growth = row["growth_peak_kib"]
             rows.append([
-                f"abandoned {n}: peak RSS growth <= {n} x ({WINDOW_KIB} + {SLACK_KIB}) KiB "
-                f"= {mib(bound)}", mib(growth), verdict(growth <= bound),
+                f"abandoned {n}{who}: peak RSS growth <= {n} x ({WINDOW_KIB} + {SLACK_KIB}) "
+                f"KiB = {mib(bound)}", mib(growth), verdict(growth <= bound),
                 margin(growth, bound, lower_is_better=True)])
             back = row["after_ttl_vs_before"]
-            rows.append([f"abandoned {n}: RSS after the TTL within 10% of before",
+            rows.append([f"abandoned {n}{who}: RSS after the TTL within 10% of before",
                          f"{back * 100:+.0f}%", verdict(back <= 0.10),
                          margin(1 + back, 1.10, lower_is_better=True)])
     for key, who in (("slow", "slow reader"), ("stopped", "stopped reader, default buffers")):
@@ -232,6 +235,10 @@ Contenders, in `benchmarks/servers/`:
 
 - **trio-mcp** (`trio_mcp_bench.py`): `trio_mcp.serve` (hypercorn, trio worker), `ServerConfig`
   defaults except the response mode and, for the abandoned-session figures, `session_idle_ttl`.
+- **trio-mcp/malloc** (where it appears): trio-mcp again, the same script and settings, in an
+  interpreter started with `PYTHONMALLOC=malloc`, so that CPython's small objects come from
+  glibc's allocator rather than CPython's own arenas (TM-SESS-RELEASE). The targets are
+  trio-mcp's, under CPython's default allocator, except where a row names this one.
 - **python-sdk** (`sdk_bench.py`): `mcp` {m.get('versions', {}).get('mcp')}'s `MCPServer`,
   `streamable_http_app()` under uvicorn (asyncio and h11: uvloop and httptools are not
   installed), stateful sessions, resumability through `BoundedEventStore`, a minimal store on
@@ -254,7 +261,8 @@ def section_rps(rps: dict[str, Any], plots: dict[str, str]) -> str:
             t = find(summary, mode=mode, concurrency=conc, contender=TRIO_MCP)
             s = find(summary, mode=mode, concurrency=conc, contender=SDK)
             b = find(summary, mode=mode, concurrency=conc, contender=BARE)
-            for row in (t, s, b):
+            m = find(summary, mode=mode, concurrency=conc, contender=TRIO_MALLOC)
+            for row in (t, m, s, b):
                 if row is None:
                     continue
                 rows.append([mode.upper(), str(conc), row["contender"], num(row["rps"]),
@@ -267,6 +275,9 @@ def section_rps(rps: dict[str, Any], plots: dict[str, str]) -> str:
                          ratio_s(ratio(t and t["p99_ms"], s and s["p99_ms"])), "", "", ""])
             rows.append([mode.upper(), str(conc), "**trio-mcp / hypercorn-bare**",
                          pct(ratio(t and t["rps"], b and b["rps"])), "", "", "", "", ""])
+            if m is not None:
+                rows.append([mode.upper(), str(conc), "**trio-mcp/malloc / trio-mcp**",
+                             pct(ratio(m["rps"], t and t["rps"])), "", "", "", "", ""])
     text = f"""## Requests per second: `tools/call echo`
 
 Each client is one session on one keep-alive connection, opened before the clock starts,
@@ -299,6 +310,11 @@ def section_stream(stream: dict[str, Any]) -> str:
     rows.append(["**trio-mcp / hypercorn-bare**",
                  pct(ratio(t and t["events_per_s"], b and b["events_per_s"])), "", "", "", "",
                  "", ""])
+    m = find(summary, contender=TRIO_MALLOC)
+    if m is not None:
+        rows.append(["**trio-mcp/malloc / trio-mcp**",
+                     pct(ratio(m["events_per_s"], t and t["events_per_s"])), "", "", "", "",
+                     "", ""])
     return f"""## One stream to one client: `stream(n={stream['n']}, size={stream['size']})`
 
 One call with a progress token, read as fast as the client can: {stream['n']:,} progress
@@ -325,19 +341,33 @@ def section_abandoned(ab: dict[str, Any], plots: dict[str, str]) -> str:
         ])
     retained = []
     for r in ab["runs"]:
-        if r["contender"] == TRIO_MCP and r.get("stats_after"):
+        if r["contender"] in TRIO_CONTENDERS and r.get("stats_after"):
             st = r["stats_after"]
-            retained.append(f"{r['sessions']} sessions (run {r['run']}): "
+            retained.append(f"{r['contender']}, {r['sessions']} sessions (run {r['run']}): "
                             f"{st['bytes_retained'] / 2**20:.1f} MiB in "
                             f"{st['events_retained']:,} events, {st['sessions_open']} open")
+    malloc_note = ""
+    if any(r["contender"] == TRIO_MALLOC for r in ab["summary"]):
+        malloc_note = """
+**trio-mcp/malloc** is trio-mcp again, the same script and defaults, in an interpreter started
+with `PYTHONMALLOC=malloc`: CPython's small objects then come from glibc's allocator, whose
+free pages the server's release (`malloc_trim`) gives back, instead of from CPython's own
+1 MiB arenas, which go back to the system only when every object in them is freed
+(TM-SESS-RELEASE; the analysis has what it costs in speed).
+"""
     text = f"""## Abandoned sessions
 
 Each client opens a session, calls `stream(n={ab['n']}, size={ab['size']})`, reads
 {ab['read']} events and closes its TCP connection for good (50 clients at a time). The server's
-RSS before (after a warm-up session), at its peak, once the server has gone quiet ("after"),
-and after the session TTL: `session_idle_ttl={ab['ttl']:g}` for trio-mcp,
-`session_idle_timeout={ab['ttl']:g}` for the SDK, everything else default. "expired" is how
-many of two probed sessions (the first and the last) answered 404 after the TTL.
+RSS before, at its peak, once the server has gone quiet ("after"), and after the session TTL:
+`session_idle_ttl={ab['ttl']:g}` for trio-mcp, `session_idle_timeout={ab['ttl']:g}` for the
+SDK, everything else default. "Before" is taken after a warm-up: one session calling both
+tools, then one round of 50 of these clients at once whose sessions are then deleted, and,
+for trio-mcp, its memory release after them; so what a first wave costs once (lazy imports,
+caches, what 50 connections at once take) is in "before" for every contender, and the growth
+is what the abandoned sessions hold. "expired" is how many of two probed sessions (the first
+and the last) answered 404 after the TTL.
+{malloc_note}
 
 {table(["sessions", "contender", "RSS before", "peak", "after", "after TTL", "peak growth", "per session", "after TTL vs before", "expired", "then released", "released vs before"], rows)}
 
@@ -513,7 +543,7 @@ def plot_rps(plt: Any, out: Path, rps: dict[str, Any]) -> str:
 def plot_abandoned(plt: Any, out: Path, ab: dict[str, Any]) -> str:
     fig, ax = plt.subplots(figsize=(8, 5))
     sizes = sorted({r["sessions"] for r in ab["summary"]})
-    for c in (TRIO_MCP, SDK):
+    for c in (TRIO_MCP, TRIO_MALLOC, SDK):
         rows = [find(ab["summary"], contender=c, sessions=n) for n in sizes]
         if not all(rows):
             continue

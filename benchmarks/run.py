@@ -1,12 +1,15 @@
 """trio-mcp beside the official Python SDK server: every benchmark, one command, one run.
 
-    python benchmarks/run.py                 # full: 3 runs per figure, medians (about 20 min)
+    python benchmarks/run.py                 # full: 3 runs per figure, medians (about 30 min)
     python benchmarks/run.py --quick         # 1 run, shorter loads (a few minutes); for CI
     python benchmarks/run.py --only rps,stream [--runs 5]
 
 Contenders (benchmarks/servers/): trio-mcp (``trio_mcp_bench.py``), the official SDK's
 ``MCPServer`` under uvicorn with a bounded event store (``sdk_bench.py``), and bare
 hypercorn-trio serving a fixed answer (``bare_hypercorn.py``), the floor of trio-mcp's stack.
+trio-mcp runs a second time, in an interpreter started with ``PYTHONMALLOC=malloc``
+(``trio-mcp/malloc``), in the rps, stream and abandoned-session figures: what CPython's own
+small-object allocator keeps after sessions end, and what doing without it costs.
 
 Every figure is taken on a fresh server process, contenders interleaved run by run, and the
 medians of the runs are reported; ratios are taken between medians of the same invocation,
@@ -60,11 +63,18 @@ from client import (  # noqa: E402  (the benchmarks directory is not a package)
 HOST = "127.0.0.1"
 MCP_PATH = "/mcp"
 TRIO_MCP, SDK, BARE = "trio-mcp", "python-sdk", "hypercorn-bare"
+#: trio-mcp again, in an interpreter started with PYTHONMALLOC=malloc: the abandoned-session
+#: figures only, to show what CPython's small-object allocator keeps (TM-SESS-RELEASE).
+TRIO_MALLOC = "trio-mcp/malloc"
+TRIO_CONTENDERS = (TRIO_MCP, TRIO_MALLOC)
 SERVER_SCRIPTS = {
     TRIO_MCP: HERE / "servers" / "trio_mcp_bench.py",
     SDK: HERE / "servers" / "sdk_bench.py",
     BARE: HERE / "servers" / "bare_hypercorn.py",
+    TRIO_MALLOC: HERE / "servers" / "trio_mcp_bench.py",
 }
+#: Environment a contender's interpreter starts with, beside this process's.
+SERVER_ENV: dict[str, dict[str, str]] = {TRIO_MALLOC: {"PYTHONMALLOC": "malloc"}}
 BENCHMARKS = ("rps", "stream", "abandoned", "slow", "stopped", "resume", "profile")
 
 #: trio-mcp's defaults that the targets refer to (ServerConfig / Retention).
@@ -200,14 +210,18 @@ class ServerProcess:
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def spawn(cmd: list[str], log_path: Path | None) -> subprocess.Popen[bytes]:
+def spawn(
+    cmd: list[str], log_path: Path | None, env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
     """Start ``cmd`` in a process group of its own (so that killing the group leaves nothing
-    behind), output to ``log_path``; it is killed at exit if still running."""
+    behind), output to ``log_path``, with ``env`` added to the environment; it is killed at
+    exit if still running."""
     if log_path is not None:
         log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path or os.devnull, "ab") as out:
         proc = subprocess.Popen(
-            cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, cwd=HERE.parent
+            cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, cwd=HERE.parent,
+            env={**os.environ, **env} if env else None,
         )
     _LIVE.add(proc)
     return proc
@@ -224,12 +238,13 @@ async def server(
         cmd.append("--json-response")
     if ttl is not None and contender != BARE:
         cmd += ["--session-ttl", str(ttl)]
-    stats_port = free_port() if contender == TRIO_MCP else None
+    stats_port = free_port() if contender in TRIO_CONTENDERS else None
     if stats_port is not None:
         cmd += ["--stats-port", str(stats_port)]
     if shutil.which("taskset"):
         cmd = ["taskset", "-c", ",".join(map(str, SERVER_CPUS)), *cmd]
-    proc = spawn(cmd, log_dir / f"{contender}.log")
+    log_name = contender.replace("/", "-")
+    proc = spawn(cmd, log_dir / f"{log_name}.log", SERVER_ENV.get(contender))
     try:
         try:
             await wait_port(HOST, port, timeout=30)
@@ -306,11 +321,14 @@ async def settle(srv: ServerProcess, timeout: float, quiet: float = 0.02) -> flo
     return time.perf_counter() - t0
 
 
-async def warm_up(port: int) -> None:
-    """One session that calls both tools, so lazy imports and caches are not counted."""
+async def warm_up(port: int, *, delete: bool = False) -> None:
+    """One session that calls both tools, so lazy imports and caches are not counted; with
+    ``delete``, it is then deleted."""
     s = await open_session(HOST, port)
     await s.call(tool_call(s.take_id(), "echo", {"text": "warm"}))
     await s.call(tool_call(s.take_id(), "stream", {"n": 20, "size": 200}, progress=True))
+    if delete:
+        await s.delete()
     s.conn.abort()
 
 
@@ -376,7 +394,7 @@ async def measure_rps(
 
 async def bench_rps(cfg: Settings, logs: Path) -> dict[str, Any]:
     runs: list[dict[str, Any]] = []
-    contenders = [TRIO_MCP, SDK, BARE]
+    contenders = [TRIO_MCP, TRIO_MALLOC, SDK, BARE]
     for run in range(cfg.runs):
         for mode in ("sse", "json"):
             for conc in cfg.concurrencies:
@@ -465,7 +483,7 @@ class StreamReader:
 
 async def bench_stream(cfg: Settings, logs: Path) -> dict[str, Any]:
     runs: list[dict[str, Any]] = []
-    contenders = [TRIO_MCP, SDK, BARE]
+    contenders = [TRIO_MCP, TRIO_MALLOC, SDK, BARE]
     n, size = cfg.stream_n, cfg.stream_size
     for run in range(cfg.runs):
         for contender in rotate(contenders, run):
@@ -522,8 +540,9 @@ async def bench_stream(cfg: Settings, logs: Path) -> dict[str, Any]:
 # -- abandoned ----------------------------------------------------------------------------------
 
 
-async def abandon_one(port: int, k: int, cfg: Settings) -> str:
-    """Open a session, start a stream, read a few events, close the connection for good.
+async def abandon_one(port: int, k: int, cfg: Settings, *, delete: bool = False) -> str:
+    """Open a session, start a stream, read a few events, close the connection for good;
+    with ``delete``, then DELETE the session on a new connection (the warm-up's clients).
 
     Request ids are unique across sessions (see sdk_bench.BoundedEventStore: the SDK's event
     store keys streams by request id alone, so equal ids would share one window there).
@@ -536,18 +555,51 @@ async def abandon_one(port: int, k: int, cfg: Settings) -> str:
     with contextlib.suppress(ConnectionClosed):
         await s.conn.read_response(reader.feed)
     s.conn.abort()
+    if delete:
+        await s.delete()
+        s.conn.abort()
     return s.id
 
 
-async def abandon_many(port: int, sessions: int, cfg: Settings) -> list[str]:
-    """``abandon_one`` for each of ``sessions`` clients, 50 at a time."""
-    gate = asyncio.Semaphore(50)
+#: Clients at a time in the abandoned-session runs, and in their warm-up round.
+ABANDON_CONCURRENCY = 50
+
+
+async def abandon_many(
+    port: int, sessions: int, cfg: Settings, *, delete: bool = False, first: int = 0
+) -> list[str]:
+    """``abandon_one`` for each of ``sessions`` clients, ABANDON_CONCURRENCY at a time."""
+    gate = asyncio.Semaphore(ABANDON_CONCURRENCY)
 
     async def one(k: int) -> str:
         async with gate:
-            return await abandon_one(port, k, cfg)
+            return await abandon_one(port, first + k, cfg, delete=delete)
 
     return list(await asyncio.gather(*(one(k) for k in range(sessions))))
+
+
+async def warm_up_abandoned(srv: ServerProcess, cfg: Settings) -> None:
+    """One round of the abandoned clients, ABANDON_CONCURRENCY at once, whose sessions are
+    then deleted; then wait until the server is quiet (and trio-mcp has handed the deleted
+    sessions' memory back, TM-SESS-RELEASE). What a first wave costs once and keeps (lazy
+    imports, caches, and what so many connections at once take in the server and its
+    allocators) is then in "before", for every contender alike, and the growth is what the
+    abandoned sessions hold. Request ids stay apart from the measured clients'."""
+    await warm_up(srv.port, delete=True)
+    await abandon_many(
+        srv.port, ABANDON_CONCURRENCY, cfg, delete=True, first=10 * max(cfg.abandoned_sessions)
+    )
+    await settle(srv, cfg.settle_timeout)
+    stats = await srv.stats()
+    if stats is None:
+        return
+    deadline = time.perf_counter() + cfg.session_ttl
+    while time.perf_counter() < deadline:
+        stats = await srv.stats()
+        if stats is not None and stats["sessions_open"] == 0 and stats["requests_inflight"] == 0 \
+                and stats.get("memory_releases", 0) > 0:
+            return
+        await asyncio.sleep(0.25)
 
 
 async def probe_expired(port: int, session_ids: list[str]) -> int:
@@ -586,12 +638,12 @@ async def released_after_expiry(
 
 async def bench_abandoned(cfg: Settings, logs: Path) -> dict[str, Any]:
     runs: list[dict[str, Any]] = []
-    contenders = [TRIO_MCP, SDK]
+    contenders = [TRIO_MCP, TRIO_MALLOC, SDK]
     for run in range(cfg.runs):
         for sessions in cfg.abandoned_sessions:
             for contender in rotate(contenders, run):
                 async with server(contender, logs, ttl=cfg.session_ttl) as srv:
-                    await warm_up(srv.port)
+                    await warm_up_abandoned(srv, cfg)
                     await asyncio.sleep(0.5)
                     before = srv.rss_kib()
                     series: list[tuple[float, int]] = []
