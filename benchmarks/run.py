@@ -1,6 +1,6 @@
 """trio-mcp beside the official Python SDK server: every benchmark, one command, one run.
 
-    python benchmarks/run.py                 # full: 3 runs per figure, medians (about 30 min)
+    python benchmarks/run.py                 # full: 3 runs per figure, medians (about 35 min)
     python benchmarks/run.py --quick         # 1 run, shorter loads (a few minutes); for CI
     python benchmarks/run.py --only rps,stream [--runs 5]
 
