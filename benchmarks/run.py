@@ -63,8 +63,9 @@ from client import (  # noqa: E402  (the benchmarks directory is not a package)
 HOST = "127.0.0.1"
 MCP_PATH = "/mcp"
 TRIO_MCP, SDK, BARE = "trio-mcp", "python-sdk", "hypercorn-bare"
-#: trio-mcp again, in an interpreter started with PYTHONMALLOC=malloc: the abandoned-session
-#: figures only, to show what CPython's small-object allocator keeps (TM-SESS-RELEASE).
+#: trio-mcp again, in an interpreter started with PYTHONMALLOC=malloc (rps, stream and
+#: abandoned sessions): what CPython's small-object allocator keeps, and what doing without
+#: it costs (TM-SESS-RELEASE).
 TRIO_MALLOC = "trio-mcp/malloc"
 TRIO_CONTENDERS = (TRIO_MCP, TRIO_MALLOC)
 SERVER_SCRIPTS = {
