@@ -355,6 +355,24 @@ free pages the server's release (`malloc_trim`) gives back, instead of from CPyt
 1 MiB arenas, which go back to the system only when every object in them is freed
 (TM-SESS-RELEASE; the analysis has what it costs in speed).
 """
+    second_rows = [
+        [str(row["sessions"]), row["contender"], mib(row["rss_before_kib"]),
+         mib(row["rss_after_ttl_kib"]), mib(row["second_peak_kib"]),
+         mib(row["rss_second_after_ttl_kib"]),
+         f"{row['second_vs_first_after_ttl'] * 100:+.1f}%"]
+        for row in ab["summary"] if row.get("rss_second_after_ttl_kib") is not None
+    ]
+    second_note = ""
+    if second_rows:
+        second_note = f"""
+**A second wave.** After the figures above, the same server took a second wave of as many
+abandoning clients, and RSS was taken again once their sessions had expired and been
+released. It says whether what stays after the first wave's TTL is a mark the allocator keeps
+once (CPython's 1 MiB arenas stay where the first wave's busiest moment put them, and the
+next wave fills them again) or something that grows with every wave:
+
+{table(["sessions", "contender", "RSS before", "after the first TTL", "second peak", "after the second TTL", "second vs first after the TTL"], second_rows)}
+"""  # noqa: E501
     text = f"""## Abandoned sessions
 
 Each client opens a session, calls `stream(n={ab['n']}, size={ab['size']})`, reads
@@ -375,7 +393,7 @@ and the last) answered 404 after the TTL.
 got SIGUSR1, on which it runs `gc.collect()` and glibc's `malloc_trim(0)`
 (`benchmarks/servers/release.py`). What falls then is memory that was freed but that the
 allocators kept; what remains is held by the server, or pinned by fragmentation.
-
+{second_note}
 trio-mcp's own counters once quiet (bytes its logs retain, `SessionManager.statistics()`):
 {"; ".join(retained) or "n/a"}.
 """  # noqa: E501
