@@ -298,31 +298,34 @@ def section_stream(stream: dict[str, Any]) -> str:
     summary = stream["summary"]
     rows = []
     for row in summary:
+        complete = row.get("complete")
         rows.append([row["contender"], num(row["events_per_s"]),
                      num(row["bytes_per_s"] / 1e6, 2), num(row["seconds"], 2),
-                     str(row["duplicates"]), str(row["gaps"]), pct(row["server_cpu"]),
-                     pct(row["loadgen_cpu"])])
+                     str(row["duplicates"]), str(row["gaps"]),
+                     "n/a" if complete is None else f"{complete}/{row['runs']}",
+                     pct(row["server_cpu"]), pct(row["loadgen_cpu"])])
     t, s, b = (find(summary, contender=c) for c in CONTENDERS)
     rows.append(["**trio-mcp / python-sdk**",
                  ratio_s(ratio(t and t["events_per_s"], s and s["events_per_s"])),
                  ratio_s(ratio(t and t["bytes_per_s"], s and s["bytes_per_s"])), "", "", "",
-                 "", ""])
+                 "", "", ""])
     rows.append(["**trio-mcp / hypercorn-bare**",
                  pct(ratio(t and t["events_per_s"], b and b["events_per_s"])), "", "", "", "",
-                 "", ""])
+                 "", "", ""])
     m = find(summary, contender=TRIO_MALLOC)
     if m is not None:
         rows.append(["**trio-mcp/malloc / trio-mcp**",
                      pct(ratio(m["events_per_s"], t and t["events_per_s"])), "", "", "", "",
-                     "", ""])
+                     "", "", ""])
     return f"""## One stream to one client: `stream(n={stream['n']}, size={stream['size']})`
 
 One call with a progress token, read as fast as the client can: {stream['n']:,} progress
 notifications, then the result, on the POST's SSE response. Events/s counts the progress
 notifications, bytes/s the SSE body. hypercorn-bare streams {stream['n']:,} pre-formatted events
-of the same size, one ASGI send each.
+of the same size, one ASGI send each. "complete" counts the runs whose client got every
+event and the response.
 
-{table(["contender", "events/s", "MB/s", "seconds", "duplicates", "gaps", "server CPU", "load gen CPU"], rows)}
+{table(["contender", "events/s", "MB/s", "seconds", "duplicates", "gaps", "complete", "server CPU", "load gen CPU"], rows)}
 """  # noqa: E501
 
 

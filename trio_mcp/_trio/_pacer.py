@@ -13,6 +13,17 @@
 # reader's kernel acknowledge, which reports its window as it is now (a receiver does not
 # announce a window that grew by reading alone until it has doubled).
 #
+# The window a receiver offers when its buffers are empty is not fixed: Linux (6.x) sizes it
+# by the ratio of payload to memory of the segments it received, so a run of small segments
+# lowers it. A fall of that ceiling looks like data left unread, and a reader that has read
+# everything can then be held for good: probes are too small to move its window. So a hold
+# that sees no progress for REBASE_STEPS steps' time at the minimum rate takes the window as
+# it is now for the new ceiling, and lets a limit's worth through. A reader that stopped
+# gains nothing by it: its window never grows back, so it shows no progress, and what it is
+# given goes out as a probe does, counted as nothing drained (a slow reader's drain rate
+# would otherwise rise by a limit each hold, and it would not be cut). It is given a limit's
+# worth more each time, and is cut all the same.
+#
 # A reader that takes each limit's worth quickly proves it is no slow reader: the limit
 # doubles, and past RELEASE_AT pacing stops for good, so fast streams pay for a few round
 # trips at their start and nothing after. A stream that never writes more than ENGAGE_AFTER
@@ -26,7 +37,15 @@ import trio
 
 from ._tcpprobe import TcpSample
 
-__all__ = ["ENGAGE_AFTER", "RAMP_FACTOR", "RELEASE_AT", "SMALL_WINDOW", "WindowPacer", "pace_limit"]
+__all__ = [
+    "ENGAGE_AFTER",
+    "RAMP_FACTOR",
+    "REBASE_STEPS",
+    "RELEASE_AT",
+    "SMALL_WINDOW",
+    "WindowPacer",
+    "pace_limit",
+]
 
 #: Bytes a stream writes before pacing starts: small responses never look their socket up.
 #: What the reader leaves of them unread is not seen (the window is first read after them),
@@ -58,6 +77,11 @@ PROBE_BYTES = 2
 _MIN_STEP = 256
 #: A write smaller than this (or than what is pending) is not worth making: wait instead.
 _MIN_SLICE = 512
+#: A hold that sees no progress for the time a reader at the minimum rate takes for this
+#: many steps (or four of the longest probe gaps, if longer) takes the reader's window as it
+#: is now for its ceiling (see above). Two: a reader at the minimum rate shows a step within
+#: one, and the probe that shows it may come a probe gap late.
+REBASE_STEPS = 2
 
 
 def pace_limit(min_read_rate: float, stall_budget: float) -> int:
@@ -75,10 +99,10 @@ class WindowPacer:
 
     # One per streamed response: slots keep what a paced stream costs small (TM-BP-BOUNDED).
     __slots__ = (
-        "_gone", "_held", "_next_probe", "_probe_gap", "_ref", "_sample", "_wake",
-        "consumed", "engaged", "first_largest", "first_limit", "largest", "limit",
-        "probe_max", "probes", "progress_at", "proved_fast", "ramp_rate", "released",
-        "small_window",
+        "_gift", "_gone", "_held", "_held_since", "_next_probe", "_probe_gap", "_ref", "_sample",
+        "_wake", "consumed", "engaged", "first_largest", "first_limit", "largest", "limit",
+        "min_rate", "probe_max", "probes", "progress_at", "proved_fast", "ramp_rate",
+        "rebases", "released", "small_window",
     )
 
     def __init__(
@@ -86,6 +110,7 @@ class WindowPacer:
         sample: Callable[[], TcpSample | None],
         *,
         limit: int,
+        min_rate: float,
         ramp_rate: float,
         probe_max: float,
         small_window: int = 0,
@@ -97,6 +122,7 @@ class WindowPacer:
         self._gone = gone
         self.limit = limit
         self.first_limit = limit
+        self.min_rate = min_rate
         self.ramp_rate = ramp_rate
         self.probe_max = probe_max
         #: A reader whose window is no larger than this when pacing would begin is not
@@ -119,10 +145,15 @@ class WindowPacer:
         self.progress_at = -math.inf
         """When ``consumed`` last grew by a step (or pacing began)."""
         self.probes = 0
+        self.rebases = 0
+        """How often a hold took the reader's window as it was for its ceiling."""
         #: When the last ramp decision was taken, and what the reader had taken then (its
         #: consumption, less the growth of its window).
         self._ref = (-math.inf, 0)
         self._held = False
+        self._held_since = -math.inf
+        #: What a rebase lets through that is still to go (as probes: not drained).
+        self._gift = 0
         self._probe_gap = PROBE_FIRST
         self._next_probe = math.inf
         self._wake: trio.Event | None = None
@@ -155,8 +186,31 @@ class WindowPacer:
             # whether or not its application reads (by about 15 KB with a 1448-byte MSS):
             # that counts as progress (a reader that stopped shows it only at the start),
             # but not towards a ramp, which would hand a stopped reader more.
-            self._ramp(now, sample.rtt, consumed - (self.largest - self.first_largest))
+            self._ramp(now, sample.rtt, self._taken())
         return sample.notsent_bytes + in_flight, unread
+
+    def _taken(self) -> int:
+        """What the reader took, for a ramp: its consumption less the growth of its window
+        since pacing began."""
+        return self.consumed - (self.largest - self.first_largest)
+
+    def _rebase_after(self, sample: TcpSample) -> float:
+        """How long a hold may see no progress before the window is taken as the reader's
+        new ceiling."""
+        step = max(_MIN_STEP, 2 * sample.window_grain)
+        return max(4 * self.probe_max, REBASE_STEPS * step / self.min_rate)
+
+    def _rebase(self, sample: TcpSample, now: float) -> None:
+        """Take the window the reader offers now for its ceiling: nothing counts as unread.
+        Not progress (``progress_at`` stays), and no ramp: a reader that stopped is not
+        let go by it, only given a limit's worth more."""
+        assert sample.snd_wnd is not None
+        self.rebases += 1
+        self.largest = sample.snd_wnd
+        self.first_largest = min(self.first_largest, self.largest)
+        self.consumed = max(self.consumed, sample.bytes_acked)
+        self._ref = (now, self._taken())
+        self._gift = self.limit
 
     def _ramp(self, now: float, rtt: float, taken: int) -> None:
         """A reader that took a limit's worth at ``ramp_rate`` or faster (or within a few
@@ -179,8 +233,9 @@ class WindowPacer:
 
     async def admit(self, size: int, written: int) -> tuple[int, bool]:
         """How many of ``size`` bytes may be written now, having written ``written`` on this
-        connection so far, and whether that write is a probe (a byte or two sent only so
-        that the reader's kernel reports its window)."""
+        connection so far, and whether that write is a probe (sent only so that the reader's
+        kernel reports its window: a byte or two, or after a rebase a limit's worth), which
+        the writer does not count as drained."""
         if self.released:
             return size, False
         if not self.engaged:
@@ -215,11 +270,25 @@ class WindowPacer:
             room = self.limit - queued - unread
             if room >= min(size, _MIN_SLICE):
                 self._held = False
-                return min(size, room), False
+                admitted = min(size, room)
+                if self._gift > 0:
+                    # After a rebase: sent to see whether the reader reads, like a probe.
+                    self._gift = max(0, self._gift - admitted)
+                    return admitted, True
+                return admitted, False
             if not self._held:
                 self._held = True
+                self._held_since = now
                 self._probe_gap = max(PROBE_FIRST, 2 * sample.rtt)
                 self._next_probe = now + self._probe_gap
+            if queued <= 0 and now - max(self._held_since, self.progress_at) >= (
+                self._rebase_after(sample)
+            ):
+                # Everything sent is acknowledged and the window has not moved: either the
+                # reader stopped or its ceiling fell (see the top of this file).
+                self._rebase(sample, now)
+                self._held = False
+                continue
             if queued <= 0 and now >= self._next_probe:
                 # Nothing in flight and the window still shut: only data brings an
                 # acknowledgement, and with it the window as it is now.

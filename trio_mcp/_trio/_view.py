@@ -375,6 +375,7 @@ def _pacer(responder: Responder, cfg: ServerConfig) -> WindowPacer | None:
     return WindowPacer(
         sample,
         limit=pace_limit(cfg.min_read_rate, cfg.stall_budget),
+        min_rate=cfg.min_read_rate,
         ramp_rate=RAMP_FACTOR * cfg.min_read_rate,
         probe_max=cfg.stall_budget / 40,
         small_window=max(SMALL_WINDOW, int(cfg.min_read_rate * cfg.stall_budget)),
