@@ -171,10 +171,15 @@ def _kill_all() -> None:
 atexit.register(_kill_all)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return int(s.getsockname()[1])
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct ports free now: all held open together while they are picked, so
+    that two are never the same one. Another process may still take one before the server
+    binds it; ``server`` then tries others."""
+    with contextlib.ExitStack() as stack:
+        socks = [stack.enter_context(socket.socket()) for _ in range(count)]
+        for s in socks:
+            s.bind((HOST, 0))
+        return [int(s.getsockname()[1]) for s in socks]
 
 
 @attrs.define
@@ -232,36 +237,65 @@ def spawn(
 async def server(
     contender: str, log_dir: Path, *, json_response: bool = False, ttl: float | None = None
 ) -> AsyncIterator[ServerProcess]:
-    """A fresh server process pinned to SERVER_CPUS, killed (its whole group) on exit."""
-    port = free_port()
-    cmd = [sys.executable, str(SERVER_SCRIPTS[contender]), "--port", str(port)]
-    if json_response:
-        cmd.append("--json-response")
-    if ttl is not None and contender != BARE:
-        cmd += ["--session-ttl", str(ttl)]
-    stats_port = free_port() if contender in TRIO_CONTENDERS else None
-    if stats_port is not None:
-        cmd += ["--stats-port", str(stats_port)]
-    if shutil.which("taskset"):
-        cmd = ["taskset", "-c", ",".join(map(str, SERVER_CPUS)), *cmd]
+    """A fresh server process pinned to SERVER_CPUS, killed (its whole group) on exit.
+
+    A server that exits before it listens (its port was taken after we picked it: the load
+    generator's own connections draw from the same range) is started again on other ports,
+    up to three times."""
     log_name = contender.replace("/", "-")
-    proc = spawn(cmd, log_dir / f"{log_name}.log", SERVER_ENV.get(contender))
-    try:
+    for attempt in range(3):
+        port, stats_port = free_ports(2)
+        cmd = [sys.executable, str(SERVER_SCRIPTS[contender]), "--port", str(port)]
+        if json_response:
+            cmd.append("--json-response")
+        if ttl is not None and contender != BARE:
+            cmd += ["--session-ttl", str(ttl)]
+        if contender in TRIO_CONTENDERS:
+            cmd += ["--stats-port", str(stats_port)]
+        else:
+            stats_port = None
+        if shutil.which("taskset"):
+            cmd = ["taskset", "-c", ",".join(map(str, SERVER_CPUS)), *cmd]
+        proc = spawn(cmd, log_dir / f"{log_name}.log", SERVER_ENV.get(contender))
         try:
-            await wait_port(HOST, port, timeout=30)
+            await listening(proc, port, timeout=30)
+            break
         except OSError as exc:
-            raise RuntimeError(f"{contender} did not start; see {log_dir}") from exc
+            await stop_server(proc)
+            if attempt == 2:
+                raise RuntimeError(f"{contender} did not start; see {log_dir}") from exc
+            log(f"{contender} did not start on port {port} ({exc}); trying other ports")
+    try:
         yield ServerProcess(contender, port, proc, stats_port)
     finally:
-        _kill_group(proc, signal.SIGTERM)
-        for _ in range(30):
-            if proc.poll() is not None:
-                break
-            await asyncio.sleep(0.1)
-        _kill_group(proc, signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=5)
-        _LIVE.discard(proc)
+        await stop_server(proc)
+
+
+async def listening(proc: subprocess.Popen[bytes], port: int, *, timeout: float) -> None:
+    """Wait until ``proc`` accepts connections on ``port``; OSError if it exits first."""
+    deadline = time.monotonic() + timeout
+    while proc.poll() is None:
+        try:
+            await wait_port(HOST, port, timeout=0.0)
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.05)
+    raise OSError(f"the server exited with status {proc.returncode} before it listened")
+
+
+async def stop_server(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM to the server's process group, SIGKILL after 3 s."""
+    _kill_group(proc, signal.SIGTERM)
+    for _ in range(30):
+        if proc.poll() is not None:
+            break
+        await asyncio.sleep(0.1)
+    _kill_group(proc, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=5)
+    _LIVE.discard(proc)
 
 
 # -- helpers -----------------------------------------------------------------------------------

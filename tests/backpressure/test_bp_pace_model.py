@@ -131,6 +131,32 @@ async def test_a_stopped_reader_is_given_a_limit_per_hold_and_otherwise_only_pro
 
 @pytest.mark.spec("TM-BP-PACE")
 @pytest.mark.parametrize("mock_clock", [trio.testing.MockClock(autojump_threshold=0)])
+async def test_a_stopped_reader_whose_window_ceiling_comes_back_shows_no_progress(
+    mock_clock: trio.testing.MockClock,
+) -> None:
+    """After a rebase lowered what the pacer takes for a stopped reader's ceiling, the
+    receiver's window grows back (by more than what it was given since): that is its
+    ceiling, not reading, so it is no progress and does not ramp its limit. The stall
+    detector, which waits for progress, still cuts it within the budget."""
+    receiver = Receiver()
+    pacer = pacer_for(receiver)
+    written = 0
+    with trio.move_on_after(10.0):
+        while True:
+            size, _ = await pacer.admit(2048, written)
+            receiver.deliver(size)
+            written += size
+            if pacer.rebases == 1 and receiver.buffer == 128 * 1024:
+                receiver.buffer += 3 * LIMIT
+            await trio.sleep(0.001)
+
+    assert receiver.buffer > 128 * 1024 and pacer.rebases >= 2
+    assert pacer.progress_at == 0.0
+    assert pacer.pacing and pacer.limit == LIMIT
+
+
+@pytest.mark.spec("TM-BP-PACE")
+@pytest.mark.parametrize("mock_clock", [trio.testing.MockClock(autojump_threshold=0)])
 async def test_a_fast_reader_whose_window_ceiling_falls_is_held_once_then_let_go(
     mock_clock: trio.testing.MockClock,
 ) -> None:

@@ -101,7 +101,7 @@ class WindowPacer:
     __slots__ = (
         "_gift", "_gone", "_held", "_held_since", "_next_probe", "_probe_gap", "_ref", "_sample",
         "_wake", "consumed", "engaged", "first_largest", "first_limit", "largest", "limit",
-        "min_rate", "probe_max", "probes", "progress_at", "proved_fast", "ramp_rate",
+        "min_rate", "peak", "probe_max", "probes", "progress_at", "proved_fast", "ramp_rate",
         "rebases", "released", "small_window",
     )
 
@@ -136,7 +136,10 @@ class WindowPacer:
         figures are not to be had, or the writer gave the connection up."""
         self.proved_fast = False
         self.largest = 0
-        """The largest window the reader advertised since pacing began."""
+        """The window the reader offers with nothing unread, as far as we know: the largest
+        it advertised since pacing began, or since the last rebase."""
+        self.peak = 0
+        """The largest window it advertised since pacing began."""
         self.first_largest = 0
         """The window it advertised when pacing began."""
         self.consumed = 0
@@ -176,17 +179,25 @@ class WindowPacer:
         if wnd is None or in_flight is None:
             self.stop()
             return None
+        # After a rebase, a window that grows back towards the largest it ever offered may
+        # be its ceiling coming back rather than reading: a stopped reader shows that too.
+        recovering = self.largest < wnd and self.largest < self.peak
         self.largest = max(self.largest, wnd)
+        self.peak = max(self.peak, wnd)
         unread = self.largest - wnd
         consumed = sample.bytes_acked - unread
         if consumed >= self.consumed + max(_MIN_STEP, 2 * sample.window_grain):
             self.consumed = consumed
-            self.progress_at = now
-            # A receiver grows the window it offers as data arrives, early in a connection,
-            # whether or not its application reads (by about 15 KB with a 1448-byte MSS):
-            # that counts as progress (a reader that stopped shows it only at the start),
-            # but not towards a ramp, which would hand a stopped reader more.
-            self._ramp(now, sample.rtt, self._taken())
+            if recovering:
+                self._ref = (now, self._taken())
+            else:
+                self.progress_at = now
+                # A receiver grows the window it offers as data arrives, early in a
+                # connection, whether or not its application reads (by about 15 KB with a
+                # 1448-byte MSS): that counts as progress (a reader that stopped shows it
+                # only at the start), but not towards a ramp, which would hand a stopped
+                # reader more.
+                self._ramp(now, sample.rtt, self._taken())
         return sample.notsent_bytes + in_flight, unread
 
     def _taken(self) -> int:
@@ -251,7 +262,7 @@ class WindowPacer:
                 return size, False
             self.engaged = True
             self.progress_at = trio.current_time()
-            self.largest = self.first_largest = first.snd_wnd
+            self.largest = self.first_largest = self.peak = first.snd_wnd
             self.consumed = first.bytes_acked
             self._ref = (self.progress_at, self.consumed)
         while not self.released:
