@@ -1,10 +1,11 @@
 # Window pacing (trio_mcp/_trio/_pacer.py, TM-BP-PACE) against a modelled TCP receiver under
-# trio's MockClock: what it lets through, when it probes, when it lets a reader go. The real
-# kernel's behaviour is in test_bp_pace.py.
+# trio's MockClock (pytest-trio's autojump_clock): what it lets through, when it probes,
+# when it lets a reader go. The real kernel's behaviour is in test_bp_pace.py.
 from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 
 import attrs
 import pytest
@@ -68,8 +69,14 @@ def pacer_for(receiver: Receiver) -> WindowPacer:
     )
 
 
-async def write_for(pacer: WindowPacer, receiver: Receiver, seconds: float) -> list[int]:
-    """Write 2 KB pieces through the pacer for ``seconds``; the sizes of the probes sent."""
+async def write_for(
+    pacer: WindowPacer,
+    receiver: Receiver,
+    seconds: float,
+    each: Callable[[], None] | None = None,
+) -> list[int]:
+    """Write 2 KB pieces through the pacer for ``seconds``, calling ``each`` after every
+    write; the sizes of the probes sent."""
     probes: list[int] = []
     written = 0
     with trio.move_on_after(seconds):
@@ -79,6 +86,8 @@ async def write_for(pacer: WindowPacer, receiver: Receiver, seconds: float) -> l
             written += size
             if probe:
                 probes.append(size)
+            if each is not None:
+                each()
             await trio.sleep(0.001)
     return probes
 
@@ -89,9 +98,8 @@ REBASE_AFTER = 4 * PROBE_MAX
 
 
 @pytest.mark.spec("TM-BP-PACE")
-@pytest.mark.parametrize("mock_clock", [trio.testing.MockClock(autojump_threshold=0)])
 async def test_a_stopped_reader_is_given_a_limit_per_hold_and_otherwise_only_probes(
-    mock_clock: trio.testing.MockClock,
+    autojump_clock: trio.testing.MockClock,
 ) -> None:
     """A reader that reads nothing gets the first kilobyte unpaced, then the limit, then
     only probes of a couple of bytes, whose spacing doubles from the first probe's to a
@@ -130,9 +138,8 @@ async def test_a_stopped_reader_is_given_a_limit_per_hold_and_otherwise_only_pro
 
 
 @pytest.mark.spec("TM-BP-PACE")
-@pytest.mark.parametrize("mock_clock", [trio.testing.MockClock(autojump_threshold=0)])
 async def test_a_stopped_reader_whose_window_ceiling_comes_back_shows_no_progress(
-    mock_clock: trio.testing.MockClock,
+    autojump_clock: trio.testing.MockClock,
 ) -> None:
     """After a rebase lowered what the pacer takes for a stopped reader's ceiling, the
     receiver's window grows back (by more than what it was given since): that is its
@@ -140,15 +147,12 @@ async def test_a_stopped_reader_whose_window_ceiling_comes_back_shows_no_progres
     detector, which waits for progress, still cuts it within the budget."""
     receiver = Receiver()
     pacer = pacer_for(receiver)
-    written = 0
-    with trio.move_on_after(10.0):
-        while True:
-            size, _ = await pacer.admit(2048, written)
-            receiver.deliver(size)
-            written += size
-            if pacer.rebases == 1 and receiver.buffer == 128 * 1024:
-                receiver.buffer += 3 * LIMIT
-            await trio.sleep(0.001)
+
+    def ceiling_back_after_the_first_rebase() -> None:
+        if pacer.rebases == 1 and receiver.buffer == 128 * 1024:
+            receiver.buffer += 3 * LIMIT
+
+    await write_for(pacer, receiver, 10.0, ceiling_back_after_the_first_rebase)
 
     assert receiver.buffer > 128 * 1024 and pacer.rebases >= 2
     assert pacer.progress_at == 0.0
@@ -156,9 +160,8 @@ async def test_a_stopped_reader_whose_window_ceiling_comes_back_shows_no_progres
 
 
 @pytest.mark.spec("TM-BP-PACE")
-@pytest.mark.parametrize("mock_clock", [trio.testing.MockClock(autojump_threshold=0)])
 async def test_a_fast_reader_whose_window_ceiling_falls_is_held_once_then_let_go(
-    mock_clock: trio.testing.MockClock,
+    autojump_clock: trio.testing.MockClock,
 ) -> None:
     """A receiver can lower the window it offers when empty (Linux sizes it by the payload
     of the segments it gets), which looks like data left unread. A fast reader whose
@@ -186,9 +189,8 @@ async def test_a_fast_reader_whose_window_ceiling_falls_is_held_once_then_let_go
 
 
 @pytest.mark.spec("TM-BP-PACE")
-@pytest.mark.parametrize("mock_clock", [trio.testing.MockClock(autojump_threshold=0)])
 async def test_a_slow_reader_stays_paced_and_shows_progress_often(
-    mock_clock: trio.testing.MockClock,
+    autojump_clock: trio.testing.MockClock,
 ) -> None:
     """A reader at 1.25 times the minimum rate never has more than the limit (and a
     probe) unread, keeps the first limit, takes most of what it asks for, and its window
@@ -196,16 +198,13 @@ async def test_a_slow_reader_stays_paced_and_shows_progress_often(
     receiver = Receiver(rate=2560.0)
     pacer = pacer_for(receiver)
     progress: list[float] = []
-    written = 0
-    with trio.move_on_after(30.0):
-        while True:
-            size, _probe = await pacer.admit(2048, written)
-            receiver.deliver(size)
-            written += size
-            assert receiver.unread <= LIMIT + ENGAGE_AFTER + 2048
-            if not progress or pacer.progress_at > progress[-1]:
-                progress.append(pacer.progress_at)
-            await trio.sleep(0.001)
+
+    def watch() -> None:
+        assert receiver.unread <= LIMIT + ENGAGE_AFTER + 2048
+        if not progress or pacer.progress_at > progress[-1]:
+            progress.append(pacer.progress_at)
+
+    await write_for(pacer, receiver, 30.0, watch)
 
     assert pacer.pacing and pacer.limit == LIMIT
     assert receiver.acked >= 0.9 * 2560 * 30
@@ -214,8 +213,7 @@ async def test_a_slow_reader_stays_paced_and_shows_progress_often(
 
 
 @pytest.mark.spec("TM-BP-PACE")
-@pytest.mark.parametrize("mock_clock", [trio.testing.MockClock(autojump_threshold=0)])
-async def test_a_reader_that_keeps_up_is_let_go(mock_clock: trio.testing.MockClock) -> None:
+async def test_a_reader_that_keeps_up_is_let_go(autojump_clock: trio.testing.MockClock) -> None:
     """A reader that takes each limit's worth at over the ramp rate doubles its limit, and
     past RELEASE_AT is no longer paced: from then on the pacer admits every write whole,
     without sampling."""
@@ -238,9 +236,8 @@ async def test_a_reader_that_keeps_up_is_let_go(mock_clock: trio.testing.MockClo
 
 
 @pytest.mark.spec("TM-BP-PACE")
-@pytest.mark.parametrize("mock_clock", [trio.testing.MockClock(autojump_threshold=0)])
 async def test_a_reader_that_slows_down_goes_back_to_the_first_limit(
-    mock_clock: trio.testing.MockClock,
+    autojump_clock: trio.testing.MockClock,
 ) -> None:
     """A reader that earned a larger limit and then reads at the minimum rate has its limit
     halved back to the first one, so what it holds unread is small again."""
@@ -255,9 +252,8 @@ async def test_a_reader_that_slows_down_goes_back_to_the_first_limit(
 
 
 @pytest.mark.spec("TM-BP-PACE")
-@pytest.mark.parametrize("mock_clock", [trio.testing.MockClock(autojump_threshold=0)])
 async def test_small_streams_and_kernels_without_a_window_are_not_paced(
-    mock_clock: trio.testing.MockClock,
+    autojump_clock: trio.testing.MockClock,
 ) -> None:
     """Writes that stay within the first kilobyte never sample the socket; a kernel whose
     TCP_INFO has no advertised window (before Linux 5.4) stops the pacer for good, and so
