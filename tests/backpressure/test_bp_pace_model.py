@@ -98,65 +98,127 @@ REBASE_AFTER = 4 * PROBE_MAX
 
 
 @pytest.mark.spec("TM-BP-PACE")
-async def test_a_stopped_reader_is_given_a_limit_per_hold_and_otherwise_only_probes(
+async def test_a_stopped_reader_is_given_the_limit_and_then_only_probes(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """A reader that reads nothing gets the first kilobyte unpaced, then the limit, then
-    only probes of a couple of bytes, whose spacing doubles from the first probe's to a
-    fortieth of the budget. A hold that sees no progress for four of the longest gaps takes
-    the window as it is for the reader's new ceiling and lets one more limit's worth
-    through (a fallen ceiling looks like data left unread), as probes: none of it counts
-    as drained. Its window never shows progress, so none of that lets it go: its limit
-    stays the first one."""
+    """A reader that reads nothing gets the first kilobyte unpaced, then no more than the
+    limit, then only probes of a couple of bytes, whose spacing doubles from the first
+    probe's to a fortieth of the budget; its window never shows progress. At the first
+    limit, a hold is never rebased."""
     receiver = Receiver()
     pacer = pacer_for(receiver)
     probes = await write_for(pacer, receiver, 10.0)
 
-    assert pacer.pacing and pacer.limit == LIMIT
+    assert pacer.pacing and pacer.limit == LIMIT and pacer.rebases == 0
+    assert all(size == PROBE_BYTES for size in probes)
+    assert receiver.acked <= ENGAGE_AFTER + 2048 + LIMIT + PROBE_BYTES * len(probes)
+    assert receiver.acked >= LIMIT
+    probe_times = [t for t, n in receiver.arrivals if n == PROBE_BYTES]
+    gaps = [b - a for a, b in itertools.pairwise(probe_times)]
+    assert gaps[0] == pytest.approx(2 * PROBE_FIRST, abs=1e-3)
+    assert max(gaps) == pytest.approx(PROBE_MAX, abs=1e-3)
+    assert all(b >= a - 1e-9 for a, b in itertools.pairwise(gaps))
+    # 10 s of backing off: a handful of quick probes, then four a second.
+    assert 35 <= len(probes) <= 50
     assert pacer.progress_at == 0.0
-    # Ten seconds of holds, each ended after REBASE_AFTER by one limit's worth.
+
+
+async def stopped_after_ramping() -> tuple[WindowPacer, Receiver]:
+    """A ramped pacer whose reader then stops, once the pacer has seen what it read before
+    it stopped (within a tenth of a second: the window is seen only as data arrives)."""
+    pacer, receiver = await ramped()
+    receiver._read()
+    receiver.rate = 0.0
+    await write_for(pacer, receiver, 0.1)
+    assert pacer.rebases == 0
+    return pacer, receiver
+
+
+async def ramped(rate: float = 1_000_000.0) -> tuple[WindowPacer, Receiver]:
+    """A pacer whose reader, at ``rate``, has had its limit doubled once, and no more."""
+    receiver = Receiver(rate=rate)
+    pacer = pacer_for(receiver)
+    written = 0
+    while pacer.limit == LIMIT:
+        size, _ = await pacer.admit(1024, written)
+        receiver.deliver(size)
+        written += size
+        await trio.sleep(0.001)
+    assert pacer.pacing
+    return pacer, receiver
+
+
+@pytest.mark.spec("TM-BP-PACE")
+async def test_a_fast_reader_that_stops_is_given_a_limit_per_hold_as_probes(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A reader that proved fast once and then reads nothing: a hold that sees no progress
+    for four of the longest probe gaps takes the window as it is for the reader's new
+    ceiling and lets one more limit's worth through (a fallen ceiling looks like data left
+    unread), as probes: none of it counts as drained. Its window never shows progress, so
+    none of that lets it go."""
+    pacer, receiver = await stopped_after_ramping()
+    limit, progress_at = pacer.limit, pacer.progress_at
+    probes = await write_for(pacer, receiver, 10.0)
+
+    assert pacer.pacing and pacer.limit == limit
+    assert pacer.progress_at == progress_at
     assert 8 <= pacer.rebases <= 10
     gifts = [size for size in probes if size != PROBE_BYTES]
-    assert LIMIT * (pacer.rebases - 1) <= sum(gifts) <= LIMIT * pacer.rebases
-    counted = receiver.acked - sum(probes)
-    assert LIMIT <= counted <= ENGAGE_AFTER + 2048 + LIMIT
-    # The arrivals of each hold: probes only, their gaps doubling up to a fortieth.
-    holds: list[list[float]] = [[]]
-    for t, n in receiver.arrivals[1:]:
-        if n == PROBE_BYTES:
-            holds[-1].append(t)
-        elif holds[-1]:
-            holds.append([])
-    full = [h for h in holds if len(h) >= 5]
-    assert len(full) >= 8
-    for times in full:
-        gaps = [b - a for a, b in itertools.pairwise(times)]
-        assert gaps[0] == pytest.approx(2 * PROBE_FIRST, abs=1e-3)
-        assert all(b >= a - 1e-9 for a, b in itertools.pairwise(gaps))
-        assert max(gaps) == pytest.approx(PROBE_MAX, abs=1e-3)
-        assert times[-1] - times[0] <= REBASE_AFTER
+    assert limit * (pacer.rebases - 1) <= sum(gifts) <= limit * pacer.rebases
 
 
 @pytest.mark.spec("TM-BP-PACE")
 async def test_a_stopped_reader_whose_window_ceiling_comes_back_shows_no_progress(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """After a rebase lowered what the pacer takes for a stopped reader's ceiling, the
-    receiver's window grows back (by more than what it was given since): that is its
-    ceiling, not reading, so it is no progress and does not ramp its limit. The stall
+    """A reader that proved fast once stops, and its ceiling falls by twice the limit;
+    after the rebase that took the fallen window for its ceiling, it comes back: that is
+    its ceiling, not reading, so it is no progress and does not ramp its limit. The stall
     detector, which waits for progress, still cuts it within the budget."""
-    receiver = Receiver()
-    pacer = pacer_for(receiver)
+    pacer, receiver = await stopped_after_ramping()
+    limit, progress_at = pacer.limit, pacer.progress_at
+    full = receiver.buffer
+    receiver.buffer -= 2 * limit
 
-    def ceiling_back_after_the_first_rebase() -> None:
-        if pacer.rebases == 1 and receiver.buffer == 128 * 1024:
-            receiver.buffer += 3 * LIMIT
+    def ceiling_comes_back_after_the_first_rebase() -> None:
+        if pacer.rebases == 1:
+            receiver.buffer = full
 
-    await write_for(pacer, receiver, 10.0, ceiling_back_after_the_first_rebase)
+    await write_for(pacer, receiver, 10.0, ceiling_comes_back_after_the_first_rebase)
 
-    assert receiver.buffer > 128 * 1024 and pacer.rebases >= 2
-    assert pacer.progress_at == 0.0
-    assert pacer.pacing and pacer.limit == LIMIT
+    assert receiver.buffer == full and pacer.rebases >= 2
+    assert pacer.progress_at == progress_at
+    assert pacer.pacing and pacer.limit == limit
+
+
+@pytest.mark.spec("TM-BP-PACE")
+async def test_a_fast_reader_that_paused_past_a_rebase_shows_its_reading_again(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A reader that proved fast once, stops for 4 s (long enough for rebases) and then
+    reads at twice the minimum rate shows progress again within a second of reading, and
+    then at least once every quarter budget: what a rebase takes for the ceiling does not
+    hide its reading."""
+    pacer, receiver = await ramped()
+    receiver._read()
+    receiver.rate = 0.0
+    await write_for(pacer, receiver, 4.0)
+    assert pacer.rebases >= 1
+    receiver._read()
+    receiver.rate = 2 * MIN_RATE
+    resumed = trio.current_time()
+    progress: list[float] = []
+
+    def watch() -> None:
+        if pacer.progress_at >= resumed and (not progress or pacer.progress_at > progress[-1]):
+            progress.append(pacer.progress_at)
+
+    await write_for(pacer, receiver, 20.0, watch)
+
+    assert progress and progress[0] - resumed <= 1.0
+    gaps = [b - a for a, b in itertools.pairwise([*progress, trio.current_time()])]
+    assert max(gaps) <= 10.0 / 4
 
 
 @pytest.mark.spec("TM-BP-PACE")
@@ -169,16 +231,8 @@ async def test_a_fast_reader_whose_window_ceiling_falls_is_held_once_then_let_go
     one hold with no progress; then its window is taken as the new ceiling, and it goes on
     to prove itself fast and is let go. Before, it was held until the stall detector cut
     it (seen on loopback in 5 of 400 streams of 20,000 events)."""
-    receiver = Receiver(rate=1_000_000.0)
-    pacer = pacer_for(receiver)
-    written = 0
-    while written < ENGAGE_AFTER + LIMIT:
-        size, _ = await pacer.admit(1024, written)
-        receiver.deliver(size)
-        written += size
-        await trio.sleep(0.001)
-    assert pacer.pacing
-    receiver.buffer -= 2 * LIMIT
+    pacer, receiver = await ramped()
+    receiver.buffer -= 2 * pacer.limit
     fell_at = trio.current_time()
     await write_for(pacer, receiver, 3.0)
 

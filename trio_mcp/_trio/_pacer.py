@@ -16,13 +16,16 @@
 # The window a receiver offers when its buffers are empty is not fixed: Linux (6.x) sizes it
 # by the ratio of payload to memory of the segments it received, so a run of small segments
 # lowers it. A fall of that ceiling looks like data left unread, and a reader that has read
-# everything can then be held for good: probes are too small to move its window. So a hold
-# that sees no progress for REBASE_STEPS steps' time at the minimum rate takes the window as
-# it is now for the new ceiling, and lets a limit's worth through. A reader that stopped
-# gains nothing by it: its window never grows back, so it shows no progress, and what it is
-# given goes out as a probe does, counted as nothing drained (a slow reader's drain rate
-# would otherwise rise by a limit each hold, and it would not be cut). It is given a limit's
-# worth more each time, and is cut all the same.
+# everything can then be held for good: probes are too small to move its window. So, for a
+# reader that has proved fast once (its limit was doubled), a hold that sees no progress for
+# REBASE_STEPS steps' time at the minimum rate takes the window as it is now for the new
+# ceiling, and lets a limit's worth through. Readers still at the first limit are left as
+# they were: a rebase for them lets a slow reader's drain rate stray from what it reads
+# (counted, it hid a reader at half the minimum rate; not counted, readers at 1.25 times the
+# minimum were cut on loopback). A fast reader that then stopped gains nothing by it: its
+# window never grows back, so it shows no progress, and what it is given goes out as a probe
+# does, counted as nothing drained. It is given a limit's worth more each time, and is cut
+# all the same.
 #
 # A reader that takes each limit's worth quickly proves it is no slow reader: the limit
 # doubles, and past RELEASE_AT pacing stops for good, so fast streams pay for a few round
@@ -100,8 +103,8 @@ class WindowPacer:
     # One per streamed response: slots keep what a paced stream costs small (TM-BP-BOUNDED).
     __slots__ = (
         "_gift", "_gone", "_held", "_held_since", "_next_probe", "_probe_gap", "_ref", "_sample",
-        "_wake", "consumed", "engaged", "first_largest", "first_limit", "largest", "limit",
-        "min_rate", "peak", "probe_max", "probes", "progress_at", "proved_fast", "ramp_rate",
+        "_wake", "ceiling", "consumed", "engaged", "first_largest", "first_limit", "largest",
+        "limit", "min_rate", "probe_max", "probes", "progress_at", "proved_fast", "ramp_rate",
         "rebases", "released", "small_window",
     )
 
@@ -136,10 +139,12 @@ class WindowPacer:
         figures are not to be had, or the writer gave the connection up."""
         self.proved_fast = False
         self.largest = 0
-        """The window the reader offers with nothing unread, as far as we know: the largest
-        it advertised since pacing began, or since the last rebase."""
-        self.peak = 0
-        """The largest window it advertised since pacing began."""
+        """The largest window the reader advertised since pacing began: what it has taken
+        is measured against it."""
+        self.ceiling = 0
+        """The window the reader offers with nothing unread, as far as we know: what it
+        holds unread is measured against it. The largest window, or since the last rebase
+        the window then, if larger windows have not come since."""
         self.first_largest = 0
         """The window it advertised when pacing began."""
         self.consumed = 0
@@ -179,26 +184,21 @@ class WindowPacer:
         if wnd is None or in_flight is None:
             self.stop()
             return None
-        # After a rebase, a window that grows back towards the largest it ever offered may
-        # be its ceiling coming back rather than reading: a stopped reader shows that too.
-        recovering = self.largest < wnd and self.largest < self.peak
         self.largest = max(self.largest, wnd)
-        self.peak = max(self.peak, wnd)
-        unread = self.largest - wnd
-        consumed = sample.bytes_acked - unread
+        self.ceiling = max(self.ceiling, wnd)
+        # Taken is measured against the largest window, which a rebase leaves alone: a
+        # window that falls and comes back (a ceiling that moves) nets to nothing, and only
+        # reading beyond it shows.
+        consumed = sample.bytes_acked - (self.largest - wnd)
         if consumed >= self.consumed + max(_MIN_STEP, 2 * sample.window_grain):
             self.consumed = consumed
-            if recovering:
-                self._ref = (now, self._taken())
-            else:
-                self.progress_at = now
-                # A receiver grows the window it offers as data arrives, early in a
-                # connection, whether or not its application reads (by about 15 KB with a
-                # 1448-byte MSS): that counts as progress (a reader that stopped shows it
-                # only at the start), but not towards a ramp, which would hand a stopped
-                # reader more.
-                self._ramp(now, sample.rtt, self._taken())
-        return sample.notsent_bytes + in_flight, unread
+            self.progress_at = now
+            # A receiver grows the window it offers as data arrives, early in a connection,
+            # whether or not its application reads (by about 15 KB with a 1448-byte MSS):
+            # that counts as progress (a reader that stopped shows it only at the start),
+            # but not towards a ramp, which would hand a stopped reader more.
+            self._ramp(now, sample.rtt, self._taken())
+        return sample.notsent_bytes + in_flight, self.ceiling - wnd
 
     def _taken(self) -> int:
         """What the reader took, for a ramp: its consumption less the growth of its window
@@ -211,16 +211,14 @@ class WindowPacer:
         step = max(_MIN_STEP, 2 * sample.window_grain)
         return max(4 * self.probe_max, REBASE_STEPS * step / self.min_rate)
 
-    def _rebase(self, sample: TcpSample, now: float) -> None:
-        """Take the window the reader offers now for its ceiling: nothing counts as unread.
-        Not progress (``progress_at`` stays), and no ramp: a reader that stopped is not
-        let go by it, only given a limit's worth more."""
+    def _rebase(self, sample: TcpSample) -> None:
+        """Take the window the reader offers now for its ceiling: nothing counts as unread,
+        and a limit's worth may go (as probes). What it has taken is still measured against
+        the largest window, so this is no progress and no step towards a ramp: a reader
+        that stopped is not let go by it, only given a limit's worth more."""
         assert sample.snd_wnd is not None
         self.rebases += 1
-        self.largest = sample.snd_wnd
-        self.first_largest = min(self.first_largest, self.largest)
-        self.consumed = max(self.consumed, sample.bytes_acked)
-        self._ref = (now, self._taken())
+        self.ceiling = sample.snd_wnd
         self._gift = self.limit
 
     def _ramp(self, now: float, rtt: float, taken: int) -> None:
@@ -262,7 +260,7 @@ class WindowPacer:
                 return size, False
             self.engaged = True
             self.progress_at = trio.current_time()
-            self.largest = self.first_largest = self.peak = first.snd_wnd
+            self.largest = self.first_largest = self.ceiling = first.snd_wnd
             self.consumed = first.bytes_acked
             self._ref = (self.progress_at, self.consumed)
         while not self.released:
@@ -292,12 +290,14 @@ class WindowPacer:
                 self._held_since = now
                 self._probe_gap = max(PROBE_FIRST, 2 * sample.rtt)
                 self._next_probe = now + self._probe_gap
-            if queued <= 0 and now - max(self._held_since, self.progress_at) >= (
-                self._rebase_after(sample)
+            if (
+                queued <= 0
+                and self.limit > self.first_limit
+                and now - max(self._held_since, self.progress_at) >= self._rebase_after(sample)
             ):
                 # Everything sent is acknowledged and the window has not moved: either the
                 # reader stopped or its ceiling fell (see the top of this file).
-                self._rebase(sample, now)
+                self._rebase(sample)
                 self._held = False
                 continue
             if queued <= 0 and now >= self._next_probe:
