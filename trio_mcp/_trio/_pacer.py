@@ -197,13 +197,8 @@ class WindowPacer:
             # whether or not its application reads (by about 15 KB with a 1448-byte MSS):
             # that counts as progress (a reader that stopped shows it only at the start),
             # but not towards a ramp, which would hand a stopped reader more.
-            self._ramp(now, sample.rtt, self._taken())
+            self._ramp(now, sample.rtt, consumed - (self.largest - self.first_largest))
         return sample.notsent_bytes + in_flight, self.ceiling - wnd
-
-    def _taken(self) -> int:
-        """What the reader took, for a ramp: its consumption less the growth of its window
-        since pacing began."""
-        return self.consumed - (self.largest - self.first_largest)
 
     def _rebase_after(self, sample: TcpSample) -> float:
         """How long a hold may see no progress before the window is taken as the reader's
