@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import gc
+import math
 import weakref
 
 import pytest
@@ -337,7 +338,9 @@ async def test_ended_sessions_free_their_log_at_once_and_trigger_one_release(
         with trio.fail_after(600):
             small = await mem.initialize()
             await wait_until(lambda: small not in mem.manager.sessions, poll=0.5)
-            await trio.sleep(3 * expiry_period(config))
+            # Half a period off the expiry loop's ticks, so that the three sessions below,
+            # used within a fraction of a second, end at the same tick.
+            await trio.sleep(3.5 * expiry_period(config))
             assert 0 == mem.manager.statistics()["memory_releases"]
 
             sids = [await mem.initialize() for _ in range(3)]
@@ -396,3 +399,35 @@ def test_release_collects_cycles_and_trims_where_glibc_is() -> None:
     never = MemoryReleaser(None)
     never.freed(10**12)
     assert not never.maybe_release()
+
+
+@pytest.mark.spec("TM-SESS-CAP", "TM-SESS-IDLE", "TM-BP-COUNTERS")
+async def test_a_session_expiring_as_an_initialize_arrives_frees_its_place_once(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """An initialize that arrives at the cap in the same instant the expiry loop ends a
+    session takes that session's place: no other idle session is evicted for it, and the
+    expired one is counted once, as expired. (Which of the two tasks runs first is trio's
+    choice, so the instant is tried many times.)"""
+    server, _record = make_server()
+    config = ServerConfig(max_sessions=2, session_idle_ttl=10, uninitialized_ttl=10)
+    period = expiry_period(config)
+    for _attempt in range(16):
+        async with MemoryServer.open(server, config) as mem:
+            with trio.fail_after(60):
+                start = trio.current_time()
+                await trio.sleep(0.5)
+                old = await mem.initialize()
+                await trio.sleep(5)
+                young = await mem.initialize()
+                # The first tick of the expiry loop at least the TTL after ``old``'s last
+                # activity, when ``young`` has 5 s to go.
+                ticks = math.ceil((0.5 + config.session_idle_ttl) / period)
+                await trio.sleep_until(start + ticks * period)
+                await mem.initialize()
+
+                assert old not in mem.manager.sessions
+                assert young in mem.manager.sessions
+                stats = mem.manager.statistics()
+                assert (stats["sessions_expired"], stats["sessions_evicted"]) == (1, 0)
+                assert stats["sessions_open"] == 2 and stats["sessions_created"] == 3

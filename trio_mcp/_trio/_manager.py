@@ -168,6 +168,7 @@ class SessionManager:
                     self.stats.sessions_expired += 1
                     self.stats.sessions_abandoned += 1
                     session.close("abandoned")
+                    self.forget(session)
                 continue
             ttl = cfg.session_idle_ttl
             if session.phase.value == "awaiting-initialized":
@@ -175,6 +176,9 @@ class SessionManager:
             if now - session.last_activity >= ttl:
                 self.stats.sessions_expired += 1
                 session.close("expired")
+                # At once, not when its supervisor next runs: an initialize in between
+                # would count it against the cap, and evict it a second time (TM-SESS-CAP).
+                self.forget(session)
 
     # -- HTTP entry ---------------------------------------------------------------------
 
@@ -242,6 +246,8 @@ class SessionManager:
         for message in plan.messages:
             admission = session.admit(message)
             if admission is Admission.IGNORE:
+                # Nothing to do, but the client showed itself all the same (TM-SESS-IDLE).
+                session.heard()
                 continue
             if isinstance(message, Request):
                 requests.append(message)

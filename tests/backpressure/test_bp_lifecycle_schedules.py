@@ -1,0 +1,345 @@
+# Hypothesis over schedules of session lifecycles, in memory under trio's MockClock: sessions
+# opened past the cap, calls that finish or never do, connections dropped, standalone streams
+# held and closed, pings, DELETEs and time passing. A model written from the rules alone
+# (spec/sessions.md) says, at every step, which sessions must be alive, which one an
+# initialize evicts or whether it gets 503, and what the counters read; the server must agree.
+#
+# Timing is kept unambiguous: the expiry loop looks at whole seconds (a tenth of the shortest
+# TTL), the test acts at half seconds, and calls end at quarter past or to.
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import attrs
+import pytest
+import trio
+import trio.testing
+from hypothesis import HealthCheck, event, example, given, settings
+from hypothesis import strategies as st
+from support.client import rpc_request
+from support.slow import MemoryServer, PacedResponder, Record, make_server, tasks_named
+
+from trio_mcp import ServerConfig
+
+CAP = 3
+IDLE_TTL = 20.0
+UNINITIALIZED_TTL = 10.0
+ABANDONED_TTL = 30.0
+#: SessionManager._expire_loop's period: a tenth of the shortest TTL.
+PERIOD = 1.0
+#: How long a call runs (None: until its session ends). Never a whole or half second.
+DURATIONS = (0.25, 2.75, 11.25, 25.75, None)
+
+
+@attrs.define
+class Call:
+    ends: float | None
+    """When the handler returns (None: never)."""
+    responder: PacedResponder
+    connected: bool = True
+
+
+@attrs.define
+class Model:
+    """One session as the rules describe it, from the client's side."""
+
+    id: str
+    initialized: bool
+    last_activity: float
+    last_heard: float
+    calls: list[Call] = attrs.Factory(list)
+    get: PacedResponder | None = None
+    ended: str | None = None
+
+    def running(self, now: float) -> list[Call]:
+        return [c for c in self.calls if c.ends is None or c.ends > now]
+
+    def views(self, now: float) -> int:
+        """Open connections: calls still running on a connection, and the GET stream."""
+        return sum(c.connected for c in self.running(now)) + (self.get is not None)
+
+    def idle(self, now: float) -> bool:
+        """TM-SESS-IDLE: nothing in flight and no open connection."""
+        return not self.running(now) and self.views(now) == 0
+
+    def heard(self, now: float) -> None:
+        self.last_activity = self.last_heard = now
+
+
+@attrs.define
+class World:
+    sessions: list[Model] = attrs.Factory(list)
+    counts: dict[str, int] = attrs.Factory(
+        lambda: dict.fromkeys(("expired", "evicted", "deleted", "abandoned"), 0)
+    )
+    now: float = 0.0
+    refused: int = 0
+
+    def alive(self) -> list[Model]:
+        return [s for s in self.sessions if s.ended is None]
+
+    def end(self, session: Model, reason: str) -> None:
+        session.ended = reason
+        self.counts[reason] += 1
+        if reason == "abandoned":
+            self.counts["expired"] += 1  # an abandoned session counts as expired too
+
+    def advance(self, until: float) -> None:
+        """What happens between now and ``until``: calls end, the expiry loop looks."""
+        moments = sorted(
+            {c.ends for s in self.alive() for c in s.calls if c.ends is not None}
+            | {float(k) for k in range(math.floor(self.now) + 1, math.floor(until) + 1)}
+        )
+        for t in moments:
+            if not self.now < t <= until:
+                continue
+            if t != int(t):
+                for s in self.alive():
+                    for c in s.calls:
+                        if c.ends == t:
+                            # The handler returns (touch), then its connection ends (heard).
+                            s.last_activity = t
+                            if c.connected:
+                                c.connected = False
+                                s.heard(t)
+            else:
+                self.expire(t)
+        self.now = until
+
+    def expire(self, t: float) -> None:
+        for s in self.alive():
+            if not s.idle(t):
+                # TM-SESS-ABANDONED: work in flight, no connection, client not heard from.
+                if s.views(t) == 0 and t - s.last_heard >= ABANDONED_TTL:
+                    self.end(s, "abandoned")
+                continue
+            ttl = IDLE_TTL if s.initialized else min(IDLE_TTL, UNINITIALIZED_TTL)
+            if t - s.last_activity >= ttl:
+                self.end(s, "expired")
+
+
+# One step of a schedule; a session is named by its index among those opened (modulo).
+# Opens and calls come most often, so that the cap is reached with sessions busy.
+KINDS = [
+    "open", "open", "call", "call", "drop", "get", "close-get", "ping", "initialized",
+    "delete", "wait", "wait",
+]
+
+
+@st.composite
+def steps(draw: st.DrawFn) -> tuple[Any, ...]:
+    kind = draw(st.sampled_from(KINDS))
+    if kind == "open":
+        return (kind, draw(st.booleans()))
+    if kind == "wait":
+        return (kind, draw(st.sampled_from([1, 2, 5, 9, 12, 21, 31])))
+    return (kind, draw(st.integers(0, 7)), draw(st.sampled_from(range(len(DURATIONS)))))
+
+
+STEPS = st.lists(steps(), min_size=5, max_size=40)
+
+
+async def settle() -> None:
+    # Everything the step set off, done: nothing is runnable, and no time has passed.
+    await trio.testing.wait_all_tasks_blocked()
+
+
+async def run_schedule(steps: list[tuple[Any, ...]]) -> World:
+    server, record = make_server()
+    config = ServerConfig(
+        max_sessions=CAP,
+        session_idle_ttl=IDLE_TTL,
+        uninitialized_ttl=UNINITIALIZED_TTL,
+        abandoned_ttl=ABANDONED_TTL,
+        release_memory_after=None,
+    )
+    world = World()
+    async with MemoryServer.open(server, config) as mem:
+        manager = mem.manager
+        # The expiry loop counts its periods from when it started: at 0 on the mock clock.
+        assert trio.current_time() == 0.0
+        await trio.sleep(0.5)
+        world.now = 0.5
+        for step in steps:
+            await apply(mem, world, step)
+            await settle()
+            check(mem, world, record)
+            # The next step half a second on at least, so no two moments coincide.
+            await trio.sleep(0.5)
+            world.advance(trio.current_time())
+            await settle()
+        del manager
+    return world
+
+
+async def apply(mem: MemoryServer, world: World, step: tuple[Any, ...]) -> None:
+    now = trio.current_time()
+    kind = step[0]
+    if kind == "wait":
+        await trio.sleep(step[1])
+        world.advance(trio.current_time())
+        return
+    if kind == "open":
+        await open_session(mem, world, initialized=step[1])
+        return
+    if not world.sessions:
+        return
+    _, index, duration = step
+    session = world.sessions[index % len(world.sessions)]
+    if session.ended is not None:
+        # T-SESS-7: an ended session's id gets 404, whatever the request.
+        responder, _ = await mem.complete(session.id, rpc_request("ping"))
+        assert responder.status == 404
+        return
+    if kind == "call":
+        ends = DURATIONS[duration]
+        seconds = -1.0 if ends is None else ends
+        responder, _ = mem.call(session.id, "wait", {"seconds": seconds})
+        await settle()
+        assert responder.status == 200
+        session.calls.append(Call(None if ends is None else now + ends, responder))
+        session.heard(now)
+    elif kind == "drop":
+        running = [c for c in session.running(now) if c.connected]
+        if running:
+            running[0].responder.client_leaves()
+            running[0].connected = False
+            session.heard(now)
+    elif kind == "get":
+        if session.get is None:
+            session.get = mem.get(session.id)
+            await settle()
+            assert session.get.status == 200
+        else:
+            # TM-GET-ONE: a second standalone stream is refused (but the client was heard).
+            responder = mem.get(session.id)
+            await settle()
+            assert responder.status == 409
+        session.heard(now)
+    elif kind == "close-get":
+        if session.get is not None:
+            session.get.client_leaves()
+            session.get = None
+            session.heard(now)
+    elif kind == "ping":
+        responder, messages = await mem.complete(session.id, rpc_request("ping"))
+        assert responder.status == 200 and messages[-1]["result"] == {}
+        session.heard(now)
+    elif kind == "initialized":
+        responder, _ = await mem.complete(
+            session.id, {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        )
+        assert responder.status == 202
+        session.initialized = True
+        session.heard(now)
+    elif kind == "delete":
+        responder, _ = await mem.complete_delete(session.id)
+        assert responder.status in (200, 204)
+        world.end(session, "deleted")
+
+
+async def open_session(mem: MemoryServer, world: World, *, initialized: bool) -> None:
+    now = trio.current_time()
+    alive = world.alive()
+    victim = None
+    if len(alive) >= CAP:
+        idle = [s for s in alive if s.idle(now)]
+        if not idle:
+            # TM-SESS-CAP: every session busy: 503 with Retry-After, nothing evicted.
+            params = {
+                "protocolVersion": mem.protocol_version,
+                "capabilities": {},
+                "clientInfo": {"name": "schedules", "version": "0"},
+            }
+            responder, _ = await mem.complete(None, rpc_request("initialize", params))
+            assert responder.status == 503
+            assert dict(responder.headers).get("retry-after")
+            world.refused += 1
+            return
+        # TM-SESS-CAP: the least recently used idle session makes room.
+        victim = min(idle, key=lambda s: s.last_activity)
+    session_id = await mem.initialize(initialized=initialized)
+    if victim is not None:
+        world.end(victim, "evicted")
+    world.sessions.append(Model(session_id, initialized, now, now))
+
+
+def check(mem: MemoryServer, world: World, record: Record) -> None:
+    manager = mem.manager
+    now = trio.current_time()
+    live = {sid for sid, s in manager.sessions.items() if not s.closed}
+    expected = {s.id for s in world.alive()}
+    assert live == expected, {
+        s.id[:6]: (s.ended, s.last_activity, s.idle(now)) for s in world.sessions
+    }
+    stats = manager.stats
+    assert (stats.sessions_expired, stats.sessions_evicted, stats.sessions_deleted) == (
+        world.counts["expired"],
+        world.counts["evicted"],
+        world.counts["deleted"],
+    )
+    assert stats.sessions_abandoned == world.counts["abandoned"]
+    assert stats.sessions_created == len(world.sessions)
+    # Ending a session cancels its handlers: the only calls still running are those of live
+    # sessions the model says are running.
+    running = sum(len(s.running(now)) for s in world.alive())
+    assert len(tasks_named("mcp:tools/call")) == running
+    for s in world.sessions:
+        if s.ended is not None:
+            # Its connections were closed: every one it had is finished.
+            assert all(c.responder.connection_closed.is_set() for c in s.calls)
+            if s.get is not None:
+                assert s.get.connection_closed.is_set()
+
+
+@pytest.mark.spec("TM-SESS-IDLE", "TM-SESS-CAP", "TM-SESS-ABANDONED", "T-SESS-7")
+@settings(
+    max_examples=500,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+@given(steps=STEPS)
+# Every session busy (a call that never returns, a held stream, an uninitialized one with a
+# call): 503; then one goes idle and is evicted in favour of the next.
+@example(
+    steps=[
+        ("open", True), ("open", True), ("open", False),
+        ("call", 0, 4), ("get", 1, 0), ("call", 2, 1),
+        ("open", True), ("close-get", 1, 0), ("wait", 1), ("open", True), ("ping", 1, 0),
+    ]
+)
+# Work left running with nobody connected ends after the abandoned TTL; a held stream
+# keeps its session however long.
+@example(
+    steps=[
+        ("open", True), ("open", True), ("call", 0, 4), ("drop", 0, 0), ("get", 1, 0),
+        ("wait", 21), ("wait", 12), ("ping", 0, 0), ("ping", 1, 0),
+    ]
+)
+# A repeated notifications/initialized changes nothing, but the client was heard: its
+# session is no longer the least recently used (found by this test).
+@example(
+    steps=[
+        ("open", False), ("initialized", 0, 0), ("open", False), ("open", False),
+        ("initialized", 0, 0), ("open", False),
+    ]
+)
+def test_any_schedule_of_sessions_expires_evicts_and_refuses_as_the_rules_say(
+    steps: list[tuple[Any, ...]],
+) -> None:
+    """Whatever sessions are opened, called, dropped, held, pinged and deleted, and however
+    time passes: a session lives exactly as long as the rules say (idle for the TTL, or
+    the shorter one before initialized; abandoned work ends after its own TTL; never while a
+    connection is open), an initialize at the cap evicts the least recently used idle
+    session or, when every session is busy, gets 503 with Retry-After; an ended session's
+    id gets 404, its handlers are cancelled and its connections closed, and the counters
+    say how each ended."""
+    world = trio.run(run_schedule, steps, clock=trio.testing.MockClock(autojump_threshold=0))
+    for reason, count in world.counts.items():
+        if count:
+            event(f"a session {reason}")
+    if world.refused:
+        event("an initialize refused with 503")
