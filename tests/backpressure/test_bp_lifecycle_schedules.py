@@ -8,6 +8,7 @@
 # TTL), the test acts at half seconds, and calls end at quarter past or to.
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
@@ -20,7 +21,7 @@ from hypothesis import strategies as st
 from support.client import rpc_request
 from support.slow import MemoryServer, PacedResponder, Record, make_server, tasks_named
 
-from trio_mcp import ServerConfig
+from trio_mcp import ResponseMode, ServerConfig
 
 CAP = 3
 IDLE_TTL = 20.0
@@ -35,9 +36,13 @@ DURATIONS = (0.25, 2.75, 11.25, 25.75, None)
 @attrs.define
 class Call:
     ends: float | None
-    """When the handler returns (None: never)."""
+    """When the handler returns (None: never); for a cancelled call, when it was cancelled."""
     responder: PacedResponder
+    request_id: int
     connected: bool = True
+    cancelled: bool = False
+    dropped: bool = False
+    """The client dropped its connection while the call ran (and has not resumed since)."""
 
 
 @attrs.define
@@ -53,7 +58,7 @@ class Model:
     ended: str | None = None
 
     def running(self, now: float) -> list[Call]:
-        return [c for c in self.calls if c.ends is None or c.ends > now]
+        return [c for c in self.calls if not c.cancelled and (c.ends is None or c.ends > now)]
 
     def views(self, now: float) -> int:
         """Open connections: calls still running on a connection, and the GET stream."""
@@ -73,6 +78,8 @@ class World:
     counts: dict[str, int] = attrs.Factory(
         lambda: dict.fromkeys(("expired", "evicted", "deleted", "abandoned"), 0)
     )
+    json_mode: bool = False
+    """Requests answered as application/json: the POST itself waits for the handler."""
     now: float = 0.0
     refused: int = 0
 
@@ -97,7 +104,7 @@ class World:
             if t != int(t):
                 for s in self.alive():
                     for c in s.calls:
-                        if c.ends == t:
+                        if c.ends == t and not c.cancelled:
                             # The handler returns (touch), then its connection ends (heard).
                             s.last_activity = t
                             if c.connected:
@@ -122,8 +129,8 @@ class World:
 # One step of a schedule; a session is named by its index among those opened (modulo).
 # Opens and calls come most often, so that the cap is reached with sessions busy.
 KINDS = [
-    "open", "open", "call", "call", "drop", "get", "close-get", "ping", "initialized",
-    "delete", "wait", "wait",
+    "open", "open", "open", "call", "call", "call", "drop", "get", "close-get", "ping",
+    "initialized", "delete", "cancel", "resume", "wait", "wait",
 ]
 
 
@@ -134,7 +141,7 @@ def steps(draw: st.DrawFn) -> tuple[Any, ...]:
         return (kind, draw(st.booleans()))
     if kind == "wait":
         return (kind, draw(st.sampled_from([1, 2, 5, 9, 12, 21, 31])))
-    return (kind, draw(st.integers(0, 7)), draw(st.sampled_from(range(len(DURATIONS)))))
+    return (kind, draw(st.integers(0, 4)), draw(st.sampled_from(range(len(DURATIONS)))))
 
 
 STEPS = st.lists(steps(), min_size=5, max_size=40)
@@ -145,7 +152,33 @@ async def settle() -> None:
     await trio.testing.wait_all_tasks_blocked()
 
 
-async def run_schedule(steps: list[tuple[Any, ...]]) -> World:
+def answers(responder: PacedResponder) -> list[dict[str, Any]]:
+    """The JSON-RPC messages of a response, JSON or SSE."""
+    if responder.reply_ is not None and responder.reply_.body:
+        body = json.loads(responder.reply_.body)
+        return body if isinstance(body, list) else [body]
+    return responder.messages()
+
+
+async def initialize(mem: MemoryServer, *, initialized: bool) -> str:
+    params = {
+        "protocolVersion": mem.protocol_version,
+        "capabilities": {},
+        "clientInfo": {"name": "schedules", "version": "0"},
+    }
+    responder, _ = await mem.complete(None, rpc_request("initialize", params))
+    assert responder.status == 200
+    assert "result" in answers(responder)[-1]
+    session_id = dict(responder.headers)["mcp-session-id"]
+    if initialized:
+        ack, _ = await mem.complete(
+            session_id, {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        )
+        assert ack.status == 202
+    return session_id
+
+
+async def run_schedule(steps: list[tuple[Any, ...]], json_mode: bool = False) -> World:
     server, record = make_server()
     config = ServerConfig(
         max_sessions=CAP,
@@ -153,8 +186,9 @@ async def run_schedule(steps: list[tuple[Any, ...]]) -> World:
         uninitialized_ttl=UNINITIALIZED_TTL,
         abandoned_ttl=ABANDONED_TTL,
         release_memory_after=None,
+        response_mode=ResponseMode.JSON if json_mode else ResponseMode.SSE,
     )
-    world = World()
+    world = World(json_mode=json_mode)
     async with MemoryServer.open(server, config) as mem:
         manager = mem.manager
         # The expiry loop counts its periods from when it started: at 0 on the mock clock.
@@ -195,16 +229,50 @@ async def apply(mem: MemoryServer, world: World, step: tuple[Any, ...]) -> None:
     if kind == "call":
         ends = DURATIONS[duration]
         seconds = -1.0 if ends is None else ends
-        responder, _ = mem.call(session.id, "wait", {"seconds": seconds})
+        responder, message = mem.call(session.id, "wait", {"seconds": seconds})
         await settle()
-        assert responder.status == 200
-        session.calls.append(Call(None if ends is None else now + ends, responder))
+        # An SSE answer starts at once; a JSON one comes when the handler returns.
+        assert responder.status == (None if world.json_mode else 200)
+        session.calls.append(Call(None if ends is None else now + ends, responder, message["id"]))
         session.heard(now)
+    elif kind == "cancel":
+        running = session.running(now)
+        cancel = {
+            "jsonrpc": "2.0",
+            "method": "notifications/cancelled",
+            "params": {"requestId": running[0].request_id if running else 10**9},
+        }
+        responder, _ = await mem.complete(session.id, cancel)
+        assert responder.status == 202
+        if running:
+            # U-CANCEL-4: no response; the call's stream ends, its connection with it
+            # (TM-CANCEL-JSON: as JSON, an error answers the POST that waits).
+            running[0].cancelled, running[0].ends = True, now
+            running[0].connected = False
+        session.heard(now)
+    elif kind == "resume":
+        dropped = [c for c in session.calls if c.dropped and not c.cancelled]
+        if world.json_mode:
+            dropped = []  # a JSON answer has no stream to resume
+        if dropped and dropped[0].responder.ids():
+            call = dropped[0]
+            # T-RESUME-5: re-attach the call's own stream after the last id the client got.
+            responder = mem.get(session.id, last_event_id=call.responder.ids()[-1])
+            await settle()
+            assert responder.status == 200
+            call.responder, call.dropped = responder, False
+            if call in session.running(now):
+                call.connected = True
+            else:
+                # Its response was waiting in the log; the stream ends with it.
+                assert answers(responder)[-1]["id"] == call.request_id
+                assert responder.connection_closed.is_set()
+            session.heard(now)
     elif kind == "drop":
         running = [c for c in session.running(now) if c.connected]
         if running:
             running[0].responder.client_leaves()
-            running[0].connected = False
+            running[0].connected, running[0].dropped = False, True
             session.heard(now)
     elif kind == "get":
         if session.get is None:
@@ -223,8 +291,8 @@ async def apply(mem: MemoryServer, world: World, step: tuple[Any, ...]) -> None:
             session.get = None
             session.heard(now)
     elif kind == "ping":
-        responder, messages = await mem.complete(session.id, rpc_request("ping"))
-        assert responder.status == 200 and messages[-1]["result"] == {}
+        responder, _ = await mem.complete(session.id, rpc_request("ping"))
+        assert responder.status == 200 and answers(responder)[-1]["result"] == {}
         session.heard(now)
     elif kind == "initialized":
         responder, _ = await mem.complete(
@@ -253,13 +321,13 @@ async def open_session(mem: MemoryServer, world: World, *, initialized: bool) ->
                 "clientInfo": {"name": "schedules", "version": "0"},
             }
             responder, _ = await mem.complete(None, rpc_request("initialize", params))
-            assert responder.status == 503
+            assert responder.status == 503, responder.reply_
             assert dict(responder.headers).get("retry-after")
             world.refused += 1
             return
         # TM-SESS-CAP: the least recently used idle session makes room.
         victim = min(idle, key=lambda s: s.last_activity)
-    session_id = await mem.initialize(initialized=initialized)
+    session_id = await initialize(mem, initialized=initialized)
     if victim is not None:
         world.end(victim, "evicted")
     world.sessions.append(Model(session_id, initialized, now, now))
@@ -319,6 +387,9 @@ def check(mem: MemoryServer, world: World, record: Record) -> None:
         ("wait", 21), ("wait", 12), ("ping", 0, 0), ("ping", 1, 0),
     ]
 )
+# A client that waits on its connection is never abandoned, however long the call runs,
+# also when the answer is JSON and the POST itself is the connection (found by this test).
+@example(steps=[("open", True), ("call", 0, 4), ("wait", 31), ("wait", 5), ("ping", 0, 0)])
 # A repeated notifications/initialized changes nothing, but the client was heard: its
 # session is no longer the least recently used (found by this test).
 @example(
@@ -327,17 +398,21 @@ def check(mem: MemoryServer, world: World, record: Record) -> None:
         ("initialized", 0, 0), ("open", False),
     ]
 )
+@pytest.mark.parametrize("json_mode", [False, True], ids=["sse", "json"])
 def test_any_schedule_of_sessions_expires_evicts_and_refuses_as_the_rules_say(
-    steps: list[tuple[Any, ...]],
+    json_mode: bool, steps: list[tuple[Any, ...]]
 ) -> None:
-    """Whatever sessions are opened, called, dropped, held, pinged and deleted, and however
-    time passes: a session lives exactly as long as the rules say (idle for the TTL, or
-    the shorter one before initialized; abandoned work ends after its own TTL; never while a
-    connection is open), an initialize at the cap evicts the least recently used idle
-    session or, when every session is busy, gets 503 with Retry-After; an ended session's
-    id gets 404, its handlers are cancelled and its connections closed, and the counters
-    say how each ended."""
-    world = trio.run(run_schedule, steps, clock=trio.testing.MockClock(autojump_threshold=0))
+    """Whatever sessions are opened, called, cancelled, dropped, resumed, held, pinged and
+    deleted, and however time passes, with answers as SSE or as JSON: a session lives
+    exactly as long as the rules say (idle for the TTL, or the shorter one before
+    initialized; abandoned work ends after its own TTL; never while a connection is open,
+    a JSON POST waiting for its answer included), an initialize at the cap evicts the
+    least recently used idle session or, when every session is busy, gets 503 with
+    Retry-After; an ended session's id gets 404, its handlers are cancelled and its
+    connections closed, and the counters say how each ended."""
+    world = trio.run(
+        run_schedule, steps, json_mode, clock=trio.testing.MockClock(autojump_threshold=0)
+    )
     for reason, count in world.counts.items():
         if count:
             event(f"a session {reason}")

@@ -376,10 +376,18 @@ class SessionManager:
             flights = session.start_requests(requests, stream=None)
             # The POST waits for its handlers. Closing the connection does not cancel them
             # (T-PSSE-12): they finish and their results are dropped, having nowhere to go.
-            with trio.CancelScope() as scope:
-                async with watching_disconnect(responder, scope.cancel):
-                    for flight in flights:
-                        await flight.done.wait()
+            # While it waits, the client holds a connection: it has not abandoned the
+            # session, however long the handlers run (TM-SESS-ABANDONED).
+            session.json_waiting += 1
+            try:
+                with trio.CancelScope() as scope:
+                    async with watching_disconnect(responder, scope.cancel):
+                        for flight in flights:
+                            await flight.done.wait()
+            finally:
+                session.json_waiting -= 1
+                # The connection's end is a sign of the client, as a view's is.
+                session.heard()
             if scope.cancelled_caught:
                 return
             outcomes = [f.outcome for f in flights if f.outcome is not None]

@@ -116,6 +116,9 @@ class Session:
         self.inflight: dict[RequestId, InFlight] = {}
         self.outbound: dict[int, Outbound] = {}
         self.views: dict[int, View] = {}
+        #: JSON-mode POSTs waiting, with their client connected, for their handlers: open
+        #: connections of the session as much as views are (TM-SESS-ABANDONED).
+        self.json_waiting = 0
         self.stats = SessionStats()
         self.log_level: str | None = None
         self.subscriptions: set[str] = set()
@@ -184,13 +187,13 @@ class Session:
     @property
     def idle(self) -> bool:
         """Idle: nothing in flight and no open connection (TM-SESS-IDLE)."""
-        return not self.inflight and not self.views and not self.outbound
+        return not self.inflight and not self.views and not self.outbound and not self.json_waiting
 
     @property
     def abandoned(self) -> bool:
         """Work in flight but no connection to deliver it on (TM-SESS-ABANDONED): how long
         since the client was last heard from decides whether it is coming back."""
-        return not self.views and bool(self.inflight or self.outbound)
+        return not self.views and not self.json_waiting and bool(self.inflight or self.outbound)
 
     def touch(self) -> None:
         self.last_activity = trio.current_time()
