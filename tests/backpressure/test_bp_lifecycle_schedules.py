@@ -39,6 +39,7 @@ class Call:
     """When the handler returns (None: never); for a cancelled call, when it was cancelled."""
     responder: PacedResponder
     request_id: int
+    tag: str
     connected: bool = True
     cancelled: bool = False
     dropped: bool = False
@@ -56,6 +57,7 @@ class Model:
     calls: list[Call] = attrs.Factory(list)
     get: PacedResponder | None = None
     ended: str | None = None
+    ended_at: float | None = None
 
     def running(self, now: float) -> list[Call]:
         return [c for c in self.calls if not c.cancelled and (c.ends is None or c.ends > now)]
@@ -86,8 +88,9 @@ class World:
     def alive(self) -> list[Model]:
         return [s for s in self.sessions if s.ended is None]
 
-    def end(self, session: Model, reason: str) -> None:
+    def end(self, session: Model, reason: str, at: float | None = None) -> None:
         session.ended = reason
+        session.ended_at = self.now if at is None else at
         self.counts[reason] += 1
         if reason == "abandoned":
             self.counts["expired"] += 1  # an abandoned session counts as expired too
@@ -119,11 +122,11 @@ class World:
             if not s.idle(t):
                 # TM-SESS-ABANDONED: work in flight, no connection, client not heard from.
                 if s.views(t) == 0 and t - s.last_heard >= ABANDONED_TTL:
-                    self.end(s, "abandoned")
+                    self.end(s, "abandoned", t)
                 continue
             ttl = IDLE_TTL if s.initialized else min(IDLE_TTL, UNINITIALIZED_TTL)
             if t - s.last_activity >= ttl:
-                self.end(s, "expired")
+                self.end(s, "expired", t)
 
 
 # One step of a schedule; a session is named by its index among those opened (modulo).
@@ -178,7 +181,9 @@ async def initialize(mem: MemoryServer, *, initialized: bool) -> str:
     return session_id
 
 
-async def run_schedule(steps: list[tuple[Any, ...]], json_mode: bool = False) -> World:
+async def run_schedule(
+    steps: list[tuple[Any, ...]], json_mode: bool = False, grace: float | None = None
+) -> World:
     server, record = make_server()
     config = ServerConfig(
         max_sessions=CAP,
@@ -187,6 +192,7 @@ async def run_schedule(steps: list[tuple[Any, ...]], json_mode: bool = False) ->
         abandoned_ttl=ABANDONED_TTL,
         release_memory_after=None,
         response_mode=ResponseMode.JSON if json_mode else ResponseMode.SSE,
+        shutdown_grace=10.0 if grace is None else grace,
     )
     world = World(json_mode=json_mode)
     async with MemoryServer.open(server, config) as mem:
@@ -203,6 +209,13 @@ async def run_schedule(steps: list[tuple[Any, ...]], json_mode: bool = False) ->
             await trio.sleep(0.5)
             world.advance(trio.current_time())
             await settle()
+        if grace is not None:
+            # Half a second on again: off the expiry loop's ticks and the calls' ends, as
+            # every step is.
+            await trio.sleep(0.5)
+            world.advance(trio.current_time())
+            await settle()
+            await shut_down(mem, world, record, grace)
         del manager
     return world
 
@@ -229,11 +242,14 @@ async def apply(mem: MemoryServer, world: World, step: tuple[Any, ...]) -> None:
     if kind == "call":
         ends = DURATIONS[duration]
         seconds = -1.0 if ends is None else ends
-        responder, message = mem.call(session.id, "wait", {"seconds": seconds})
+        tag = f"c{sum(len(m.calls) for m in world.sessions)}"
+        responder, message = mem.call(session.id, "wait", {"seconds": seconds, "tag": tag})
         await settle()
         # An SSE answer starts at once; a JSON one comes when the handler returns.
         assert responder.status == (None if world.json_mode else 200)
-        session.calls.append(Call(None if ends is None else now + ends, responder, message["id"]))
+        session.calls.append(
+            Call(None if ends is None else now + ends, responder, message["id"], tag)
+        )
         session.heard(now)
     elif kind == "cancel":
         running = session.running(now)
@@ -333,6 +349,60 @@ async def open_session(mem: MemoryServer, world: World, *, initialized: bool) ->
     world.sessions.append(Model(session_id, initialized, now, now))
 
 
+async def shut_down(mem: MemoryServer, world: World, record: Record, grace: float) -> None:
+    """TM-SESS-SHUTDOWN: new requests get 503, every SSE connection is closed with a retry
+    field, running handlers get ``grace`` to finish, then every session ends."""
+    start = trio.current_time()
+    sse: list[PacedResponder] = []
+    waiting: list[tuple[Model, Call]] = []
+    for s in world.alive():
+        if s.get is not None:
+            sse.append(s.get)
+            s.get = None
+            s.heard(start)
+        for c in s.running(start):
+            if not c.connected:
+                continue
+            if world.json_mode:
+                waiting.append((s, c))
+            else:
+                sse.append(c.responder)
+                c.connected = False
+                s.heard(start)
+    running = [(s, c) for s in world.alive() for c in s.running(start)]
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(mem.manager.shutdown, grace)
+        await settle()
+        for responder in sse:
+            assert responder.connection_closed.is_set()
+            assert any(e.retry is not None for _, e in responder.events)
+        params = {
+            "protocolVersion": mem.protocol_version,
+            "capabilities": {},
+            "clientInfo": {"name": "late", "version": "0"},
+        }
+        late, _ = await mem.complete(None, rpc_request("initialize", params))
+        assert late.status == 503
+    await settle()
+    took = trio.current_time() - start
+    assert took <= grace
+    # What the rules say happened meanwhile: expiry, abandonment, calls ending.
+    world.advance(start + took)
+    assert not mem.manager.sessions
+    assert not tasks_named("mcp:tools/call")
+    for s, c in running:
+        ended_first = s.ended_at is not None and s.ended_at < (c.ends or math.inf)
+        if c.ends is not None and c.ends <= start + took and not ended_first:
+            assert c.tag in record.finished, (c, s.ended, s.ended_at, took)
+        else:
+            assert c.tag in record.cancelled, (c, s.ended, s.ended_at, took)
+    for s, c in waiting:
+        # A JSON answer waits for its handler: the result if it came, else 404 (its
+        # session ended under it, T-SESS-7).
+        assert c.responder.connection_closed.is_set()
+        assert c.responder.status == (200 if c.tag in record.finished else 404)
+
+
 def check(mem: MemoryServer, world: World, record: Record) -> None:
     manager = mem.manager
     now = trio.current_time()
@@ -418,3 +488,33 @@ def test_any_schedule_of_sessions_expires_evicts_and_refuses_as_the_rules_say(
             event(f"a session {reason}")
     if world.refused:
         event("an initialize refused with 503")
+
+
+@pytest.mark.spec("TM-SESS-SHUTDOWN", "T-PSSE-4")
+@settings(
+    max_examples=200,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+@given(steps=STEPS, grace=st.sampled_from([1, 3, 10, 40]))
+@example(
+    steps=[("open", True), ("open", True), ("call", 0, 2), ("call", 1, 4), ("get", 1, 0)],
+    grace=10,
+)
+@pytest.mark.parametrize("json_mode", [False, True], ids=["sse", "json"])
+def test_shutdown_after_any_schedule_closes_streams_then_bounds_handlers(
+    json_mode: bool, steps: list[tuple[Any, ...]], grace: int
+) -> None:
+    """Whatever the sessions were doing, a graceful shutdown closes every SSE connection at
+    once with a retry field, answers new requests 503, lets running handlers finish for the
+    grace period (a JSON POST still gets its result), cancels the rest, and ends every
+    session, within the grace period."""
+    trio.run(
+        run_schedule,
+        steps,
+        json_mode,
+        float(grace),
+        clock=trio.testing.MockClock(autojump_threshold=0),
+    )

@@ -126,10 +126,16 @@ class SessionManager:
         with a retry hint, give running handlers ``grace`` seconds, then end every session
         (which cancels what is still running)."""
         self.shutting_down = True
+        closing = []
         for session in list(self.sessions.values()):
             for view in list(session.views.values()):
                 view.stop("server-closed")
+                closing.append(view)
         with trio.move_on_after(grace):
+            # Each connection writes its retry field before the sessions end: ending a
+            # session cancels its connections' writers, with whatever they still hold.
+            for view in closing:
+                await view.closed.wait()
             for session in list(self.sessions.values()):
                 for flight in list(session.inflight.values()):
                     await flight.done.wait()

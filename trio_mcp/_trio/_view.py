@@ -63,6 +63,8 @@ class View:
     end_reason: str | None = None
     send_retry: bool = True
     writer: ConnectionWriter | None = None
+    closed: trio.Event = attrs.field(factory=trio.Event)
+    """Set once the connection is done with: its last writes made or given up."""
     # What the view waits on, whatever it waits for: rung when the writer makes progress or
     # stops, when the client leaves, and (while the view is idle) when the log changes. One
     # event rather than a task per thing watched: the view waits about once per write, and
@@ -128,6 +130,14 @@ class View:
         ``priming`` is the stream's priming position, taken before anything was appended
         to the stream, so the priming event comes first on the wire.
         """
+        try:
+            return await self._serve(priming, attached_comment, headers)
+        finally:
+            self.closed.set()
+
+    async def _serve(
+        self, priming: Entry | None, attached_comment: bool, headers: tuple[tuple[str, str], ...]
+    ) -> str:
         session = self.session
         self.delivered = self.cursor
         await self.responder.start_stream(200, (*SSE_HEADERS, *headers))
