@@ -286,6 +286,37 @@ async def test_healthy_reader_behind_large_socket_buffers_is_never_cut(
 
 
 @pytest.mark.spec("TM-BP-STALL")
+@pytest.mark.parametrize("progress", [False, True], ids=["log", "progress"])
+async def test_healthy_reader_behind_large_buffers_of_a_handler_that_pauses_is_never_cut(
+    autojump_clock: trio.abc.Clock, progress: bool
+) -> None:
+    """A reader at 1.125x min_read_rate behind 256 KB of socket buffers, whose handler
+    sends a 7 KB message every half second: faster than the reader reads, so the buffers
+    fill and each wait for room lasts about 37 s; but once room opens the handler, not the
+    reader, sets the pace, and the writer idles between messages. The burst that ends a
+    wait is all that went out until the next wait, not one message: the reader is never
+    cut, and gets every message and the response. (Found by Hypothesis: with bursts ended
+    by idle gaps, it was cut at 78 s.)"""
+    server, _record = make_server()
+    config = ServerConfig()
+    n = 53
+    async with MemoryServer.open(server, config) as mem:
+        sid = await mem.initialize()
+        with trio.fail_after(600):
+            responder, message = mem.call(
+                sid, "stream", {"n": n, "size": 7358, "tag": "s", "delay": 0.5},
+                PacedResponder(1.125 * config.min_read_rate, buffer=256 * 1024, wake=1 / 3),
+                progress=progress,
+            )
+            await responder.connection_closed.wait()
+
+        assert 0 == mem.manager.stats.streams_stalled
+        assert responder.ended
+        assert list(range(n)) == [numbered(m) for m in responder.messages()[:-1]]
+        assert message["id"] == responder.messages()[-1]["id"]
+
+
+@pytest.mark.spec("TM-BP-STALL")
 @pytest.mark.parametrize(("rate", "buffer"), [(1024, 16 * 1024), (0, 64 * 1024), (1024, 0)])
 async def test_slow_reader_behind_socket_buffers_is_cut_within_the_lookback(
     autojump_clock: trio.abc.Clock, rate: float, buffer: int

@@ -171,8 +171,8 @@ class ConnectionWriter:
         self._bucket_width = window / _BUCKETS_PER_WINDOW
         #: Up to when busy time has been put in buckets (None while idle).
         self._accounted: float | None = None
-        #: When a write last completed, and the bytes of the burst it ended (writes that
-        #: completed less than a bucket apart count as one burst).
+        #: When a write last completed, and the bytes of the burst it ended: what went out
+        #: since the last write that had to wait for the reader (for more than a bucket).
         self._last_done: float | None = None
         self._burst = 0
         #: The last wait between two bursts, with the bytes of the burst before it.
@@ -467,11 +467,20 @@ class ConnectionWriter:
                     now = trio.current_time()
                     self._account(now)
                     self._bucket(now)[2] += len(piece)
-                    if self._last_done is None or now - self._last_done > self._bucket_width:
+                    # How long the writer waited for the reader (held back or blocked)
+                    # since its last write, counting busy time only.
+                    waited = None if self._last_done is None else now - max(
+                        self._last_done, self.busy_since or self._last_done
+                    )
+                    if waited is None or waited > self._bucket_width:
                         # A new burst: keep the wait that ended here, and the burst before it.
-                        if self._last_done is not None:
-                            began = max(self._last_done, self.busy_since or self._last_done)
-                            self._last_wait = (now - began, self._burst)
+                        # Writes that found room are one burst however far apart they came:
+                        # a handler slower than the room the reader opened leaves the writer
+                        # idle between them, and a wait for the reader counted against one
+                        # message's bytes made a healthy reader behind large buffers look
+                        # stalled.
+                        if waited is not None:
+                            self._last_wait = (waited, self._burst)
                         self._burst = 0
                     self._burst += len(piece)
                     self._last_done = now
