@@ -396,7 +396,7 @@ async def shut_down(mem: MemoryServer, world: World, record: Record, grace: floa
             assert c.tag in record.finished, (c, s.ended, s.ended_at, took)
         else:
             assert c.tag in record.cancelled, (c, s.ended, s.ended_at, took)
-    for s, c in waiting:
+    for _session, c in waiting:
         # A JSON answer waits for its handler: the result if it came, else 404 (its
         # session ended under it, T-SESS-7).
         assert c.responder.connection_closed.is_set()
