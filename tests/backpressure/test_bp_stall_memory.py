@@ -22,6 +22,16 @@ CHECK = 0.25
 POLL = 0.01
 
 
+def assert_delivered_whole(
+    mem: MemoryServer, responder: PacedResponder, message: dict[str, object], n: int
+) -> None:
+    """Never cut: the response ended, with the n notifications in order, then the answer."""
+    assert 0 == mem.manager.stats.streams_stalled
+    assert responder.ended
+    assert list(range(n)) == [numbered(m) for m in responder.messages()[:-1]]
+    assert message["id"] == responder.messages()[-1]["id"]
+
+
 def request_view(session: Session) -> View:
     [view] = [v for s, v in session.views.items() if s != 0]
     return view
@@ -80,10 +90,7 @@ async def test_reader_above_min_rate_is_never_cut(
             )
             await responder.connection_closed.wait()
 
-        assert 0 == mem.manager.stats.streams_stalled
-        assert responder.ended
-        assert list(range(n)) == [numbered(m) for m in responder.messages()[:-1]]
-        assert message["id"] == responder.messages()[-1]["id"]
+        assert_delivered_whole(mem, responder, message, n)
 
 
 @pytest.mark.spec("TM-BP-STALL")
@@ -310,10 +317,7 @@ async def test_healthy_reader_behind_large_buffers_of_a_handler_that_pauses_is_n
             )
             await responder.connection_closed.wait()
 
-        assert 0 == mem.manager.stats.streams_stalled
-        assert responder.ended
-        assert list(range(n)) == [numbered(m) for m in responder.messages()[:-1]]
-        assert message["id"] == responder.messages()[-1]["id"]
+        assert_delivered_whole(mem, responder, message, n)
 
 
 @pytest.mark.spec("TM-BP-STALL")

@@ -22,6 +22,13 @@ CHECK = 0.25
 #: The polling step of these tests, in trio time.
 POLL = 0.01
 
+SETTINGS = settings(
+    max_examples=40,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 BUFFERS = st.sampled_from([0, 4096, 16384, 65536, 262144])
 WAKES = st.sampled_from([0.0, 1 / 3, 0.5])
 PIECES = st.sampled_from([256, 1024, 4096])
@@ -59,13 +66,7 @@ def run(*args: Any) -> tuple[float | None, PacedResponder, dict[str, Any], float
 
 
 @pytest.mark.spec("TM-BP-STALL")
-@settings(
-    max_examples=40,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+@SETTINGS
 @given(
     factor=st.floats(1.1, 4.0),
     buffer=BUFFERS,
@@ -106,13 +107,7 @@ def test_readers_above_the_minimum_rate_are_never_cut_whatever_the_buffers_and_h
 
 
 @pytest.mark.spec("TM-BP-STALL")
-@settings(
-    max_examples=40,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+@SETTINGS
 @given(
     factor=st.floats(0.0, 0.5),
     buffer=st.sampled_from([0, 4096, 16384, 65536]),

@@ -11,6 +11,7 @@ import logging
 from collections.abc import Iterator
 from typing import Any
 
+import attrs
 import pytest
 import trio
 from hypothesis import HealthCheck, event, given, settings
@@ -187,6 +188,33 @@ LAST_EVENT_ID = (
     | st.sampled_from(["0", "s1.1", "x.y.z"])
 )
 
+
+
+@attrs.frozen
+class Attempt:
+    """One HTTP exchange with the endpoint."""
+
+    method: str
+    session: str
+    """Which MCP-Session-Id: none, the client's own, a bogus one or an empty one."""
+    version: str | None
+    accept: str | None
+    content_type: str | None
+    last_event_id: str | None
+    body: bytes
+
+
+ATTEMPTS = st.builds(
+    Attempt,
+    method=HTTP_METHOD,
+    session=SESSION,
+    version=VERSION,
+    accept=ACCEPT,
+    content_type=CONTENT_TYPE,
+    last_event_id=LAST_EVENT_ID,
+    body=BODY,
+)
+
 #: Statuses an MCP endpoint may answer (T-POST-*, T-GET-*, T-SESS-*; 405 for other methods).
 ALLOWED = {200, 202, 204, 400, 404, 405, 406, 413, 415}
 TIMEOUT = 5.0
@@ -270,23 +298,9 @@ def check_answer(response: Response) -> None:
     database=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
-@given(
-    method=HTTP_METHOD,
-    session=SESSION,
-    version=VERSION,
-    accept=ACCEPT,
-    content_type=CONTENT_TYPE,
-    last_event_id=LAST_EVENT_ID,
-    body=BODY,
-)
+@given(attempt=ATTEMPTS)
 async def test_no_request_gets_a_500_a_malformed_answer_or_disturbs_a_neighbour(
-    method: str,
-    session: str,
-    version: str | None,
-    accept: str | None,
-    content_type: str | None,
-    last_event_id: str | None,
-    body: bytes,
+    attempt: Attempt,
 ) -> None:
     """Whatever the method, headers and body, the server answers with a status an MCP
     endpoint may give, a refusal carries a JSON-RPC error object, a stream carries only
@@ -296,35 +310,26 @@ async def test_no_request_gets_a_500_a_malformed_answer_or_disturbs_a_neighbour(
         async with trio.open_nursery() as nursery:
             # A server per example: Hypothesis runs each in a trio run of its own.
             url, _ = await serve_in(nursery, server, ServerConfig(session_idle_ttl=60))
-            await exchange(url, method, session, version, accept, content_type, last_event_id, body)
+            await exchange(url, attempt)
             nursery.cancel_scope.cancel()
 
 
-async def exchange(
-    url: str,
-    method: str,
-    session: str,
-    version: str | None,
-    accept: str | None,
-    content_type: str | None,
-    last_event_id: str | None,
-    body: bytes,
-) -> None:
+async def exchange(url: str, attempt: Attempt) -> None:
     bystander = await open_session(url)
     own = await open_session(url)
     headers: list[tuple[str, str]] = []
-    sid = {"none": None, "own": own.id, "bogus": "not-a-session", "empty": ""}[session]
+    sid = {"none": None, "own": own.id, "bogus": "not-a-session", "empty": ""}[attempt.session]
     for name, value in (
         ("mcp-session-id", sid),
-        ("mcp-protocol-version", version),
-        ("accept", accept),
-        ("content-type", content_type),
-        ("last-event-id", last_event_id),
+        ("mcp-protocol-version", attempt.version),
+        ("accept", attempt.accept),
+        ("content-type", attempt.content_type),
+        ("last-event-id", attempt.last_event_id),
     ):
         if value is not None:
             headers.append((name, value))
-    async with open_stream(url, method, headers, body) as stream:
-        response = await read_all(stream, method)
+    async with open_stream(url, attempt.method, headers, attempt.body) as stream:
+        response = await read_all(stream, attempt.method)
     if response is None:
         event("an open stream")
     else:
