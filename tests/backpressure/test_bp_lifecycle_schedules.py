@@ -163,13 +163,17 @@ def answers(responder: PacedResponder) -> list[dict[str, Any]]:
     return responder.messages()
 
 
-async def initialize(mem: MemoryServer, *, initialized: bool) -> str:
+def initialize_request(mem: MemoryServer) -> dict[str, Any]:
     params = {
         "protocolVersion": mem.protocol_version,
         "capabilities": {},
         "clientInfo": {"name": "schedules", "version": "0"},
     }
-    responder, _ = await mem.complete(None, rpc_request("initialize", params))
+    return rpc_request("initialize", params)
+
+
+async def initialize(mem: MemoryServer, *, initialized: bool) -> str:
+    responder, _ = await mem.complete(None, initialize_request(mem))
     assert responder.status == 200
     assert "result" in answers(responder)[-1]
     session_id = dict(responder.headers)["mcp-session-id"]
@@ -331,12 +335,7 @@ async def open_session(mem: MemoryServer, world: World, *, initialized: bool) ->
         idle = [s for s in alive if s.idle(now)]
         if not idle:
             # TM-SESS-CAP: every session busy: 503 with Retry-After, nothing evicted.
-            params = {
-                "protocolVersion": mem.protocol_version,
-                "capabilities": {},
-                "clientInfo": {"name": "schedules", "version": "0"},
-            }
-            responder, _ = await mem.complete(None, rpc_request("initialize", params))
+            responder, _ = await mem.complete(None, initialize_request(mem))
             assert responder.status == 503, responder.reply_
             assert dict(responder.headers).get("retry-after")
             world.refused += 1
@@ -376,12 +375,7 @@ async def shut_down(mem: MemoryServer, world: World, record: Record, grace: floa
         for responder in sse:
             assert responder.connection_closed.is_set()
             assert any(e.retry is not None for _, e in responder.events)
-        params = {
-            "protocolVersion": mem.protocol_version,
-            "capabilities": {},
-            "clientInfo": {"name": "late", "version": "0"},
-        }
-        late, _ = await mem.complete(None, rpc_request("initialize", params))
+        late, _ = await mem.complete(None, initialize_request(mem))
         assert late.status == 503
     await settle()
     took = trio.current_time() - start
