@@ -174,7 +174,6 @@ class SessionManager:
                     self.stats.sessions_expired += 1
                     self.stats.sessions_abandoned += 1
                     session.close("abandoned")
-                    self.forget(session)
                 continue
             ttl = cfg.session_idle_ttl
             if session.phase.value == "awaiting-initialized":
@@ -182,9 +181,6 @@ class SessionManager:
             if now - session.last_activity >= ttl:
                 self.stats.sessions_expired += 1
                 session.close("expired")
-                # At once, not when its supervisor next runs: an initialize in between
-                # would count it against the cap, and evict it a second time (TM-SESS-CAP).
-                self.forget(session)
 
     # -- HTTP entry ---------------------------------------------------------------------
 
@@ -327,10 +323,7 @@ class SessionManager:
             return False
         victim = min(idle, key=lambda s: s.last_activity)
         self.stats.sessions_evicted += 1
-        victim.close("evicted")
-        # forget() rather than a bare pop: it also adds the session's events to the totals,
-        # which would otherwise go backwards until its supervisor ran (TM-BP-COUNTERS).
-        self.forget(victim)
+        victim.close("evicted")  # which takes it out of the table (Session.close)
         return True
 
     async def _reply_now(
@@ -493,7 +486,6 @@ class SessionManager:
         effective_version(plan.version_header, session.version)
         # T-SESS-9: the client ends its session; every later request with its id gets 404.
         session.close("deleted")
-        self.forget(session)  # TM-BP-COUNTERS: its totals are kept at once
         self.stats.sessions_deleted += 1
         await responder.reply(Reply(status=204))
 

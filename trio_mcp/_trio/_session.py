@@ -179,6 +179,10 @@ class Session:
             self.end_reason = reason
         self.phase = Phase.CLOSED
         self._closed.set()
+        # It leaves the manager's table now, not when its supervisor next runs: a request
+        # in between would count it against the cap, and might evict it again (TM-SESS-CAP);
+        # and its totals are kept at once (TM-BP-COUNTERS).
+        self.manager.forget(self)
 
     @property
     def closed(self) -> bool:
