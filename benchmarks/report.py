@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 TRIO_MCP, SDK, BARE = "trio-mcp", "python-sdk", "hypercorn-bare"
-TRIO_MALLOC = "trio-mcp/malloc"
-TRIO_CONTENDERS = (TRIO_MCP, TRIO_MALLOC)
+TRIO_PYMALLOC = "trio-mcp/pymalloc"
+TRIO_CONTENDERS = (TRIO_MCP, TRIO_PYMALLOC)
 CONTENDERS = (TRIO_MCP, SDK, BARE)
-COLORS = {TRIO_MCP: "#1f77b4", SDK: "#ff7f0e", BARE: "#7f7f7f", TRIO_MALLOC: "#2ca02c"}
+COLORS = {TRIO_MCP: "#1f77b4", SDK: "#ff7f0e", BARE: "#7f7f7f", TRIO_PYMALLOC: "#2ca02c"}
 HERE = Path(__file__).resolve().parent
 
 #: trio-mcp's defaults the targets refer to (ServerConfig, Retention).
@@ -122,18 +122,17 @@ def targets(data: dict[str, Any]) -> list[list[str]]:
                      verdict(None if r is None else r >= 2), margin(r, 2)])
     if "abandoned" in data:
         for row in data["abandoned"]["summary"]:
-            if row["contender"] not in TRIO_CONTENDERS:
+            if row["contender"] != TRIO_MCP:  # the pymalloc run is a comparison, not a target
                 continue
-            who = "" if row["contender"] == TRIO_MCP else " (PYTHONMALLOC=malloc)"
             n = row["sessions"]
             bound = n * (WINDOW_KIB + SLACK_KIB)
             growth = row["growth_peak_kib"]
             rows.append([
-                f"abandoned {n}{who}: peak RSS growth <= {n} x ({WINDOW_KIB} + {SLACK_KIB}) "
+                f"abandoned {n}: peak RSS growth <= {n} x ({WINDOW_KIB} + {SLACK_KIB}) "
                 f"KiB = {mib(bound)}", mib(growth), verdict(growth <= bound),
                 margin(growth, bound, lower_is_better=True)])
             back = row["after_ttl_vs_before"]
-            rows.append([f"abandoned {n}{who}: RSS after the TTL within 10% of before",
+            rows.append([f"abandoned {n}: RSS after the TTL within 10% of before",
                          f"{back * 100:+.0f}%", verdict(back <= 0.10),
                          margin(1 + back, 1.10, lower_is_better=True)])
     for key, who in (("slow", "slow reader"), ("stopped", "stopped reader, default buffers")):
@@ -220,6 +219,9 @@ def section_machine(m: dict[str, Any], settings: dict[str, Any]) -> str:
     if not m:
         return ""
     versions = ", ".join(f"{k} {v}" for k, v in m.get("versions", {}).items())
+    allocators = "; ".join(
+        f"{c}: {', '.join(a)}" for c, a in sorted(m.get("allocators", {}).items())
+    ) or "not recorded"
     return f"""## How these figures were taken
 
 | | |
@@ -235,10 +237,13 @@ Contenders, in `benchmarks/servers/`:
 
 - **trio-mcp** (`trio_mcp_bench.py`): `trio_mcp.serve` (hypercorn, trio worker), `ServerConfig`
   defaults except the response mode and, for the abandoned-session figures, `session_idle_ttl`.
-- **trio-mcp/malloc** (where it appears): trio-mcp again, the same script and settings, in an
-  interpreter started with `PYTHONMALLOC=malloc`, so that CPython's small objects come from
-  glibc's allocator rather than CPython's own arenas (TM-SESS-RELEASE). The targets are
-  trio-mcp's, under CPython's default allocator, except where a row names this one.
+  Like `trio-mcp serve`, it runs under `PYTHONMALLOC=malloc`, which it chooses itself by
+  starting its interpreter again (TM-SESS-ALLOCATOR); allocators the servers ran under, read
+  from their processes' environments: {allocators}.
+- **trio-mcp/pymalloc** (where it appears): trio-mcp again, the same script and settings,
+  under CPython's own small-object allocator (`PYTHONMALLOC=pymalloc`): faster, but it keeps
+  each 1 MiB arena a surviving object lies in (TM-SESS-RELEASE). The targets are trio-mcp's,
+  as `trio-mcp serve` runs it; rows naming pymalloc are for comparison.
 - **python-sdk** (`sdk_bench.py`): `mcp` {m.get('versions', {}).get('mcp')}'s `MCPServer`,
   `streamable_http_app()` under uvicorn (asyncio and h11: uvloop and httptools are not
   installed), stateful sessions, resumability through `BoundedEventStore`, a minimal store on
@@ -261,7 +266,7 @@ def section_rps(rps: dict[str, Any], plots: dict[str, str]) -> str:
             t = find(summary, mode=mode, concurrency=conc, contender=TRIO_MCP)
             s = find(summary, mode=mode, concurrency=conc, contender=SDK)
             b = find(summary, mode=mode, concurrency=conc, contender=BARE)
-            m = find(summary, mode=mode, concurrency=conc, contender=TRIO_MALLOC)
+            m = find(summary, mode=mode, concurrency=conc, contender=TRIO_PYMALLOC)
             for row in (t, m, s, b):
                 if row is None:
                     continue
@@ -276,8 +281,8 @@ def section_rps(rps: dict[str, Any], plots: dict[str, str]) -> str:
             rows.append([mode.upper(), str(conc), "**trio-mcp / hypercorn-bare**",
                          pct(ratio(t and t["rps"], b and b["rps"])), "", "", "", "", ""])
             if m is not None:
-                rows.append([mode.upper(), str(conc), "**trio-mcp/malloc / trio-mcp**",
-                             pct(ratio(m["rps"], t and t["rps"])), "", "", "", "", ""])
+                rows.append([mode.upper(), str(conc), "**trio-mcp / trio-mcp/pymalloc**",
+                             pct(ratio(t and t["rps"], m["rps"])), "", "", "", "", ""])
     text = f"""## Requests per second: `tools/call echo`
 
 Each client is one session on one keep-alive connection, opened before the clock starts,
@@ -312,10 +317,10 @@ def section_stream(stream: dict[str, Any]) -> str:
     rows.append(["**trio-mcp / hypercorn-bare**",
                  pct(ratio(t and t["events_per_s"], b and b["events_per_s"])), "", "", "", "",
                  "", "", ""])
-    m = find(summary, contender=TRIO_MALLOC)
+    m = find(summary, contender=TRIO_PYMALLOC)
     if m is not None:
-        rows.append(["**trio-mcp/malloc / trio-mcp**",
-                     pct(ratio(m["events_per_s"], t and t["events_per_s"])), "", "", "", "",
+        rows.append(["**trio-mcp / trio-mcp/pymalloc**",
+                     pct(ratio(t and t["events_per_s"], m["events_per_s"])), "", "", "", "",
                      "", "", ""])
     return f"""## One stream to one client: `stream(n={stream['n']}, size={stream['size']})`
 
@@ -350,13 +355,13 @@ def section_abandoned(ab: dict[str, Any], plots: dict[str, str]) -> str:
                             f"{st['bytes_retained'] / 2**20:.1f} MiB in "
                             f"{st['events_retained']:,} events, {st['sessions_open']} open")
     malloc_note = ""
-    if any(r["contender"] == TRIO_MALLOC for r in ab["summary"]):
+    if any(r["contender"] == TRIO_PYMALLOC for r in ab["summary"]):
         malloc_note = """
-**trio-mcp/malloc** is trio-mcp again, the same script and defaults, in an interpreter started
-with `PYTHONMALLOC=malloc`: CPython's small objects then come from glibc's allocator, whose
-free pages the server's release (`malloc_trim`) gives back, instead of from CPython's own
-1 MiB arenas, which go back to the system only when every object in them is freed
-(TM-SESS-RELEASE; the analysis has what it costs in speed).
+trio-mcp runs under `PYTHONMALLOC=malloc`, as `trio-mcp serve` does (TM-SESS-ALLOCATOR):
+CPython's small objects come from glibc's allocator, whose free pages the server's release
+(`malloc_trim`) gives back. **trio-mcp/pymalloc** is the same script and defaults under
+CPython's own allocator, whose 1 MiB arenas go back to the system only when every object in
+them is freed (TM-SESS-RELEASE; the analysis has what each costs in speed).
 """
     second_rows = [
         [str(row["sessions"]), row["contender"], mib(row["rss_before_kib"]),
@@ -564,7 +569,7 @@ def plot_rps(plt: Any, out: Path, rps: dict[str, Any]) -> str:
 def plot_abandoned(plt: Any, out: Path, ab: dict[str, Any]) -> str:
     fig, ax = plt.subplots(figsize=(8, 5))
     sizes = sorted({r["sessions"] for r in ab["summary"]})
-    for c in (TRIO_MCP, TRIO_MALLOC, SDK):
+    for c in (TRIO_MCP, TRIO_PYMALLOC, SDK):
         rows = [find(ab["summary"], contender=c, sessions=n) for n in sizes]
         if not all(rows):
             continue

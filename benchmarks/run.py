@@ -7,9 +7,10 @@
 Contenders (benchmarks/servers/): trio-mcp (``trio_mcp_bench.py``), the official SDK's
 ``MCPServer`` under uvicorn with a bounded event store (``sdk_bench.py``), and bare
 hypercorn-trio serving a fixed answer (``bare_hypercorn.py``), the floor of trio-mcp's stack.
-trio-mcp runs a second time, in an interpreter started with ``PYTHONMALLOC=malloc``
-(``trio-mcp/malloc``), in the rps, stream and abandoned-session figures: what CPython's own
-small-object allocator keeps after sessions end, and what doing without it costs.
+trio-mcp runs as ``trio-mcp serve`` does, under ``PYTHONMALLOC=malloc`` (TM-SESS-ALLOCATOR),
+and a second time under CPython's own small-object allocator (``trio-mcp/pymalloc``) in the
+rps, stream and abandoned-session figures: what that faster allocator keeps after sessions
+end, and what doing without it costs.
 
 Every figure is taken on a fresh server process, contenders interleaved run by run, and the
 medians of the runs are reported; ratios are taken between medians of the same invocation,
@@ -63,19 +64,20 @@ from client import (  # noqa: E402  (the benchmarks directory is not a package)
 HOST = "127.0.0.1"
 MCP_PATH = "/mcp"
 TRIO_MCP, SDK, BARE = "trio-mcp", "python-sdk", "hypercorn-bare"
-#: trio-mcp again, in an interpreter started with PYTHONMALLOC=malloc (rps, stream and
-#: abandoned sessions): what CPython's small-object allocator keeps, and what doing without
-#: it costs (TM-SESS-RELEASE).
-TRIO_MALLOC = "trio-mcp/malloc"
-TRIO_CONTENDERS = (TRIO_MCP, TRIO_MALLOC)
+#: trio-mcp again, under CPython's own small-object allocator rather than the malloc that
+#: trio-mcp chooses (rps, stream and abandoned sessions): what pymalloc keeps, and what doing
+#: without it costs (TM-SESS-ALLOCATOR, TM-SESS-RELEASE).
+TRIO_PYMALLOC = "trio-mcp/pymalloc"
+TRIO_CONTENDERS = (TRIO_MCP, TRIO_PYMALLOC)
 SERVER_SCRIPTS = {
     TRIO_MCP: HERE / "servers" / "trio_mcp_bench.py",
     SDK: HERE / "servers" / "sdk_bench.py",
     BARE: HERE / "servers" / "bare_hypercorn.py",
-    TRIO_MALLOC: HERE / "servers" / "trio_mcp_bench.py",
+    TRIO_PYMALLOC: HERE / "servers" / "trio_mcp_bench.py",
 }
-#: Environment a contender's interpreter starts with, beside this process's.
-SERVER_ENV: dict[str, dict[str, str]] = {TRIO_MALLOC: {"PYTHONMALLOC": "malloc"}}
+#: Environment a contender's interpreter starts with, beside this process's (less any
+#: PYTHONMALLOC of its own: which allocator each server runs under is the benchmark's to say).
+SERVER_ENV: dict[str, dict[str, str]] = {TRIO_PYMALLOC: {"PYTHONMALLOC": "pymalloc"}}
 BENCHMARKS = ("rps", "stream", "abandoned", "slow", "stopped", "resume", "profile")
 
 #: trio-mcp's defaults that the targets refer to (ServerConfig / Retention).
@@ -227,7 +229,7 @@ def spawn(
     with open(log_path or os.devnull, "ab") as out:
         proc = subprocess.Popen(
             cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, cwd=HERE.parent,
-            env={**os.environ, **env} if env else None,
+            env={**{k: v for k, v in os.environ.items() if k != "PYTHONMALLOC"}, **(env or {})},
         )
     _LIVE.add(proc)
     return proc
@@ -265,10 +267,28 @@ async def server(
             if attempt == 2:
                 raise RuntimeError(f"{contender} did not start; see {log_dir}") from exc
             log(f"{contender} did not start on port {port} ({exc}); trying other ports")
+    ALLOCATORS_SEEN.setdefault(contender, set()).add(allocator_of(proc.pid))
     try:
         yield ServerProcess(contender, port, proc, stats_port)
     finally:
         await stop_server(proc)
+
+
+#: The allocator each contender's servers ran under, as their interpreters were started.
+ALLOCATORS_SEEN: dict[str, set[str]] = {}
+
+
+def allocator_of(pid: int) -> str:
+    """PYTHONMALLOC in the environment the process's interpreter was last started with
+    (trio-mcp's restart under malloc shows here), or "pymalloc" (CPython's default)."""
+    try:
+        raw = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return "unknown"
+    for item in raw.split(b"\0"):
+        if item.startswith(b"PYTHONMALLOC="):
+            return item.partition(b"=")[2].decode() or "pymalloc"
+    return "pymalloc"
 
 
 async def listening(proc: subprocess.Popen[bytes], port: int, *, timeout: float) -> None:
@@ -429,7 +449,7 @@ async def measure_rps(
 
 async def bench_rps(cfg: Settings, logs: Path) -> dict[str, Any]:
     runs: list[dict[str, Any]] = []
-    contenders = [TRIO_MCP, TRIO_MALLOC, SDK, BARE]
+    contenders = [TRIO_MCP, TRIO_PYMALLOC, SDK, BARE]
     for run in range(cfg.runs):
         for mode in ("sse", "json"):
             for conc in cfg.concurrencies:
@@ -518,7 +538,7 @@ class StreamReader:
 
 async def bench_stream(cfg: Settings, logs: Path) -> dict[str, Any]:
     runs: list[dict[str, Any]] = []
-    contenders = [TRIO_MCP, TRIO_MALLOC, SDK, BARE]
+    contenders = [TRIO_MCP, TRIO_PYMALLOC, SDK, BARE]
     n, size = cfg.stream_n, cfg.stream_size
     for run in range(cfg.runs):
         for contender in rotate(contenders, run):
@@ -700,7 +720,7 @@ async def wave_after_ttl(srv: ServerProcess, sessions: int, cfg: Settings, *, fi
 
 async def bench_abandoned(cfg: Settings, logs: Path) -> dict[str, Any]:
     runs: list[dict[str, Any]] = []
-    contenders = [TRIO_MCP, TRIO_MALLOC, SDK]
+    contenders = [TRIO_MCP, TRIO_PYMALLOC, SDK]
     for run in range(cfg.runs):
         for sessions in cfg.abandoned_sessions:
             for contender in rotate(contenders, run):
@@ -1254,6 +1274,7 @@ async def main_async(args: argparse.Namespace) -> int:
         (raw / f"{name}.json").write_text(json.dumps(results[name], indent=1))
     results["seconds"] = time.perf_counter() - started
     command = " ".join(["python", "benchmarks/run.py", *sys.argv[1:]])
+    results["machine"]["allocators"] = {c: sorted(a) for c, a in ALLOCATORS_SEEN.items()}
     (raw / "machine.json").write_text(json.dumps(
         {"machine": results["machine"], "quick": args.quick, "settings": results["settings"],
          "command": command}, indent=1))

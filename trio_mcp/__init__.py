@@ -44,6 +44,7 @@ _EXPORTS: dict[str, str] = {
     "Server": "._server",
     "ToolError": "._server",
     "Retention": ".protocol",
+    "use_allocator": "._allocator",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -63,6 +64,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
+    from ._allocator import use_allocator as use_allocator
     from ._completion import Completion as Completion
     from ._completion import CompletionRef as CompletionRef
     from ._config import ResponseMode as ResponseMode

@@ -4,4 +4,4 @@ import sys
 
 from ._cli import main
 
-main(sys.argv[1:] or ["serve"])
+main(sys.argv[1:] or ["serve"], own_command_line=True)

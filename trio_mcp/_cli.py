@@ -1,4 +1,6 @@
 # The command line: `trio-mcp serve [module:server]`.
+# trio and the server are imported after the allocator is chosen: choosing it may start the
+# interpreter again, and everything imported before is imported twice (TM-SESS-ALLOCATOR).
 from __future__ import annotations
 
 import argparse
@@ -8,17 +10,20 @@ import logging
 import signal
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-import trio
+from ._allocator import ALLOCATORS, DEFAULT_ALLOCATOR, running_allocator, use_allocator
 
-from ._config import ResponseMode, ServerConfig
-from ._server import Server
+if TYPE_CHECKING:
+    from ._server import Server
 
 __all__ = ["load_server", "main"]
 
 
 def load_server(spec: str) -> Server:
     """Import ``package.module:attribute`` and return the Server it names."""
+    from ._server import Server
+
     module_name, _, attr = spec.partition(":")
     if not module_name:
         raise SystemExit(f"trio-mcp: expected package.module:server, got {spec!r}")
@@ -60,16 +65,34 @@ def build_parser() -> argparse.ArgumentParser:
         "--log-level", default="info",
         choices=["debug", "info", "warning", "error", "critical"],
     )
+    serve.add_argument(
+        "--allocator", choices=ALLOCATORS, default=None,
+        help="CPython's small-object allocator (default: the one PYTHONMALLOC names, else "
+        f"{DEFAULT_ALLOCATOR}, which gives ended sessions' memory back; pymalloc is faster)",
+    )
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> None:
+def main(argv: Sequence[str] | None = None, *, own_command_line: bool | None = None) -> None:
+    """Run the command line ``argv`` (default: this process's). When it is this process's
+    own command line (``own_command_line``, default: ``argv`` is None), ``serve`` first makes
+    the interpreter run under the chosen allocator (TM-SESS-ALLOCATOR), which may start it
+    again; a caller passing its own ``argv`` keeps its process as it is."""
     args = build_parser().parse_args(argv)
     logging.basicConfig(
         level=getattr(logging, args.log_level.upper()),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    if own_command_line if own_command_line is not None else argv is None:
+        use_allocator(args.allocator)
+    logging.getLogger("trio_mcp").info(
+        "small objects from %s (TM-SESS-ALLOCATOR)", running_allocator()
+    )
+    import trio
+
+    from ._config import ResponseMode, ServerConfig
+
     server = load_server(args.server)
     config = ServerConfig(
         path=args.path,

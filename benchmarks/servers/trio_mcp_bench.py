@@ -12,6 +12,8 @@ prints the same line, with ``stats_url`` null). SIGTERM or SIGINT shut it down g
 SIGUSR1 runs the diagnostic of ``release.py``, SIGUSR2 that of ``arenas.py``
 (with ``TRIO_MCP_ARENA_CENSUS`` set). Everything not given on the command line is
 ``ServerConfig``'s default: the figures in RESULTS.md are those of an unconfigured server.
+Like ``trio-mcp serve``, it first chooses CPython's allocator with ``use_allocator``: the one
+PYTHONMALLOC names, else malloc (TM-SESS-ALLOCATOR).
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ import attrs
 import release
 import trio
 
-from trio_mcp import Context, ResponseMode, Server, ServerConfig, serve
+from trio_mcp import Context, ResponseMode, Server, ServerConfig, serve, use_allocator
+from trio_mcp._allocator import running_allocator
 from trio_mcp.protocol import Retention
 
 server = Server("bench-trio-mcp", version="0.1.0")
@@ -133,6 +136,7 @@ async def run(args: argparse.Namespace) -> None:
             "stats_url": urls[1] if len(urls) > 1 else None,
             "pid": os.getpid(),
             "server": "trio-mcp",
+            "allocator": running_allocator(),
             "config": describe(config),
         }
         print("READY " + json.dumps(ready), flush=True)
@@ -142,6 +146,8 @@ async def run(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # As `trio-mcp serve` does; this may start the interpreter again, before anything else.
+    use_allocator()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="port (0: any free one)")
