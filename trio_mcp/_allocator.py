@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from collections.abc import Mapping
 from typing import Literal
 
 __all__ = ["ALLOCATORS", "DEFAULT_ALLOCATOR", "Allocator", "running_allocator", "use_allocator"]
@@ -36,13 +35,17 @@ def _allocator_of(value: str) -> Allocator | None:
     return None
 
 
-def running_allocator(environ: Mapping[str, str] | None = None) -> Allocator:
-    """The allocator this interpreter was started with, as PYTHONMALLOC decided it (ignored
-    under ``-E`` and ``-I``); CPython's default is pymalloc."""
+def _named_allocator() -> Allocator | None:
+    """The allocator PYTHONMALLOC names, as CPython read it at start (not under ``-E`` or
+    ``-I``), or None."""
     if sys.flags.ignore_environment:
-        return "pymalloc"
-    value = (os.environ if environ is None else environ).get("PYTHONMALLOC", "")
-    return _allocator_of(value) or "pymalloc"
+        return None
+    return _allocator_of(os.environ.get("PYTHONMALLOC", ""))
+
+
+def running_allocator() -> Allocator:
+    """The allocator this interpreter was started with; CPython's default is pymalloc."""
+    return _named_allocator() or "pymalloc"
 
 
 def _restart_command() -> list[str] | None:
@@ -72,9 +75,7 @@ def use_allocator(choice: Allocator | None = None) -> Allocator:
     process runs under; when it cannot start again (see ``_restart_command``), that is the
     current one, and a warning says so."""
     current = running_allocator()
-    if choice is None:
-        named = "" if sys.flags.ignore_environment else os.environ.get("PYTHONMALLOC", "")
-        choice = _allocator_of(named) or DEFAULT_ALLOCATOR
+    choice = choice or _named_allocator() or DEFAULT_ALLOCATOR
     if choice == current:
         return current
     command = _restart_command()

@@ -84,7 +84,7 @@ def main(argv: Sequence[str] | None = None, *, own_command_line: bool | None = N
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    if own_command_line if own_command_line is not None else argv is None:
+    if own_command_line or (own_command_line is None and argv is None):
         use_allocator(args.allocator)
     logging.getLogger("trio_mcp").info(
         "small objects from %s (TM-SESS-ALLOCATOR)", running_allocator()
