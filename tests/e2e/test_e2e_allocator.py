@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +12,7 @@ from pathlib import Path
 import pytest
 import trio
 from support.client import open_session
+from support.process import start_until
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 30
@@ -121,20 +121,11 @@ def test_cli_main_given_its_own_argv_never_restarts_the_caller() -> None:
 def _serve(*extra: str) -> tuple[subprocess.Popen[str], str, list[str]]:
     """Start `python -m trio_mcp serve` on a free port; the process, the demo's URL and the
     lines it wrote before serving."""
-    proc = subprocess.Popen(
+    proc, match, lines = start_until(
         [sys.executable, "-m", "trio_mcp", "serve", "--port", "0", *extra],
-        cwd=ROOT, env=_environment(None), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        text=True,
+        r"serving \S+ at (http://\S+)", cwd=ROOT, env=_environment(None),
     )
-    assert proc.stdout is not None
-    lines: list[str] = []
-    for line in proc.stdout:
-        lines.append(line)
-        m = re.search(r"serving \S+ at (http://\S+)", line)
-        if m:
-            return proc, m.group(1), lines
-    proc.kill()
-    raise AssertionError("trio-mcp did not start:\n" + "".join(lines))
+    return proc, match.group(1), lines
 
 
 def _environ_of(pid: int) -> dict[str, str]:

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import trio
 from support.client import open_session
+from support.process import start_until
 
 from trio_mcp import ServerConfig
 from trio_mcp.demo import server as demo
@@ -103,20 +104,12 @@ async def test_serve_over_tls_with_certificate_files(tmp_path: Path) -> None:
 
 
 def _hypercorn_cli() -> tuple[subprocess.Popen[str], int]:
-    proc = subprocess.Popen(
+    proc, match, _ = start_until(
         [sys.executable, "-m", "hypercorn", "--worker-class", "trio", "--bind", "127.0.0.1:0",
          "trio_mcp.demo:server.asgi_app()"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        r"Running on http://127\.0\.0\.1:(\d+)", cwd=ROOT,
     )
-    assert proc.stdout is not None
-    lines: list[str] = []
-    for line in proc.stdout:
-        lines.append(line)
-        m = re.search(r"Running on http://127\.0\.0\.1:(\d+)", line)
-        if m:
-            return proc, int(m.group(1))
-    proc.kill()
-    raise AssertionError("hypercorn did not start:\n" + "".join(lines))
+    return proc, int(match.group(1))
 
 
 @pytest.mark.spec("TM-SEC-HOST")
