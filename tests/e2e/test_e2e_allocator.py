@@ -157,3 +157,19 @@ async def test_trio_mcp_serve_serves_under_the_allocator_it_chose(
         await trio.to_thread.run_sync(proc.wait)
     assert environ.get("PYTHONMALLOC") == (expected if expected == "malloc" else None)
     assert any(f"small objects from {expected} (TM-SESS-ALLOCATOR)" in line for line in lines)
+
+
+@pytest.mark.spec("TM-SESS-ALLOCATOR")
+def test_the_command_line_chooses_before_it_imports_trio_or_hypercorn() -> None:
+    """What `trio-mcp` loads before it chooses the allocator is loaded twice when it starts
+    again: importing the command line loads neither trio nor hypercorn."""
+    code = (
+        "import sys\n"
+        "import trio_mcp._cli\n"
+        "print(sorted(m for m in ('trio', 'hypercorn', 'h11') if m in sys.modules))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=_environment(None),
+        capture_output=True, text=True, timeout=TIMEOUT, check=True,
+    )
+    assert "[]" == done.stdout.strip()
