@@ -37,15 +37,22 @@ def _environment(pythonmalloc: str | None) -> dict[str, str]:
     return env
 
 
+def _python(
+    code: str, *, pythonmalloc: str | None = None, flags: tuple[str, ...] = (),
+    check: bool = True,
+) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` in a child interpreter whose environment names ``pythonmalloc``."""
+    return subprocess.run(
+        [sys.executable, *flags, "-c", code], cwd=ROOT, env=_environment(pythonmalloc),
+        capture_output=True, text=True, timeout=TIMEOUT, check=check,
+    )
+
+
 def _choose(
     choice: str | None, *, pythonmalloc: str | None = None, flags: tuple[str, ...] = ()
 ) -> tuple[list[str], str]:
     """Run CHOOSER in a child interpreter; its stdout lines and its stderr."""
-    code = CHOOSER.format(choice=repr(choice))
-    done = subprocess.run(
-        [sys.executable, *flags, "-c", code], cwd=ROOT, env=_environment(pythonmalloc),
-        capture_output=True, text=True, timeout=TIMEOUT, check=True,
-    )
+    done = _python(CHOOSER.format(choice=repr(choice)), pythonmalloc=pythonmalloc, flags=flags)
     return done.stdout.splitlines(), done.stderr
 
 
@@ -108,10 +115,7 @@ def test_cli_main_given_its_own_argv_never_restarts_the_caller() -> None:
         "from trio_mcp._cli import main\n"
         "main(['serve', 'no_such_module_here:server', '--log-level', 'info'])\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, env=_environment(None),
-        capture_output=True, text=True, timeout=TIMEOUT, check=False,
-    )
+    done = _python(code, check=False)
     assert 0 != done.returncode  # the module does not exist: it got past the allocator step
     assert "No module named 'no_such_module_here'" in done.stderr
     assert 1 == done.stdout.count("start"), done.stdout
@@ -168,8 +172,4 @@ def test_the_command_line_chooses_before_it_imports_trio_or_hypercorn() -> None:
         "import trio_mcp._cli\n"
         "print(sorted(m for m in ('trio', 'hypercorn', 'h11') if m in sys.modules))\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, env=_environment(None),
-        capture_output=True, text=True, timeout=TIMEOUT, check=True,
-    )
-    assert "[]" == done.stdout.strip()
+    assert "[]" == _python(code).stdout.strip()
