@@ -151,12 +151,17 @@ class KernelModel(PacedResponder):
     """A PacedResponder that also offers the kernel's count of acknowledged bytes
     (TcpProbing), as Linux behaves once the reader's receive buffer is full: the count
     stays put while the reader reads, and grows by ``step`` bytes each time the reader has
-    read ``step`` more (its window opens). ``taken`` bytes were acknowledged at first."""
+    read ``step`` more (its window opens). ``taken`` bytes were acknowledged at first.
+    ``in_flight`` is what the kernel says is sent and not acknowledged (None: a kernel too
+    old to say)."""
 
-    def __init__(self, rate: float, *, taken: int, step: int) -> None:
+    def __init__(
+        self, rate: float, *, taken: int, step: int, in_flight: int | None = 0
+    ) -> None:
         super().__init__(rate, buffer=0)
         self.taken = taken
         self.step = step
+        self.in_flight = in_flight
         self.released = False
         self._began = self._stepped_at = 0.0
         self._steps = 0
@@ -176,6 +181,7 @@ class KernelModel(PacedResponder):
             unacked=0,
             last_data_sent=now - self._stepped_at,
             rtt=0.0,
+            in_flight=self.in_flight,
         )
 
     def release_tcp_probe(self) -> None:
@@ -216,6 +222,34 @@ async def test_stopped_reader_is_cut_once_a_reader_at_the_minimum_rate_would_hav
         assert cut_at <= took <= cut_at + CHECK + 0.02
         assert cut_at <= RATE_LOOKBACK * config.stall_budget
         assert responder.released
+
+
+@pytest.mark.spec("TM-BP-STALL")
+@pytest.mark.parametrize(("in_flight", "cut_at"), [(0, 10.0), (None, 8.5 + 8704 / 2048)])
+async def test_slow_reader_of_a_fresh_connection_is_cut_at_the_budget(
+    autojump_clock: trio.abc.Clock, in_flight: int | None, cut_at: float
+) -> None:
+    """A reader at half min_read_rate whose kernel acknowledges in 8.5 KB steps took its
+    last step 8.5 s into the budget, so its silence alone would not prove it slow until a
+    reader at the minimum rate would have taken its next step (12.75 s). But everything its
+    connection was sent by 10 s (17 KB) is less than a reader at the minimum rate reads in
+    the 10 s budget (20 KB), so it is cut one budget after its writer became busy. A kernel
+    that does not say what is in flight leaves only the silence to judge by."""
+    server, _record = make_server()
+    config = ServerConfig()
+    async with MemoryServer.open(server, config) as mem:
+        sid = await mem.initialize()
+        with trio.fail_after(300):
+            responder = KernelModel(
+                0.5 * config.min_read_rate, taken=8704, step=8704, in_flight=in_flight
+            )
+            start = trio.current_time()
+            mem.call(sid, "stream", {"n": 50, "tag": "s"}, responder)
+            await wait_until(lambda: mem.manager.stats.streams_stalled > 0, poll=0.01)
+            took = trio.current_time() - start
+            await responder.connection_closed.wait()
+
+        assert cut_at <= took <= cut_at + CHECK + 0.02
 
 
 @pytest.mark.spec("TM-BP-STALL")
@@ -380,17 +414,20 @@ async def test_stopped_reader_is_cut_once_a_min_rate_reader_would_have_drained_i
 
 @linux_only
 @pytest.mark.spec("TM-BP-STALL")
+@pytest.mark.parametrize("budget", [3.0, 10.0])
 async def test_reader_at_half_the_minimum_rate_is_cut_at_the_budget(
-    live_server: StartServer,
+    live_server: StartServer, budget: float
 ) -> None:
     """A client reading 1 KiB/s (half the default min_read_rate) behind a 4 KiB receive
-    buffer is cut at the stall budget (3 s here), within one check after it, having read
-    some of the stream: the kernel saw it take less than the minimum for a budget."""
+    buffer is cut at the stall budget (3 s, and the default 10 s), within one check after
+    it, having read some of the stream: the kernel saw it take less than the minimum for a
+    budget. At 10 s the kernel's steps alone would leave it in doubt (its last may have
+    come a second or two before); that its connection was sent less than a reader at the
+    minimum rate reads in a budget settles it."""
     server, _record = make_server()
-    budget = 3.0
     config = ServerConfig(stall_budget=budget, signal_timeout=0.5)
     live = await live_server(server, config)
-    with trio.fail_after(15):
+    with trio.fail_after(budget + 12):
         async with busy_call(live) as (client, _writer, busy_since):
             cut = trio.Event()
 

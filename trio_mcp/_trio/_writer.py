@@ -86,11 +86,17 @@ class _Acks:
     smaller steps."""
     steps: collections.deque[list[float]] = attrs.Factory(collections.deque)
     """[when it last grew, bytes] of the steps seen within the lookback, oldest first."""
+    delivered: int | None = None
+    """Everything sent on the connection at the last sample, acknowledged or in flight
+    (None: the kernel does not say): no reader can have read more."""
 
     def observe(self, now: float, sample: TcpSample, keep: float) -> int:
         """Take a sample; the bytes acknowledged since the last one of this busy period."""
         while self.steps and self.steps[0][0] < now - keep:
             self.steps.popleft()
+        self.delivered = (
+            None if sample.in_flight is None else sample.bytes_acked + sample.in_flight
+        )
         if self.acked is None:
             # The first sample of a busy period: what came before is the baseline, not a
             # step, except to date the last progress.
@@ -320,9 +326,11 @@ class ConnectionWriter:
         than ``min_rate`` over the last window of busy time, and has taken no step for
         longer than a reader at ``min_rate`` would need for its next one (``_Acks.step``:
         the largest step of the lookback, and what the connection had taken when the busy
-        period was first sampled; capped at the lookback). A reader that stopped is then cut
-        one window after the writer became busy, or once a reader at the minimum rate would
-        have drained what its buffers took, if that is later."""
+        period was first sampled; capped at the lookback), or has been sent less on the whole
+        connection than ``min_rate`` over the busy time of the lookback (it cannot have read
+        more). A reader that stopped is then cut one window after the writer became busy,
+        or once a reader at the minimum rate would have drained what its buffers took, if
+        that is later; a slow reader of a fresh connection, one window after."""
         acks = self._acks
         assert acks is not None and self.busy_since is not None
         busy = acked = 0.0
@@ -333,7 +341,13 @@ class ConnectionWriter:
                 break
         if acked >= min_rate * busy:
             return False
-        return self._silence(now, acks) > self._allowance(acks, min_rate)
+        if self._silence(now, acks) > self._allowance(acks, min_rate):
+            return True
+        # What the reader has read is no more than everything its kernel was sent: when
+        # that is below the minimum over the busy time, no step can be about to come that
+        # would prove it faster, and there is nothing to wait for.
+        delivered = acks.delivered
+        return delivered is not None and delivered < min_rate * self.busy_time(now)
 
     def reader_silent(self, now: float, min_rate: float) -> bool:
         """TM-BP-SIGNAL: whether the kernel shows the reader silent for more than
