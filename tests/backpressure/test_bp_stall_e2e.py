@@ -59,15 +59,16 @@ async def test_slow_reader_is_cut_signalled_and_resumes_without_loss(
     live_server: StartServer,
 ) -> None:
     """A client reading about 1 KiB/s through a 4 KiB receive buffer, from a call that
-    sends 150 notifications of 2 KB: the server cuts the connection between one and
-    RATE_LOOKBACK stall budgets after the request (streams_cut counts it, streams_open
-    drops), gets a
-    `resumption-required` event naming the last event id the client got, with retry, onto
-    the wire within the default signal_timeout, and closes the connection. What the client
-    reads until EOF ends with that event; a GET with Last-Event-ID from that id delivers
-    the rest exactly once, in order, then the result. The handler is never cancelled."""
+    sends 150 notifications of 2 KB: the server cuts the connection within the stall
+    budget (4 s here; plus one check and some scheduling slack, measured from the request)
+    where the kernel's count judges (Linux), and otherwise between one and RATE_LOOKBACK
+    budgets (streams_cut counts it, streams_open drops), gets a `resumption-required` event
+    naming the last event id the client got, with retry, onto the wire within the default
+    signal_timeout, and closes the connection. What the client reads until EOF ends with
+    that event; a GET with Last-Event-ID from that id delivers the rest exactly once, in
+    order, then the result. The handler is never cancelled."""
     server, record = make_server()
-    budget = 0.5
+    budget = 4.0
     config = ServerConfig(stall_budget=budget)
     live = await live_server(server, config)
     session = await open_session(live.url)
@@ -99,7 +100,8 @@ async def test_slow_reader_is_cut_signalled_and_resumes_without_loss(
             rest = [e async for e in resumed.events(comments=False)]
 
     cut_after = seen["cut_at"] - sent_at
-    assert budget <= cut_after <= RATE_LOOKBACK * budget + 1.0
+    latest = budget + CHECK + 0.5 if PROBED else RATE_LOOKBACK * budget + 1.0
+    assert budget <= cut_after <= latest
     assert closed_at - seen["cut_at"] <= config.signal_timeout + 0.5
     assert 1 == live.manager.statistics()["streams_cut"]
     assert client.eof and not client.ended
