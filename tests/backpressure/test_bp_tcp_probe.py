@@ -198,6 +198,21 @@ class KernelModel(PacedResponder):
             await self.connection_closed.wait()
 
 
+async def time_to_cut(responder: KernelModel) -> float:
+    """Seconds from a default server's `stream` call on ``responder`` to its cut (the
+    connection closed after it)."""
+    server, _record = make_server()
+    async with MemoryServer.open(server, ServerConfig()) as mem:
+        sid = await mem.initialize()
+        with trio.fail_after(300):
+            start = trio.current_time()
+            mem.call(sid, "stream", {"n": 50, "tag": "s"}, responder)
+            await wait_until(lambda: mem.manager.stats.streams_stalled > 0, poll=0.01)
+            took = trio.current_time() - start
+            await responder.connection_closed.wait()
+    return took
+
+
 @pytest.mark.spec("TM-BP-STALL")
 @pytest.mark.parametrize(("taken", "cut_at"), [(4096, 10.0), (65536, 32.0), (10**7, 60.0)])
 async def test_stopped_reader_is_cut_once_a_reader_at_the_minimum_rate_would_have_stepped(
@@ -207,21 +222,12 @@ async def test_stopped_reader_is_cut_once_a_reader_at_the_minimum_rate_would_hav
     busy for stall_budget, or, if later, once a reader at min_read_rate would have drained
     everything the connection took (and so opened its window again), capped at
     RATE_LOOKBACK budgets: 4 KB at 2 KiB/s is within the 10 s budget, 64 KiB takes 32 s."""
-    server, _record = make_server()
-    config = ServerConfig()
-    async with MemoryServer.open(server, config) as mem:
-        sid = await mem.initialize()
-        with trio.fail_after(300):
-            responder = KernelModel(0, taken=taken, step=taken)
-            start = trio.current_time()
-            mem.call(sid, "stream", {"n": 50, "tag": "s"}, responder)
-            await wait_until(lambda: mem.manager.stats.streams_stalled > 0, poll=0.01)
-            took = trio.current_time() - start
-            await responder.connection_closed.wait()
+    responder = KernelModel(0, taken=taken, step=taken)
+    took = await time_to_cut(responder)
 
-        assert cut_at <= took <= cut_at + CHECK + 0.02
-        assert cut_at <= RATE_LOOKBACK * config.stall_budget
-        assert responder.released
+    assert cut_at <= took <= cut_at + CHECK + 0.02
+    assert cut_at <= RATE_LOOKBACK * ServerConfig().stall_budget
+    assert responder.released
 
 
 @pytest.mark.spec("TM-BP-STALL")
@@ -235,21 +241,12 @@ async def test_slow_reader_of_a_fresh_connection_is_cut_at_the_budget(
     connection was sent by 10 s (17 KB) is less than a reader at the minimum rate reads in
     the 10 s budget (20 KB), so it is cut one budget after its writer became busy. A kernel
     that does not say what is in flight leaves only the silence to judge by."""
-    server, _record = make_server()
-    config = ServerConfig()
-    async with MemoryServer.open(server, config) as mem:
-        sid = await mem.initialize()
-        with trio.fail_after(300):
-            responder = KernelModel(
-                0.5 * config.min_read_rate, taken=8704, step=8704, in_flight=in_flight
-            )
-            start = trio.current_time()
-            mem.call(sid, "stream", {"n": 50, "tag": "s"}, responder)
-            await wait_until(lambda: mem.manager.stats.streams_stalled > 0, poll=0.01)
-            took = trio.current_time() - start
-            await responder.connection_closed.wait()
+    responder = KernelModel(
+        0.5 * ServerConfig().min_read_rate, taken=8704, step=8704, in_flight=in_flight
+    )
+    took = await time_to_cut(responder)
 
-        assert cut_at <= took <= cut_at + CHECK + 0.02
+    assert cut_at <= took <= cut_at + CHECK + 0.02
 
 
 @pytest.mark.spec("TM-BP-STALL")
