@@ -2,10 +2,14 @@
 
 Layers, each importing only the ones before it:
 
-- ``trio_mcp.protocol``: the rules as pure code (no I/O, no trio, no hypercorn);
-- ``trio_mcp._trio``: the runtime: a session manager, one supervisor task per session;
-- ``trio_mcp._asgi``: the ASGI adapter, translation only;
-- ``trio_mcp._serve`` and ``trio_mcp._cli``: serving under hypercorn.
+- ``trio_mcp.protocol``: the rules of both eras as pure code (no I/O, no trio, no hypercorn);
+- ``trio_mcp._ports`` and ``trio_mcp._config``: the interfaces between the application and
+  the runtime, and the settings;
+- ``trio_mcp._trio``: the runtime: legacy sessions (a supervisor task each), modern
+  requests and listeners, and the Runtime that routes each request to its era;
+- ``trio_mcp._asgi`` and ``trio_mcp._serve``: the HTTP edges (the ASGI adapter, hypercorn);
+- the user API: ``Server``, ``Context``, the method table (``_dispatch``), schemas, content;
+- ``trio_mcp._cli``: the command line.
 """
 
 # The public names are imported lazily (PEP 562), so that `import trio_mcp.protocol`, the
@@ -42,8 +46,14 @@ _EXPORTS: dict[str, str] = {
     "ResourceNotFound": "._resources",
     "serve": "._serve",
     "Server": "._server",
-    "ToolError": "._server",
+    "ToolError": "._tools",
     "Retention": ".protocol",
+    "CacheHint": ".protocol",
+    "CacheScope": ".protocol",
+    "InputRequest": ".protocol",
+    "elicitation_request": "._context",
+    "sampling_request": "._context",
+    "roots_request": "._context",
     "use_allocator": "._allocator",
 }
 
@@ -85,9 +95,15 @@ if TYPE_CHECKING:
     from ._context import Root as Root
     from ._context import SamplingResult as SamplingResult
     from ._context import SessionContext as SessionContext
+    from ._context import elicitation_request as elicitation_request
+    from ._context import roots_request as roots_request
+    from ._context import sampling_request as sampling_request
     from ._prompts import PromptResult as PromptResult
     from ._resources import ResourceNotFound as ResourceNotFound
     from ._serve import serve as serve
     from ._server import Server as Server
-    from ._server import ToolError as ToolError
+    from ._tools import ToolError as ToolError
+    from .protocol import CacheHint as CacheHint
+    from .protocol import CacheScope as CacheScope
+    from .protocol import InputRequest as InputRequest
     from .protocol import Retention as Retention

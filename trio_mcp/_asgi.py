@@ -11,13 +11,14 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from ._trio._manager import SessionManager
+from ._trio._runtime import Runtime
 from ._trio._tcpprobe import TcpProbe, TcpSample, find_tcp_socket
 from .protocol import ErrorCode, Headers, HttpRequest, RemoteProtocolError, Reply
 from .protocol._transport import error_reply
 
 if TYPE_CHECKING:
     from ._config import ServerConfig
-    from ._server import Server
+    from ._ports import App
 
 __all__ = ["ASGIApp"]
 
@@ -137,28 +138,31 @@ class ASGIApp:
     """An MCP server as an ASGI 3 application.
 
     Under hypercorn (``hypercorn --worker-class trio module:app``) the lifespan protocol
-    starts and stops the session manager. When embedding, ``async with app.running():``
-    does the same.
+    starts and stops the runtime. When embedding, ``async with app.running():`` does the
+    same.
     """
 
-    def __init__(self, server: Server, config: ServerConfig, *, bind_hosts: list[str]) -> None:
+    def __init__(self, server: App, config: ServerConfig, *, bind_hosts: list[str]) -> None:
         self.server = server
         self.config = config
-        self.manager = SessionManager(server, config, bind_hosts=bind_hosts)
+        self.runtime = Runtime(server, config, bind_hosts=bind_hosts)
+
+    @property
+    def manager(self) -> SessionManager:
+        """The legacy era's sessions."""
+        return self.runtime.manager
 
     @contextlib.asynccontextmanager
-    async def running(self) -> AsyncIterator[SessionManager]:
-        """Run the session manager for the duration of the block (idempotent)."""
-        if self.manager.running:
-            yield self.manager
+    async def running(self) -> AsyncIterator[Runtime]:
+        """Run the runtime for the duration of the block (idempotent)."""
+        if self.runtime.running:
+            yield self.runtime
             return
         async with trio.open_nursery() as nursery:
-            await nursery.start(self.manager.run)
-            self.server.attach_manager(self.manager)
+            await nursery.start(self.runtime.run)
             try:
-                yield self.manager
+                yield self.runtime
             finally:
-                self.server.detach_manager(self.manager)
                 nursery.cancel_scope.cancel()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -233,7 +237,7 @@ class ASGIApp:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_watch_disconnect, receive, responder)
             try:
-                await self.manager.handle(request, responder)
+                await self.runtime.handle(request, responder)
             except Exception:
                 # Never a 500 with a traceback: log it, answer a JSON-RPC internal error.
                 logger.exception("unexpected error serving %s", request.method)

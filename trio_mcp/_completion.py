@@ -5,15 +5,14 @@ from __future__ import annotations
 import inspect
 import typing
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import Any, Final, Literal
 
 import attrs
 
 from ._context import Context
+from ._prompts import PromptRegistry
+from ._resources import ResourceRegistry
 from .protocol import ErrorCode, RemoteProtocolError
-
-if TYPE_CHECKING:
-    from ._server import Server
 
 __all__ = ["Completion", "CompletionRef", "CompletionRegistry"]
 
@@ -52,10 +51,47 @@ class _Specific:
     context_param: str | None
 
 
+Method = Callable[[Context, Mapping[str, Any]], Awaitable[Mapping[str, Any]]]
+
+
 class CompletionRegistry:
-    def __init__(self) -> None:
+    """The completion handlers of one server, and completion/complete, which looks up the
+    prompts and resource templates they complete."""
+
+    def __init__(self, prompts: PromptRegistry, resources: ResourceRegistry) -> None:
         self.specific: dict[tuple[str, str, str], _Specific] = {}
         self.generic: GenericHandler | None = None
+        self._prompts = prompts
+        self._resources = resources
+
+    def methods(self) -> dict[str, Method]:
+        return {"completion/complete": self._complete}
+
+    async def _complete(self, ctx: Context, params: Mapping[str, Any]) -> Mapping[str, Any]:
+        ref, argument, value, given = _parse(params)
+        choices: tuple[str, ...] = ()
+        if ref.type == "prompt":
+            prompt = self._prompts.prompts.get(ref.name)
+            if prompt is None:
+                raise _invalid(f"unknown prompt {ref.name!r}.")
+            choices = prompt.choices(argument)
+        elif ref.name not in self._resources.templates and ref.name not in self._resources.fixed:
+            raise _invalid(f"unknown resource template {ref.name!r}.")
+        specific = self.specific.get((ref.type, ref.name, argument))
+        if specific is not None:
+            kwargs: dict[str, Any] = {}
+            if specific.wants_arguments:
+                kwargs["arguments"] = given
+            if specific.context_param is not None:
+                kwargs[specific.context_param] = ctx
+            return _result(await specific.fn(value, **kwargs))
+        if self.generic is not None:
+            answer = await self.generic(ref, argument, value, given)
+            if answer is not None:
+                return _result(answer)
+        # No handler: a Literal[...] prompt argument completes from its choices, anything
+        # else has no suggestions (an empty list is a valid answer).
+        return _result([c for c in choices if c.startswith(value)])
 
     @property
     def enabled(self) -> bool:
@@ -140,40 +176,3 @@ def _result(answer: Sequence[str] | Completion) -> dict[str, Any]:
         completion["hasMore"] = has_more
     return {"completion": completion}
 
-
-async def complete(server: Server, ctx: Context, params: Mapping[str, Any]) -> Mapping[str, Any]:
-    if "completions" not in server.capabilities():
-        raise RemoteProtocolError(
-            "Method not found: this server offers no completions.",
-            code=ErrorCode.METHOD_NOT_FOUND,
-        )
-    ref, argument, value, given = _parse(params)
-    choices: tuple[str, ...] = ()
-    if ref.type == "prompt":
-        prompt = server._prompts.prompts.get(ref.name)
-        if prompt is None:
-            raise _invalid(f"unknown prompt {ref.name!r}.")
-        choices = prompt.choices(argument)
-    elif ref.name not in server._resources.templates and ref.name not in server._resources.fixed:
-        raise _invalid(f"unknown resource template {ref.name!r}.")
-    registry = server._completions
-    specific = registry.specific.get((ref.type, ref.name, argument))
-    if specific is not None:
-        kwargs: dict[str, Any] = {}
-        if specific.wants_arguments:
-            kwargs["arguments"] = given
-        if specific.context_param is not None:
-            kwargs[specific.context_param] = ctx
-        return _result(await specific.fn(value, **kwargs))
-    if registry.generic is not None:
-        answer = await registry.generic(ref, argument, value, given)
-        if answer is not None:
-            return _result(answer)
-    # No handler: a Literal[...] prompt argument completes from its choices, anything else
-    # has no suggestions (an empty list is a valid answer).
-    return _result([c for c in choices if c.startswith(value)])
-
-
-METHODS: Mapping[
-    str, Callable[[Server, Context, Mapping[str, Any]], Awaitable[Mapping[str, Any]]]
-] = {"completion/complete": complete}

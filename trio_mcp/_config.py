@@ -7,6 +7,7 @@ import enum
 import attrs
 
 from .protocol import Retention
+from .protocol._modern import CacheHint
 
 __all__ = ["ResponseMode", "ServerConfig"]
 
@@ -87,3 +88,11 @@ class ServerConfig:
     """Default timeout of a server-to-client request (sampling, elicitation, roots, ping)."""
     page_size: int = 50
     """Items per page of tools/list, resources/list, prompts/list (U-PAGE-1)."""
+    cache_hint: CacheHint = attrs.field(factory=CacheHint)
+    """The caching hints of modern cacheable results (MU-CACHE-1, TM-CACHE-DEFAULT): by
+    default ``ttlMs: 0`` and ``private``, fresh for no time and for no one else, since the
+    lists change and list_changed reaches only clients that listen for it."""
+    request_state_ttl: float = 600.0
+    """How long a modern requestState stays valid after it is issued (TM-MRTR-STATE)."""
+    max_listen_resources: int = 256
+    """Resource URIs one subscriptions/listen request may subscribe to."""

@@ -1,30 +1,27 @@
-# What a handler sees of its request and session, and what it may send back while it runs:
-# progress, log messages, notifications, and requests to the client (spec/utilities.md).
+# What a handler sees of its request and its client, and what it may send back while it runs:
+# progress, log messages, notifications, and questions for the client (spec/utilities.md,
+# spec/modern.md). The same API in both eras: a Context talks to a port (trio_mcp._ports),
+# which a legacy session's request and a modern request each implement.
 #
-# SessionContext is one session seen from the server, outside any request: what it sends goes
-# on the session's standalone (GET) stream (T-GET-4/T-GET-5). Context is the same for one
-# request: what it sends goes on that request's own stream (T-PSSE-8).
+# SessionContext is one client seen from the server, outside any request: in a legacy
+# session what it sends goes on the session's standalone (GET) stream (T-GET-4/T-GET-5).
+# Context is the same for one request: what it sends goes on that request's own stream
+# (T-PSSE-8, MT-SSE-7).
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import Any, Literal
 
 import attrs
 
 from ._content import message_dict
-from .protocol import (
-    LocalProtocolError,
-    Notification,
-    Phase,
-    RemoteProtocolError,
-    Request,
-    RequestId,
-)
+from ._ports import ClientCapabilityError, ClientTimeoutError, RequestPort, SessionPort
+from .protocol import LocalProtocolError, Notification, RemoteProtocolError, Request, RequestId
+from .protocol._logging import LOG_LEVELS, log_allows
+from .protocol._mrtr import INPUT_CAPABILITY, InputRequest
 from .protocol._versions import revision_at_least
-
-if TYPE_CHECKING:
-    from ._trio._session import Session
 
 __all__ = [
     "LOG_LEVELS",
@@ -36,36 +33,6 @@ __all__ = [
     "SamplingResult",
     "SessionContext",
 ]
-
-#: RFC 5424 severities in ascending order, as MCP logging uses them (U-LOG-3).
-LOG_LEVELS: Final = (
-    "debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"
-)
-
-#: TM-LOG-DEFAULT: until the client sets a level, messages below this one are not sent.
-DEFAULT_LOG_LEVEL: Final = "info"
-
-
-#: The client capability each server-to-client request needs (ping needs none).
-_METHOD_CAPABILITY: Final = {
-    "sampling/createMessage": "sampling",
-    "elicitation/create": "elicitation",
-    "roots/list": "roots",
-}
-
-class ClientCapabilityError(LocalProtocolError):
-    """A server-to-client request needs a capability the client did not declare.
-
-    L-CAP-1 (MUST): only negotiated capabilities are used, so the request is not sent.
-    Check first with :meth:`SessionContext.client_supports` to offer a fallback.
-    """
-
-
-class ClientTimeoutError(RemoteProtocolError):
-    """The client did not answer a server-to-client request in time (L-TIME-1).
-
-    The request has been cancelled with notifications/cancelled (L-TIME-2).
-    """
 
 
 @attrs.frozen(kw_only=True)
@@ -90,6 +57,19 @@ class SamplingResult:
         ]
         return "".join(texts) if texts else None
 
+    @classmethod
+    def from_result(cls, result: Mapping[str, Any]) -> SamplingResult:
+        content = result.get("content")
+        if not isinstance(content, Mapping | list):
+            raise RemoteProtocolError("The client's sampling result has no content.")
+        return cls(
+            role=str(result.get("role", "assistant")),
+            content=dict(content) if isinstance(content, Mapping) else content,
+            model=str(result.get("model", "")),
+            stop_reason=result.get("stopReason"),
+            raw=result,
+        )
+
 
 @attrs.frozen(kw_only=True)
 class ElicitationResult:
@@ -102,6 +82,16 @@ class ElicitationResult:
     def accepted(self) -> bool:
         return self.action == "accept"
 
+    @classmethod
+    def from_result(cls, result: Mapping[str, Any]) -> ElicitationResult:
+        action = result.get("action")
+        if action not in ("accept", "decline", "cancel"):
+            raise RemoteProtocolError(
+                f"The client's elicitation result has an invalid action {action!r}."
+            )
+        content = result.get("content")
+        return cls(action=action, content=content if isinstance(content, Mapping) else None)
+
 
 @attrs.frozen(kw_only=True)
 class Root:
@@ -110,57 +100,108 @@ class Root:
     uri: str
     name: str | None = None
 
+    @classmethod
+    def list_from_result(cls, result: Mapping[str, Any]) -> list[Root]:
+        roots = result.get("roots")
+        if not isinstance(roots, list):
+            raise RemoteProtocolError("The client's roots/list result has no roots list.")
+        out = []
+        for r in roots:
+            if not isinstance(r, Mapping) or not isinstance(r.get("uri"), str):
+                raise RemoteProtocolError("The client's roots/list result has a root without uri.")
+            name = r.get("name")
+            out.append(cls(uri=r["uri"], name=name if isinstance(name, str) else None))
+        return out
 
-def log_params(
-    session: Session, level: str, data: Any, logger: str | None
-) -> dict[str, Any] | None:
-    """The params of a notifications/message for ``session``, or None below its level.
 
-    U-LOG-3: messages at the level the client set and above are sent. U-LOG-1: only a
-    server that declares ``logging`` sends any.
+def sampling_request(
+    messages: str | Sequence[Any],
+    max_tokens: int,
+    *,
+    system_prompt: str | None = None,
+    temperature: float | None = None,
+    stop_sequences: Sequence[str] | None = None,
+    model_preferences: Mapping[str, Any] | None = None,
+    include_context: Literal["none", "thisServer", "allServers"] | None = None,
+    metadata: Mapping[str, Any] | None = None,
+) -> InputRequest:
+    """A ``sampling/createMessage`` question, for :meth:`SessionContext.ask`.
+
+    ``messages`` is a str (one user message) or a list of ``UserMessage`` /
+    ``AssistantMessage`` (or str, or ``{role, content}`` dicts); content is text, image or
+    audio.
     """
-    if level not in LOG_LEVELS:
-        raise ValueError(f"unknown log level {level!r}; use one of {', '.join(LOG_LEVELS)}")
-    if not session.server._capabilities_has("logging"):
-        raise LocalProtocolError("the server does not declare the logging capability")
-    threshold = session.log_level or DEFAULT_LOG_LEVEL
-    if LOG_LEVELS.index(level) < LOG_LEVELS.index(threshold):
-        return None
-    params: dict[str, Any] = {"level": level, "data": data}
-    if logger is not None:
-        params["logger"] = logger
-    return params
+    items = [messages] if isinstance(messages, str) else list(messages)
+    wire = [message_dict(m) for m in items]
+    for m in wire:
+        if m["content"].get("type") not in ("text", "image", "audio"):
+            raise TypeError(
+                "sampling messages carry text, image or audio content, not "
+                f"{m['content'].get('type')!r}"
+            )
+    params: dict[str, Any] = {"messages": wire, "maxTokens": max_tokens}
+    optional = {
+        "systemPrompt": system_prompt,
+        "temperature": temperature,
+        "stopSequences": list(stop_sequences) if stop_sequences is not None else None,
+        "modelPreferences": dict(model_preferences) if model_preferences else None,
+        "includeContext": include_context,
+        "metadata": dict(metadata) if metadata is not None else None,
+    }
+    params.update({k: v for k, v in optional.items() if v is not None})
+    return InputRequest("sampling/createMessage", params)
+
+
+def elicitation_request(message: str, requested_schema: Mapping[str, Any]) -> InputRequest:
+    """An ``elicitation/create`` question (form mode), for :meth:`SessionContext.ask`.
+
+    ``requested_schema`` is a flat object schema of primitive properties (string, number,
+    integer, boolean, enums).
+    """
+    if requested_schema.get("type") != "object":
+        raise ValueError('an elicitation schema is an object schema ({"type": "object"})')
+    return InputRequest(
+        "elicitation/create", {"message": message, "requestedSchema": dict(requested_schema)}
+    )
+
+
+def roots_request() -> InputRequest:
+    """A ``roots/list`` question, for :meth:`SessionContext.ask`."""
+    return InputRequest("roots/list", None)
 
 
 class SessionContext:
-    """One session seen from the server, outside any request.
+    """One client seen from the server.
 
-    Messages sent through it go on the session's standalone stream, the one the client
-    opened with GET (T-GET-4, T-GET-5: they relate to no request). Hooks for client
-    notifications receive one; :meth:`Server.sessions` lists them.
+    Outside a request (hooks for client notifications, :meth:`Server.sessions`), messages
+    sent through it go on a legacy session's standalone stream, the one the client opened
+    with GET (T-GET-4, T-GET-5: they relate to no request).
     """
 
-    def __init__(self, *, session: Session) -> None:
-        self._session = session
-        self._related: RequestId | None = None
+    def __init__(self, port: SessionPort) -> None:
+        self._port = port
+        # Keys for questions asked without one: the same in every run of a handler that asks
+        # the same questions in the same order, which a modern retry relies on.
+        self._keys = itertools.count(1)
 
     # -- what the handler may read ------------------------------------------------------
 
     @property
-    def session_id(self) -> str:
-        return self._session.id
+    def session_id(self) -> str | None:
+        """The legacy session's id; None for a 2026-07-28 request (there are no sessions)."""
+        return self._port.session_id
 
     @property
     def protocol_version(self) -> str:
-        return self._session.version
+        return self._port.protocol_version
 
     @property
     def client_info(self) -> Mapping[str, Any]:
-        return self._session.client_info
+        return self._port.client_info
 
     @property
     def client_capabilities(self) -> Mapping[str, Any]:
-        return self._session.client_capabilities
+        return self._port.client_capabilities
 
     def client_supports(self, capability: str, feature: str | None = None) -> bool:
         """Whether the client declared ``capability`` (``"sampling"``, ``"elicitation"``,
@@ -170,7 +211,7 @@ class SessionContext:
         An empty ``elicitation`` object means form mode (the 2025-11-25 schema keeps it for
         backwards compatibility).
         """
-        caps = self._session.client_capabilities.get(capability)
+        caps = self._port.client_capabilities.get(capability)
         if not isinstance(caps, Mapping):
             return False
         if feature is None:
@@ -187,17 +228,16 @@ class SessionContext:
 
         Returns False when it could not go out (JSON response mode, request finished).
         """
-        # Paced: waits (bounded) while this stream's reader lags far behind (TM-BP-PRODUCER).
-        return await self._session.send_paced(
-            Notification(method=method, params=params), related=self._related
-        )
+        return await self._port.notify(Notification(method=method, params=params))
 
     async def log(self, level: str, data: Any, *, logger: str | None = None) -> bool:
-        """Send a log message if ``level`` is at or above the session's level (U-LOG-3).
+        """Send a log message if ``level`` is at or above the client's level.
 
-        Returns whether it was sent.
+        U-LOG-3: a legacy session's level is the one it set (TM-LOG-DEFAULT until then);
+        MU-LOG-3: a modern request's is the one its ``_meta`` names, and without one no
+        message goes out. Returns whether it was sent.
         """
-        params = log_params(self._session, level, data, logger)
+        params = log_params(self._port, level, data, logger)
         if params is None:
             return False
         return await self.send_notification("notifications/message", params)
@@ -205,7 +245,8 @@ class SessionContext:
     async def request(
         self, method: str, params: Mapping[str, Any] | None = None, *, timeout: float | None = None
     ) -> Mapping[str, Any]:
-        """Send a request to the client and await its result.
+        """Send a request to the client and await its result (legacy sessions only: in the
+        2026-07-28 era a server sends no requests, MJ-PAT-1; use :meth:`ask`).
 
         ``timeout`` defaults to ``ServerConfig.client_request_timeout``.
 
@@ -213,27 +254,42 @@ class SessionContext:
             ClientTimeoutError: no answer within ``timeout`` (the request is then cancelled).
             RemoteProtocolError: the client answered with an error, the session ended, or
                 the request has no stream to go out on (JSON response mode).
-            LocalProtocolError: the session is not initialized yet (L-INIT-6).
+            LocalProtocolError: the session is not initialized yet (L-INIT-6), or the
+                request is a 2026-07-28 one.
         """
-        if method != "ping" and self._session.phase is Phase.AWAITING_INITIALIZED:
-            # L-INIT-6 (SHOULD NOT): only pings before the client's initialized notification.
-            raise LocalProtocolError(
-                f"Cannot send {method} before the client sent notifications/initialized."
-            )
-        capability = _METHOD_CAPABILITY.get(method)
+        capability = INPUT_CAPABILITY.get(method)
         if capability is not None:
             # L-CAP-1 (MUST): only negotiated capabilities are used, whichever helper sends.
             self._require(capability)
-        t = self._session.config.client_request_timeout if timeout is None else timeout
-        return await self._session.request(method, params, related=self._related, timeout=t)
+        return await self._port.request(method, params, timeout=self._timeout(timeout))
+
+    def _timeout(self, timeout: float | None) -> float:
+        return self._port.client_request_timeout if timeout is None else timeout
 
     def _require(self, capability: str, feature: str | None = None) -> None:
         if not self.client_supports(capability, feature):
-            what = f"{capability}.{feature}" if feature else capability
-            raise ClientCapabilityError(
-                f"The client did not declare the {what} capability.",
-                data={"missingCapability": what},
-            )
+            raise self._port.capability_error({capability: {feature: {}} if feature else {}})
+
+    async def ask(
+        self, questions: Mapping[str, InputRequest], *, timeout: float | None = None
+    ) -> dict[str, Mapping[str, Any]]:
+        """Ask the client several questions at once; their raw answers by key.
+
+        Build the questions with ``elicitation_request``, ``sampling_request`` and
+        ``roots_request``. A legacy session sends them as concurrent requests on this
+        request's stream. A 2026-07-28 request answers with all of them at once in an
+        InputRequiredResult, and its retry brings the answers (TM-MRTR-RERUN: the handler
+        runs again from its first line, and questions answered before return at once).
+        """
+        for question in questions.values():
+            self._require(question.capability)
+        return await self._port.ask(questions, timeout=self._timeout(timeout))
+
+    async def _ask_one(
+        self, key: str | None, question: InputRequest, timeout: float | None
+    ) -> Mapping[str, Any]:
+        name = key if key is not None else f"{question.capability}-{next(self._keys)}"
+        return (await self.ask({name: question}, timeout=timeout))[name]
 
     async def sample(
         self,
@@ -247,46 +303,27 @@ class SessionContext:
         include_context: Literal["none", "thisServer", "allServers"] | None = None,
         metadata: Mapping[str, Any] | None = None,
         timeout: float | None = None,
+        key: str | None = None,
     ) -> SamplingResult:
         """Ask the client's model for a completion (``sampling/createMessage``).
 
-        ``messages`` is a str (one user message) or a list of ``UserMessage`` /
-        ``AssistantMessage`` (or str, or ``{role, content}`` dicts); content is text, image
-        or audio. Needs the client's ``sampling`` capability (``sampling.context`` for an
-        ``include_context`` other than "none").
+        Needs the client's ``sampling`` capability (``sampling.context`` for an
+        ``include_context`` other than "none"). ``key`` names the question in a 2026-07-28
+        InputRequiredResult (default: ``sampling-N``, N counting this context's questions).
         """
-        self._require("sampling")
         if include_context not in (None, "none"):
             self._require("sampling", "context")
-        items = [messages] if isinstance(messages, str) else list(messages)
-        wire = [message_dict(m) for m in items]
-        for m in wire:
-            if m["content"].get("type") not in ("text", "image", "audio"):
-                raise TypeError(
-                    "sampling messages carry text, image or audio content, not "
-                    f"{m['content'].get('type')!r}"
-                )
-        params: dict[str, Any] = {"messages": wire, "maxTokens": max_tokens}
-        optional = {
-            "systemPrompt": system_prompt,
-            "temperature": temperature,
-            "stopSequences": list(stop_sequences) if stop_sequences is not None else None,
-            "modelPreferences": dict(model_preferences) if model_preferences else None,
-            "includeContext": include_context,
-            "metadata": dict(metadata) if metadata is not None else None,
-        }
-        params.update({k: v for k, v in optional.items() if v is not None})
-        result = await self.request("sampling/createMessage", params, timeout=timeout)
-        content = result.get("content")
-        if not isinstance(content, Mapping | list):
-            raise RemoteProtocolError("The client's sampling result has no content.")
-        return SamplingResult(
-            role=str(result.get("role", "assistant")),
-            content=dict(content) if isinstance(content, Mapping) else content,
-            model=str(result.get("model", "")),
-            stop_reason=result.get("stopReason"),
-            raw=result,
+        question = sampling_request(
+            messages,
+            max_tokens,
+            system_prompt=system_prompt,
+            temperature=temperature,
+            stop_sequences=stop_sequences,
+            model_preferences=model_preferences,
+            include_context=include_context,
+            metadata=metadata,
         )
+        return SamplingResult.from_result(await self._ask_one(key, question, timeout))
 
     async def elicit(
         self,
@@ -294,63 +331,58 @@ class SessionContext:
         requested_schema: Mapping[str, Any],
         *,
         timeout: float | None = None,
+        key: str | None = None,
     ) -> ElicitationResult:
         """Ask the user to fill in a form (``elicitation/create``, form mode).
 
-        ``requested_schema`` is a flat object schema of primitive properties (string,
-        number, integer, boolean, enums). Needs the client's ``elicitation`` capability with
-        form mode.
+        Needs the client's ``elicitation`` capability with form mode. ``key`` names the
+        question in a 2026-07-28 InputRequiredResult (default: ``elicitation-N``).
         """
         self._require("elicitation", "form")
-        if requested_schema.get("type") != "object":
-            raise ValueError('an elicitation schema is an object schema ({"type": "object"})')
-        params: dict[str, Any] = {"message": message, "requestedSchema": dict(requested_schema)}
-        if revision_at_least(self._session.version, "2025-11-25"):
-            params = {"mode": "form", **params}
-        result = await self.request("elicitation/create", params, timeout=timeout)
-        action = result.get("action")
-        if action not in ("accept", "decline", "cancel"):
-            raise RemoteProtocolError(
-                f"The client's elicitation result has an invalid action {action!r}."
-            )
-        content = result.get("content")
-        return ElicitationResult(
-            action=action, content=content if isinstance(content, Mapping) else None
-        )
+        question = elicitation_request(message, requested_schema)
+        if revision_at_least(self.protocol_version, "2025-11-25"):
+            question = InputRequest(question.method, {"mode": "form", **(question.params or {})})
+        return ElicitationResult.from_result(await self._ask_one(key, question, timeout))
 
-    async def list_roots(self, *, timeout: float | None = None) -> list[Root]:
+    async def list_roots(
+        self, *, timeout: float | None = None, key: str | None = None
+    ) -> list[Root]:
         """The client's roots (``roots/list``). Needs the client's ``roots`` capability."""
-        self._require("roots")
-        result = await self.request("roots/list", None, timeout=timeout)
-        roots = result.get("roots")
-        if not isinstance(roots, list):
-            raise RemoteProtocolError("The client's roots/list result has no roots list.")
-        out = []
-        for r in roots:
-            if not isinstance(r, Mapping) or not isinstance(r.get("uri"), str):
-                raise RemoteProtocolError("The client's roots/list result has a root without uri.")
-            name = r.get("name")
-            out.append(Root(uri=r["uri"], name=name if isinstance(name, str) else None))
-        return out
+        return Root.list_from_result(await self._ask_one(key, roots_request(), timeout))
 
     async def ping(self, *, timeout: float | None = None) -> None:
-        """Ping the client (L-PING-1: it answers with an empty result). Needs no capability."""
+        """Ping the client (L-PING-1: it answers with an empty result). Needs no capability;
+        legacy sessions only."""
         await self.request("ping", None, timeout=timeout)
+
+
+def log_params(
+    port: SessionPort, level: str, data: Any, logger: str | None
+) -> dict[str, Any] | None:
+    """The params of a notifications/message for ``port``'s client, or None below its level.
+
+    U-LOG-1: only a server that declares ``logging`` sends any (it always does).
+    """
+    if not log_allows(level, port.log_threshold):
+        return None
+    params: dict[str, Any] = {"level": level, "data": data}
+    if logger is not None:
+        params["logger"] = logger
+    return params
 
 
 class Context(SessionContext):
     """Handed to a handler that declares a parameter annotated with ``Context``.
 
     Everything it sends relates to the handler's request and goes on that request's stream
-    (T-PSSE-8).
+    (T-PSSE-8, MT-SSE-7).
     """
 
-    def __init__(self, *, session: Session, request: Request) -> None:
-        super().__init__(session=session)
+    def __init__(self, port: RequestPort, request: Request) -> None:
+        super().__init__(port)
+        self._request_port = port
         self._request = request
-        self._related = request.id
         self._last_progress = -math.inf
-        self._finished = False
         meta = (request.params or {}).get("_meta")
         self._meta: Mapping[str, Any] = meta if isinstance(meta, Mapping) else {}
 
@@ -376,6 +408,11 @@ class Context(SessionContext):
             return token
         return None
 
+    @property
+    def page_size(self) -> int:
+        """Items per page of a list result (U-PAGE-1)."""
+        return self._request_port.page_size
+
     # -- what the handler may send ------------------------------------------------------
 
     async def report_progress(
@@ -383,13 +420,13 @@ class Context(SessionContext):
     ) -> bool:
         """Report progress, if the request asked for it with a progressToken.
 
-        U-PROG-4 (MUST): progress increases with every notification; a value that does not
-        is refused with LocalProtocolError. U-PROG-7/U-PROG-11: nothing goes out without a
-        token, or after the request finished or was cancelled. Returns whether a
-        notification was sent.
+        U-PROG-4 / MU-PROG-2 (MUST): progress increases with every notification; a value
+        that does not is refused with LocalProtocolError. U-PROG-7/U-PROG-11: nothing goes
+        out without a token, or after the request finished or was cancelled. Returns
+        whether a notification was sent.
         """
         token = self.progress_token
-        if token is None or self._finished:
+        if token is None or self._request_port.finished:
             return False
         if isinstance(progress, bool) or not isinstance(progress, int | float):
             raise TypeError(f"progress must be a number, not {progress!r}")
@@ -407,8 +444,6 @@ class Context(SessionContext):
 
     def close_sse_stream(self) -> bool:
         """Close this request's SSE connection now; the client resumes it with GET and
-        Last-Event-ID and the response arrives there (SEP-1699 polling, T-PSSE-2)."""
-        flight = self._session.inflight.get(self.request_id)
-        if flight is None or flight.stream is None:
-            return False
-        return self._session.close_stream_connection(flight.stream)
+        Last-Event-ID and the response arrives there (SEP-1699 polling, T-PSSE-2). Legacy
+        sessions only: a 2026-07-28 stream cannot be resumed (MT-SSE-6), so it stays open."""
+        return self._request_port.close_stream()

@@ -5,17 +5,15 @@ from __future__ import annotations
 import inspect
 import typing
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 
 from . import _schema
 from ._content import CONTENT_TYPES, _Message, message_dict
 from ._context import Context
+from ._pagination import list_result
 from .protocol import ErrorCode, RemoteProtocolError
-
-if TYPE_CHECKING:
-    from ._server import Server
 
 __all__ = ["PromptDef", "PromptRegistry", "PromptResult"]
 
@@ -107,7 +105,12 @@ def make_prompt(
     )
 
 
+Method = Callable[[Context, Mapping[str, Any]], Awaitable[Mapping[str, Any]]]
+
+
 class PromptRegistry:
+    """The prompts of one server, and the prompts/* methods that serve them."""
+
     def __init__(self) -> None:
         self.prompts: dict[str, PromptDef] = {}
         #: Set at the first registration (the capability stays declared after that).
@@ -119,6 +122,21 @@ class PromptRegistry:
 
     def remove(self, name: str) -> None:
         del self.prompts[name]
+
+    def methods(self) -> dict[str, Method]:
+        return {"prompts/list": self._list, "prompts/get": self._get}
+
+    async def _list(self, ctx: Context, params: Mapping[str, Any]) -> Mapping[str, Any]:
+        return list_result(
+            "prompts",
+            "prompts",
+            [(p.name, p.to_dict()) for p in self.prompts.values()],
+            params,
+            ctx.page_size,
+        )
+
+    async def _get(self, ctx: Context, params: Mapping[str, Any]) -> Mapping[str, Any]:
+        return await render(self, ctx, params)
 
 
 def to_messages(value: Any) -> list[dict[str, Any]]:
@@ -139,11 +157,13 @@ def _invalid(message: str) -> RemoteProtocolError:
     return RemoteProtocolError(f"Invalid params: {message}", code=ErrorCode.INVALID_PARAMS)
 
 
-async def render(server: Server, ctx: Context, params: Mapping[str, Any]) -> dict[str, Any]:
+async def render(
+    registry: PromptRegistry, ctx: Context, params: Mapping[str, Any]
+) -> dict[str, Any]:
     name = params.get("name")
     if not isinstance(name, str):
         raise _invalid("prompts/get needs a prompt name.")
-    prompt = server._prompts.prompts.get(name)
+    prompt = registry.prompts.get(name)
     if prompt is None:
         raise _invalid(f"unknown prompt {name!r}.")
     arguments = params.get("arguments")
@@ -168,33 +188,3 @@ async def render(server: Server, ctx: Context, params: Mapping[str, Any]) -> dic
         result["description"] = description
     result["messages"] = to_messages(value)
     return result
-
-
-def _require(server: Server) -> None:
-    if not server._prompts.enabled:
-        raise RemoteProtocolError(
-            "Method not found: this server has no prompts.", code=ErrorCode.METHOD_NOT_FOUND
-        )
-
-
-async def _list(server: Server, ctx: Context, params: Mapping[str, Any]) -> Mapping[str, Any]:
-    from ._server import list_result
-
-    _require(server)
-    return list_result(
-        "prompts",
-        "prompts",
-        [(p.name, p.to_dict()) for p in server._prompts.prompts.values()],
-        params,
-        ctx._session.config.page_size,
-    )
-
-
-async def _get(server: Server, ctx: Context, params: Mapping[str, Any]) -> Mapping[str, Any]:
-    _require(server)
-    return await render(server, ctx, params)
-
-
-METHODS: Mapping[
-    str, Callable[[Server, Context, Mapping[str, Any]], Awaitable[Mapping[str, Any]]]
-] = {"prompts/list": _list, "prompts/get": _get}

@@ -1,6 +1,6 @@
 # Resources (spec25/server/resources.mdx): a registry of fixed resources and URI templates,
-# the resources/* methods that serve it, and per-session subscriptions. The Server wires it
-# in; it knows nothing of HTTP.
+# and the resources/* methods that serve it. Subscriptions belong to whoever subscribes (a
+# legacy session, a modern listener): the runtime keeps them.
 from __future__ import annotations
 
 import inspect
@@ -8,17 +8,16 @@ import re
 import typing
 import urllib.parse
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 
 from . import _schema
 from ._content import Audio, Blob, EmbeddedResource, Image, Text, json_text
 from ._context import Context
-from .protocol import ErrorCode, Notification, RemoteProtocolError
-
-if TYPE_CHECKING:
-    from ._server import Server
+from ._pagination import list_result
+from .protocol import ErrorCode, RemoteProtocolError
+from .protocol._errors import resource_not_found
 
 __all__ = ["ResourceDef", "ResourceNotFound", "ResourceRegistry", "UriTemplate"]
 
@@ -28,11 +27,7 @@ class ResourceNotFound(Exception):
     ``-32002`` (J-ERR-5) with ``data: {uri}``."""
 
 
-def not_found(uri: str) -> RemoteProtocolError:
-    # J-ERR-5 (SHOULD): resource not found is -32002.
-    return RemoteProtocolError(
-        f"Resource not found: {uri}", code=ErrorCode.RESOURCE_NOT_FOUND, data={"uri": uri}
-    )
+not_found = resource_not_found
 
 
 # -- URI templates (RFC 6570 level 1) ----------------------------------------------------------
@@ -199,8 +194,12 @@ def make_resource(
     )
 
 
+Method = Callable[[Context, Mapping[str, Any]], Awaitable[Mapping[str, Any]]]
+
+
 class ResourceRegistry:
-    """The resources and templates of one server."""
+    """The resources and templates of one server, and the resources/* methods that serve
+    them."""
 
     def __init__(self) -> None:
         self.fixed: dict[str, ResourceDef] = {}
@@ -220,6 +219,39 @@ class ResourceRegistry:
             del self.fixed[uri]
         else:
             del self.templates[uri]
+
+    def methods(self) -> dict[str, Method]:
+        return {
+            "resources/list": self._list,
+            "resources/templates/list": self._templates_list,
+            "resources/read": self._read,
+        }
+
+    async def _list(self, ctx: Context, params: Mapping[str, Any]) -> Mapping[str, Any]:
+        return list_result(
+            "resources",
+            "resources",
+            [(r.uri, r.to_dict()) for r in self.fixed.values()],
+            params,
+            ctx.page_size,
+        )
+
+    async def _templates_list(
+        self, ctx: Context, params: Mapping[str, Any]
+    ) -> Mapping[str, Any]:
+        return list_result(
+            "resourceTemplates",
+            "resource-templates",
+            [(r.uri, r.to_dict()) for r in self.templates.values()],
+            params,
+            ctx.page_size,
+        )
+
+    async def _read(self, ctx: Context, params: Mapping[str, Any]) -> Mapping[str, Any]:
+        # U-RES-3 (MUST): the URI is validated: it must name a registered resource or match
+        # a template, or the read is -32002.
+        uri = uri_param(params)
+        return {"contents": await self.read(uri, ctx)}
 
     def find(self, uri: str) -> tuple[ResourceDef, dict[str, str]] | None:
         """The resource ``uri`` names: a fixed one first, then the first matching template."""
@@ -290,98 +322,13 @@ def to_contents(uri: str, value: Any, mime_type: str | None = None) -> list[dict
     return [{"uri": uri, "mimeType": mime_type or "application/json", "text": json_text(value)}]
 
 
-# -- the resources/* methods -----------------------------------------------------------------
+# -- params ------------------------------------------------------------------------------------
 
 
-def _require(server: Server) -> None:
-    if not server._resources.enabled:
-        # No resources capability declared: the methods are not available (-32601).
-        raise RemoteProtocolError(
-            "Method not found: this server has no resources.", code=ErrorCode.METHOD_NOT_FOUND
-        )
-
-
-def _uri_param(params: Mapping[str, Any]) -> str:
+def uri_param(params: Mapping[str, Any]) -> str:
     uri = params.get("uri")
     if not isinstance(uri, str) or not uri:
         raise RemoteProtocolError(
             "Invalid params: uri must be a non-empty string.", code=ErrorCode.INVALID_PARAMS
         )
     return uri
-
-
-async def _list(server: Server, ctx: Context, params: Mapping[str, Any]) -> Mapping[str, Any]:
-    from ._server import list_result
-
-    _require(server)
-    return list_result(
-        "resources",
-        "resources",
-        [(r.uri, r.to_dict()) for r in server._resources.fixed.values()],
-        params,
-        ctx._session.config.page_size,
-    )
-
-
-async def _templates_list(
-    server: Server, ctx: Context, params: Mapping[str, Any]
-) -> Mapping[str, Any]:
-    from ._server import list_result
-
-    _require(server)
-    return list_result(
-        "resourceTemplates",
-        "resource-templates",
-        [(r.uri, r.to_dict()) for r in server._resources.templates.values()],
-        params,
-        ctx._session.config.page_size,
-    )
-
-
-async def _read(server: Server, ctx: Context, params: Mapping[str, Any]) -> Mapping[str, Any]:
-    _require(server)
-    # U-RES-3 (MUST): the URI is validated: it must name a registered resource or match a
-    # template, or the read is -32002.
-    uri = _uri_param(params)
-    return {"contents": await server._resources.read(uri, ctx)}
-
-
-async def _subscribe(server: Server, ctx: Context, params: Mapping[str, Any]) -> Mapping[str, Any]:
-    _require(server)
-    uri = _uri_param(params)
-    if server._resources.find(uri) is None:
-        raise not_found(uri)
-    ctx._session.subscriptions.add(uri)
-    return {}
-
-
-async def _unsubscribe(
-    server: Server, ctx: Context, params: Mapping[str, Any]
-) -> Mapping[str, Any]:
-    _require(server)
-    # Unsubscribing from something not subscribed is harmless: the outcome is the same.
-    ctx._session.subscriptions.discard(_uri_param(params))
-    return {}
-
-
-METHODS: Mapping[
-    str, Callable[[Server, Context, Mapping[str, Any]], Awaitable[Mapping[str, Any]]]
-] = {
-    "resources/list": _list,
-    "resources/templates/list": _templates_list,
-    "resources/read": _read,
-    "resources/subscribe": _subscribe,
-    "resources/unsubscribe": _unsubscribe,
-}
-
-
-def notify_updated(server: Server, uri: str) -> int:
-    """Send notifications/resources/updated to each session subscribed to ``uri``, on its
-    standalone stream (it relates to no request, T-GET-5). Returns how many got it."""
-    sent = 0
-    for session in server._live_sessions():
-        if uri in session.subscriptions and session.send(
-            Notification(method="notifications/resources/updated", params={"uri": uri})
-        ):
-            sent += 1
-    return sent

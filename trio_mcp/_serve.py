@@ -19,8 +19,8 @@ from ._config import ServerConfig
 from ._trio._writer import RATE_LOOKBACK
 
 if TYPE_CHECKING:
-    from ._server import Server
-    from ._trio._manager import SessionManager
+    from ._ports import App
+    from ._trio._runtime import Runtime
 
 __all__ = ["serve"]
 
@@ -97,7 +97,7 @@ def hypercorn_config(
 
 
 async def serve(
-    server: Server,
+    server: App,
     *,
     host: str = "127.0.0.1",
     port: int = 8000,
@@ -137,7 +137,7 @@ async def serve(
             await trio.sleep_forever()
         else:
             await shutdown_trigger()
-        await app.manager.shutdown(cfg.shutdown_grace)
+        await app.runtime.shutdown(cfg.shutdown_grace)
         stopped.set()
 
     # hypercorn types apps with its own TypedDict events; ours takes plain mappings.
@@ -153,7 +153,7 @@ async def serve(
             started = True
             if stats_port is not None:
                 stats_hc = hypercorn_config(host="127.0.0.1", port=stats_port)
-                stats_app: Any = StatsApp(app.manager)
+                stats_app: Any = StatsApp(app.runtime)
                 urls += [
                     u + "/stats"
                     for u in await nursery.start(
@@ -171,10 +171,10 @@ async def serve(
 
 
 class StatsApp:
-    """A read-only ASGI app that answers every GET with the manager's counters as JSON."""
+    """A read-only ASGI app that answers every GET with the runtime's counters as JSON."""
 
-    def __init__(self, manager: SessionManager) -> None:
-        self.manager = manager
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
 
     async def __call__(
         self,
@@ -193,7 +193,7 @@ class StatsApp:
         if scope["type"] != "http":
             return
         ok = scope["method"] == "GET"
-        body = json.dumps(self.manager.statistics() if ok else {"error": "GET only"}).encode()
+        body = json.dumps(self.runtime.statistics() if ok else {"error": "GET only"}).encode()
         await send(
             {
                 "type": "http.response.start",

@@ -24,6 +24,9 @@ from trio_mcp import (
     Text,
     ToolError,
     UserMessage,
+    elicitation_request,
+    roots_request,
+    sampling_request,
 )
 
 server = Server(
@@ -265,26 +268,222 @@ async def test_elicitation_sep1330_enums(ctx: Context) -> str:
     return f"Elicitation completed: action={result.action}, content={result.content}"
 
 
-# An explicit input schema, kept as written: JSON Schema 2020-12 with $defs (J-SCHEMA-1).
-ADDRESS_SCHEMA: dict[str, Any] = {
+# An explicit input schema, kept as written: JSON Schema 2020-12 with $defs, an $anchor,
+# composition and conditionals (J-SCHEMA-1). Arguments are validated against it as written.
+CONTACT_SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "type": "object",
     "$defs": {
         "address": {
+            "$anchor": "addressDef",
             "type": "object",
             "properties": {"street": {"type": "string"}, "city": {"type": "string"}},
         }
     },
-    "properties": {"name": {"type": "string"}, "address": {"$ref": "#/$defs/address"}},
-    "required": ["name"],
+    "properties": {
+        "name": {"type": "string"},
+        "address": {"$ref": "#/$defs/address"},
+        "contactMethod": {"type": "string", "enum": ["phone", "email"]},
+        "phone": {"type": "string"},
+        "email": {"type": "string"},
+    },
+    "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+    "if": {"properties": {"contactMethod": {"const": "phone"}}, "required": ["contactMethod"]},
+    "then": {"required": ["phone"]},
+    "else": {"required": ["email"]},
     "additionalProperties": False,
 }
 
 
-@server.tool(input_schema=ADDRESS_SCHEMA)
-async def json_schema_2020_12_tool(name: str, address: dict[str, str] | None = None) -> str:
-    """Takes a name and an address described with a JSON Schema 2020-12 $defs entry."""
-    return f"Hello {name} from {(address or {}).get('city', 'somewhere')}"
+@server.tool(input_schema=CONTACT_SCHEMA)
+async def json_schema_2020_12_tool(
+    name: str | None = None,
+    address: dict[str, str] | None = None,
+    contactMethod: str | None = None,
+    phone: str | None = None,
+    email: str | None = None,
+) -> str:
+    """Takes a contact described with JSON Schema 2020-12: $defs, $anchor, allOf/anyOf and
+    if/then/else."""
+    how = phone if contactMethod == "phone" else email
+    return f"Hello {name or 'you'} from {(address or {}).get('city', 'somewhere')}, at {how}"
+
+
+# -- 2026-07-28: tools the conformance suite's stateless scenarios call -------------------------
+
+
+@server.tool(requires={"sampling": {}})
+async def test_missing_capability(ctx: Context) -> str:
+    """Needs the client's sampling capability: a 2026-07-28 client that does not declare it
+    is refused with -32021 before the tool runs."""
+    result = await ctx.sample("Say hello.", max_tokens=20)
+    return f"LLM response: {result.text}"
+
+
+@server.tool()
+async def test_streaming_elicitation(ctx: Context) -> str:
+    """Asks the user for a name. In a 2026-07-28 request the question comes back as an
+    input_required result at once, never as a request on the stream."""
+    result = await ctx.elicit(
+        "What is your name?",
+        {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]},
+        key="user_name",
+    )
+    return f"Hello, {(result.content or {}).get('name', 'stranger')}!"
+
+
+@server.tool()
+async def test_logging_tool(ctx: Context) -> str:
+    """Logs three messages; a 2026-07-28 request gets them only if its _meta names a level."""
+    for step in ("started", "working", "done"):
+        await ctx.log("info", f"test_logging_tool {step}", logger="demo")
+    return "Logged three messages."
+
+
+async def _dynamic_tool() -> str:
+    """A tool that test_trigger_tool_change adds and removes."""
+    return "Here for now."
+
+
+@server.tool()
+async def test_trigger_tool_change() -> str:
+    """Adds or removes the tool test_dynamic_tool: every listener of tools/list_changed is
+    told (notifications/tools/list_changed)."""
+    if "test_dynamic_tool" in server.tools:
+        server.remove_tool("test_dynamic_tool")
+        return "Removed test_dynamic_tool."
+    server.add_tool(_dynamic_tool, name="test_dynamic_tool")
+    return "Added test_dynamic_tool."
+
+
+async def _dynamic_prompt() -> str:
+    """A prompt that test_trigger_prompt_change adds and removes."""
+    return "Here for now."
+
+
+@server.tool()
+async def test_trigger_prompt_change() -> str:
+    """Adds or removes the prompt test_dynamic_prompt (notifications/prompts/list_changed)."""
+    if "test_dynamic_prompt" in server.prompts:
+        server.remove_prompt("test_dynamic_prompt")
+        return "Removed test_dynamic_prompt."
+    server.add_prompt(_dynamic_prompt, name="test_dynamic_prompt")
+    return "Added test_dynamic_prompt."
+
+
+@server.tool(headers={"region": "Region"})
+async def test_header_params(region: str, count: int = 0) -> str:
+    """Mirrors its region argument into the Mcp-Param-Region header (x-mcp-header), so a
+    load balancer can route on it without reading the body.
+
+    Args:
+        region: where the request should go.
+        count: how many times to say it.
+    """
+    return " ".join([region] * max(count, 1))
+
+
+# -- 2026-07-28: asking for input (multi round-trip requests) ----------------------------------
+# The same ctx.elicit / ctx.sample / ctx.list_roots serve both eras: a legacy session gets a
+# request on the call's stream; a 2026-07-28 call gets an input_required result and retries
+# with the answers, and the tool runs again from its first line (TM-MRTR-RERUN).
+
+NAME_FORM: dict[str, Any] = {
+    "type": "object",
+    "properties": {"name": {"type": "string", "description": "Your name"}},
+    "required": ["name"],
+}
+
+
+@server.tool()
+async def test_input_required_result_elicitation(ctx: Context) -> str:
+    """Asks the user's name (key user_name), then greets them."""
+    answer = await ctx.elicit("What is your name?", NAME_FORM, key="user_name")
+    if not answer.accepted:
+        return f"No name given ({answer.action})."
+    return f"Hello, {(answer.content or {})['name']}!"
+
+
+@server.tool()
+async def test_input_required_result_sampling(ctx: Context) -> str:
+    """Asks the client's model a question (key capital_question)."""
+    answer = await ctx.sample(
+        "What is the capital of France?", max_tokens=50, key="capital_question"
+    )
+    return f"The model says: {answer.text}"
+
+
+@server.tool()
+async def test_input_required_result_list_roots(ctx: Context) -> str:
+    """Lists the client's roots (key client_roots)."""
+    roots = await ctx.list_roots(key="client_roots")
+    return "Roots: " + ", ".join(root.uri for root in roots)
+
+
+@server.tool()
+async def test_input_required_result_request_state(ctx: Context) -> str:
+    """Asks for a confirmation (key confirm); the round trip carries a requestState."""
+    answer = await ctx.elicit(
+        "Proceed?",
+        {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]},
+        key="confirm",
+    )
+    confirmed = answer.accepted and (answer.content or {}).get("ok") is True
+    return "state-ok: confirmed" if confirmed else "state-ok: not confirmed"
+
+
+@server.tool()
+async def test_input_required_result_multiple_inputs(ctx: Context) -> str:
+    """Asks three questions at once: a form, the model and the roots."""
+    answers = await ctx.ask(
+        {
+            "user_name": elicitation_request("What is your name?", NAME_FORM),
+            "greeting": sampling_request("Write a one-line greeting.", max_tokens=50),
+            "client_roots": roots_request(),
+        }
+    )
+    name = (answers["user_name"].get("content") or {}).get("name", "stranger")
+    roots = ", ".join(r["uri"] for r in answers["client_roots"].get("roots", []))
+    return f"{name}; greeting received; roots: {roots}"
+
+
+@server.tool()
+async def test_input_required_result_multi_round(ctx: Context) -> str:
+    """Asks two questions one after the other (keys step1, step2): two rounds."""
+    name = await ctx.elicit("What is your name?", NAME_FORM, key="step1")
+    color = await ctx.elicit(
+        "And your favourite colour?",
+        {"type": "object", "properties": {"color": {"type": "string"}}, "required": ["color"]},
+        key="step2",
+    )
+    return f"{(name.content or {}).get('name')} likes {(color.content or {}).get('color')}."
+
+
+@server.tool()
+async def test_input_required_result_tampered_state(ctx: Context) -> str:
+    """Asks for a confirmation; a retry whose requestState was altered is refused."""
+    answer = await ctx.elicit(
+        "Proceed?",
+        {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]},
+        key="confirm",
+    )
+    return f"Confirmed: {answer.accepted}"
+
+
+@server.tool()
+async def test_input_required_result_capabilities(ctx: Context) -> str:
+    """Asks only what the client can answer: each kind of question it declared."""
+    questions = {}
+    if ctx.client_supports("elicitation", "form"):
+        questions["user_name"] = elicitation_request("What is your name?", NAME_FORM)
+    if ctx.client_supports("sampling"):
+        questions["greeting"] = sampling_request("Write a one-line greeting.", max_tokens=50)
+    if ctx.client_supports("roots"):
+        questions["client_roots"] = roots_request()
+    if not questions:
+        return "The client can answer no question."
+    answers = await ctx.ask(questions)
+    return "Answered: " + ", ".join(sorted(answers))
 
 
 # -- server-to-client requests outside the conformance suite ----------------------------------
@@ -406,3 +605,14 @@ async def test_prompt_with_image() -> list[UserMessage | AssistantMessage]:
         UserMessage("Please analyze the image above."),
         AssistantMessage("I see a single transparent pixel."),
     ]
+
+
+@server.prompt()
+async def test_input_required_result_prompt(ctx: Context) -> str:
+    """A prompt that first asks for some context (key user_context)."""
+    answer = await ctx.elicit(
+        "What should the prompt be about?",
+        {"type": "object", "properties": {"context": {"type": "string"}}, "required": ["context"]},
+        key="user_context",
+    )
+    return f"Write about: {(answer.content or {}).get('context', 'anything')}"

@@ -17,6 +17,7 @@ from support.slow import make_server, open_slow
 from trio_mcp import ResponseMode, Server, ServerConfig, serve
 from trio_mcp._serve import user_timeout
 from trio_mcp._trio._manager import SessionManager
+from trio_mcp._trio._runtime import Runtime
 from trio_mcp.protocol import SSEEvent
 
 #: The size of the reply no one reads.
@@ -24,8 +25,9 @@ BIG = 3_000_000
 
 
 def manager_of(server: Server) -> SessionManager:
-    [manager] = server._managers
-    return manager
+    [runtime] = server._hubs
+    assert isinstance(runtime, Runtime)
+    return runtime.manager
 
 
 async def read_all(

@@ -143,10 +143,15 @@ async def test_json_schema_2020_12_tool(autojump_clock, mem):
             "tools/call",
             {
                 "name": "json_schema_2020_12_tool",
-                "arguments": {"name": "A", "address": {"city": "B"}},
+                "arguments": {
+                    "name": "A",
+                    "address": {"city": "B"},
+                    "contactMethod": "email",
+                    "email": "a@example.com",
+                },
             },
         )
-        assert result["content"][0]["text"] == "Hello A from B"
+        assert result["content"][0]["text"] == "Hello A from B, at a@example.com"
 
 
 async def elicited_schema(s: Any, tool: str) -> dict[str, Any]:

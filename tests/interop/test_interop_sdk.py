@@ -2,9 +2,9 @@
 # its v2 `Client` API) against the live demo server over real hypercorn. The SDK runs on
 # anyio, which runs under trio, so these are ordinary pytest-trio tests.
 #
-# Two connection modes: "legacy" does the 2025-11-25 initialize handshake directly; "auto"
-# (the SDK's default) first probes server/discover as a 2026-07-28 client and must fall back
-# to initialize when this legacy server refuses the probe.
+# The legacy era: mode="legacy" does the 2025-11-25 initialize handshake directly. The SDK's
+# default mode ("auto") probes server/discover and ends up in the 2026-07-28 era against this
+# dual-era server: tests/interop/test_interop_modern.py covers it.
 from __future__ import annotations
 
 import json
@@ -21,7 +21,7 @@ from trio_mcp import ServerConfig
 
 TIMEOUT = 10
 
-MODES = pytest.mark.parametrize("mode", ["legacy", "auto"])
+MODES = pytest.mark.parametrize("mode", ["legacy"])
 
 
 def text_of(result: Any) -> str:
@@ -171,33 +171,6 @@ async def test_sdk_client_deletes_its_session_on_exit(live_server: StartServer, 
     assert after == []
     assert stats["sessions_deleted"] == 1
     assert stats["sessions_created"] == 1
-
-
-@pytest.mark.spec("T-SESS-6", "T-VER-4", "L-VER-3")
-async def test_sdk_auto_mode_probes_discover_then_falls_back_to_initialize(
-    live_server: StartServer,
-) -> None:
-    """In its default mode the SDK first POSTs server/discover as a 2026-07-28 client with
-    no session; this legacy server refuses it with a JSON-RPC error and creates nothing, and
-    the SDK falls back to the initialize handshake."""
-    with trio.fail_after(TIMEOUT):
-        live = await live_server()
-        seen: list[tuple[str, str | None, str | None]] = []
-        handle = live.manager.handle
-
-        async def recording_handle(request: Any, responder: Any) -> None:
-            method = json.loads(request.body).get("method") if request.body else None
-            seen.append((request.method, method, request.headers.get("mcp-session-id")))
-            await handle(request, responder)
-
-        live.manager.handle = recording_handle  # type: ignore[method-assign]
-        async with Client(live.url) as client:
-            version = client.protocol_version
-        created = live.manager.stats.sessions_created
-
-    assert seen[:2] == [("POST", "server/discover", None), ("POST", "initialize", None)]
-    assert version == "2025-11-25"
-    assert created == 1
 
 
 @pytest.mark.spec("T-PSSE-7", "T-PSSE-8", "L-INIT-6")

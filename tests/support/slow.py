@@ -401,7 +401,7 @@ class MemoryServer:
 
         async def exchange() -> None:
             try:
-                await self.manager.handle(request, responder)
+                await self.app.runtime.handle(request, responder)
             finally:
                 responder.connection_closed.set()
 

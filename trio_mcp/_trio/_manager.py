@@ -13,6 +13,7 @@ import attrs
 import trio
 
 from ..protocol import (
+    JSON,
     STANDALONE_STREAM,
     CursorCodec,
     Entry,
@@ -20,25 +21,23 @@ from ..protocol import (
     ErrorCode,
     ErrorResponse,
     Notification,
-    OriginPolicy,
     RemoteProtocolError,
     Request,
     Response,
     dumps,
 )
-from ..protocol._lifecycle import Admission
+from ..protocol._lifecycle import Admission, initialize_result
 from ..protocol._transport import (
     GetPlan,
     HttpRequest,
     PostPlan,
     Reply,
     check_batch,
-    error_reply,
     json_reply,
     method_not_allowed,
     plan_delete,
     plan_get,
-    plan_post,
+    plan_legacy_post,
     session_not_found,
 )
 from ..protocol._versions import effective_version, negotiate
@@ -49,7 +48,7 @@ from ._view import View
 
 if TYPE_CHECKING:
     from .._config import ServerConfig
-    from .._server import Server
+    from .._ports import App
 
 __all__ = ["ManagerStats", "SessionManager"]
 
@@ -81,15 +80,12 @@ class ManagerStats:
 class SessionManager:
     """Owns all sessions of one server. ``run()`` must be running for requests to be served."""
 
-    def __init__(self, server: Server, config: ServerConfig, *, bind_hosts: list[str]) -> None:
-        self.server = server
+    def __init__(self, app: App, config: ServerConfig, *, bind_hosts: list[str]) -> None:
+        self.app = app
         self.config = config
         self.sessions: dict[str, Session] = {}
         # The key lives only in this process: cursors from before a restart do not verify.
         self.codec = CursorCodec(os.urandom(32))
-        self._bind_hosts = list(bind_hosts)
-        self._policies: dict[str | None, OriginPolicy] = {}
-        self.policy = self.policy_for(None)
         self.stats = ManagerStats()
         self.releaser = MemoryReleaser(config.release_memory_after)
         self._nursery: trio.Nursery | None = None
@@ -110,6 +106,12 @@ class SessionManager:
     @property
     def running(self) -> bool:
         return self._nursery is not None
+
+    def count_stall(self) -> None:
+        self.stats.streams_stalled += 1
+
+    def count_cut(self) -> None:
+        self.stats.streams_cut += 1
 
     def forget(self, session: Session) -> None:
         if self.sessions.get(session.id) is session:
@@ -184,47 +186,15 @@ class SessionManager:
 
     # -- HTTP entry ---------------------------------------------------------------------
 
-    async def handle(self, request: HttpRequest, responder: Responder) -> None:
-        """Serve one request to the MCP endpoint."""
-        try:
-            # T-SEC-1 (MUST): Origin is validated on every request, whatever its method.
-            self.policy_for(request.local_host).check(request.headers)
-            if self._nursery is None or self.shutting_down:
-                raise RemoteProtocolError(
-                    "Service Unavailable: the server is not running.",
-                    code=ErrorCode.SERVER_BUSY,
-                    http_status=503,
-                )
-            if request.method == "POST":
-                await self._post(request, responder)
-            elif request.method == "GET":
-                await self._get(request, responder)
-            elif request.method == "DELETE":
-                await self._delete(request, responder)
-            else:
-                raise method_not_allowed()
-        except RemoteProtocolError as exc:
-            await responder.reply(error_reply(exc))
-
-    def policy_for(self, local_host: str | None) -> OriginPolicy:
-        """The Origin/Host policy for requests arriving on ``local_host``.
-
-        Served by ``serve()`` the bind address is known. Under another ASGI server (the
-        hypercorn command line) it is not, so the address each request arrived on decides:
-        a request that came in over loopback gets the loopback Host check (TM-SEC-HOST).
-        """
-        key = None if self._bind_hosts else local_host
-        policy = self._policies.get(key)
-        if policy is None:
-            binds = self._bind_hosts or ([local_host] if local_host else [])
-            policy = OriginPolicy.for_bind(binds, self.config.allowed_origins)
-            if self.config.allowed_hosts is not None:
-                policy = attrs.evolve(
-                    policy, allowed_hosts=frozenset(self.config.allowed_hosts) or None
-                )
-            if len(self._policies) < 64:  # a few local addresses at most
-                self._policies[key] = policy
-        return policy
+    async def serve(self, request: HttpRequest, responder: Responder) -> None:
+        """Serve a legacy GET or DELETE (or refuse another method); the Runtime checked
+        Origin and Host, and the era (raises RemoteProtocolError)."""
+        if request.method == "GET":
+            await self._get(request, responder)
+        elif request.method == "DELETE":
+            await self._delete(request, responder)
+        else:
+            raise method_not_allowed()
 
     def _lookup(self, session_id: str) -> Session:
         session = self.sessions.get(session_id)
@@ -234,8 +204,9 @@ class SessionManager:
 
     # -- POST ---------------------------------------------------------------------------
 
-    async def _post(self, request: HttpRequest, responder: Responder) -> None:
-        plan = plan_post(request, max_body_bytes=self.config.max_body_bytes)
+    async def post(self, request: HttpRequest, body: JSON, responder: Responder) -> None:
+        """Serve a legacy POST whose body the Runtime decoded (raises RemoteProtocolError)."""
+        plan = plan_legacy_post(request.headers, body)
         if plan.is_initialize and plan.session_id is None:
             await self._initialize(plan, responder)
             return
@@ -310,7 +281,12 @@ class SessionManager:
         self.sessions[session_id] = session
         await self._nursery.start(session.run)
         self.stats.sessions_created += 1
-        result = self.server._initialize_result(version)
+        result = initialize_result(
+            version,
+            capabilities=self.app.capabilities(),
+            server_info=self.app.server_info(),
+            instructions=self.app.instructions,
+        )
         response = Response(id=message.id, result=result)
         # T-SESS-1: the session id rides the HTTP response that carries the InitializeResult.
         extra = (("mcp-session-id", session_id),)

@@ -7,11 +7,12 @@ import itertools
 import logging
 import math
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 import trio
 
+from .._ports import ClientCapabilityError, ClientTimeoutError
 from ..protocol import (
     STANDALONE_STREAM,
     Cursor,
@@ -19,10 +20,10 @@ from ..protocol import (
     ErrorCode,
     ErrorResponse,
     Gap,
+    LocalProtocolError,
     Message,
     Notification,
     Phase,
-    ProtocolError,
     RemoteProtocolError,
     Request,
     RequestId,
@@ -30,18 +31,22 @@ from ..protocol import (
     StreamClosedError,
     dumps,
 )
+from ..protocol._errors import resource_not_found
 from ..protocol._eventlog import EventLog
 from ..protocol._lifecycle import Admission, admit
+from ..protocol._logging import DEFAULT_LOG_LEVEL, requested_level
+from ..protocol._mrtr import InputRequest, check_input_response
 from ..protocol._sse import encode_event
 from ..protocol._versions import revision_at_least
+from ._handler import outcome_of
 from ._view import View, ViewEnd, gap_event
 
 if TYPE_CHECKING:
     from .._config import ServerConfig
-    from ..protocol import CursorCodec
-    from ._manager import SessionManager
+    from .._ports import App
+    from ..protocol import JSON, CursorCodec
 
-__all__ = ["InFlight", "Session", "SessionStats"]
+__all__ = ["InFlight", "Session", "SessionOwner", "SessionPort", "SessionStats"]
 
 logger = logging.getLogger("trio_mcp.session")
 
@@ -89,13 +94,27 @@ class SessionStats:
     events_written: int = 0
 
 
+class SessionOwner(Protocol):
+    """What a session needs of the manager that created it (the SessionManager)."""
+
+    @property
+    def app(self) -> App: ...
+
+    def forget(self, session: Session) -> None:
+        """The session has ended: take it out of the table and keep its totals."""
+
+    def count_stall(self) -> None: ...
+
+    def count_cut(self) -> None: ...
+
+
 class Session:
     """State and tasks of one session. Created by the SessionManager, run by its nursery."""
 
     def __init__(
         self,
         *,
-        manager: SessionManager,
+        manager: SessionOwner,
         session_id: str,
         version: str,
         client_info: Mapping[str, Any],
@@ -104,7 +123,7 @@ class Session:
         codec: CursorCodec,
     ) -> None:
         self.manager = manager
-        self.server = manager.server
+        self.app = manager.app
         self.id = session_id
         self.version = version
         self.client_info = dict(client_info)
@@ -120,7 +139,9 @@ class Session:
         #: connections of the session as much as views are (TM-SESS-ABANDONED).
         self.json_waiting = 0
         self.stats = SessionStats()
+        #: The level the client set with logging/setLevel (None: not set, U-LOG-3).
         self.log_level: str | None = None
+        #: The resource URIs the client subscribed to (U-RES-5).
         self.subscriptions: set[str] = set()
         self.created_at = trio.current_time()
         self.last_activity = self.created_at
@@ -223,6 +244,15 @@ class Session:
         self._progress.set()
         self._progress = trio.Event()
 
+    def wrote(self, events: int) -> None:
+        self.stats.events_written += events
+
+    def stream_stalled(self) -> None:
+        self.manager.count_stall()
+
+    def stream_cut(self) -> None:
+        self.manager.count_cut()
+
     @property
     def primes(self) -> bool:
         """Whether this session's SSE streams start with a priming event (TM-RES-PRIME)."""
@@ -318,7 +348,10 @@ class Session:
                 )
                 self.cancel_flight(flight)
             return
-        self.server._on_client_notification(self, note)
+        handler = self.app.notification_handler(note.method)
+        if handler is not None:
+            params = dict(note.params or {})
+            self.spawn(handler, SessionPort(self), params, name=f"mcp:{note.method}")
 
     def receive_response(self, message: Response | ErrorResponse) -> None:
         self.heard()
@@ -377,28 +410,13 @@ class Session:
         return flights
 
     async def _run_handler(self, flight: InFlight) -> None:
-        from .._context import Context
-
         req = flight.request
-        ctx = Context(session=self, request=req)
+        port = RequestPort(self, flight)
         outcome: Message | None = None
         with flight.scope:
-            try:
-                result = await self.server._dispatch(ctx, req)
-                outcome = Response(id=req.id, result=result)
-            except ProtocolError as exc:
-                outcome = ErrorResponse(
-                    id=req.id, code=exc.code, message=exc.message, data=exc.data
-                )
-            except Exception:
-                # Never a stack trace on the wire (U-LOG-6 spirit); it goes to the server log.
-                logger.exception("handler for %s failed", req.method)
-                outcome = ErrorResponse(
-                    id=req.id, code=ErrorCode.INTERNAL_ERROR, message="Internal error"
-                )
+            outcome = await outcome_of(lambda: self._handle(port, req), req)
         if self.inflight.get(req.id) is flight:
             del self.inflight[req.id]
-        ctx._finished = True
         if flight.cancelled_by_client or outcome is None:
             # U-CANCEL-4 (SHOULD): no response for a cancelled request. Its stream ends.
             if flight.stream is not None and (state := self.log.stream(flight.stream)):
@@ -407,6 +425,38 @@ class Session:
             self._wake()
             return
         self._deliver(flight, outcome)
+
+    async def _handle(self, port: RequestPort, request: Request) -> Mapping[str, Any]:
+        """The session's own methods, else the App's method table."""
+        method = request.method
+        params = request.params or {}
+        if method == "ping":
+            # L-PING-1 (MUST): answer promptly with an empty result.
+            return {}
+        if method == "logging/setLevel":
+            self.log_level = requested_level(params)
+            return {}
+        if method in ("resources/subscribe", "resources/unsubscribe"):
+            if "resources" not in self.app.capabilities():
+                raise RemoteProtocolError(
+                    f"Method not found: {method}", code=ErrorCode.METHOD_NOT_FOUND
+                )
+            uri = params.get("uri")
+            if not isinstance(uri, str) or not uri:
+                raise RemoteProtocolError(
+                    "Invalid params: uri must be a non-empty string.",
+                    code=ErrorCode.INVALID_PARAMS,
+                )
+            if method == "resources/unsubscribe":
+                # Unsubscribing from something not subscribed is harmless: the outcome is
+                # the same.
+                self.subscriptions.discard(uri)
+            elif not self.app.has_resource(uri):
+                raise resource_not_found(uri)
+            else:
+                self.subscriptions.add(uri)
+            return {}
+        return await self.app.dispatch(port, request)
 
     def cancel_flight(self, flight: InFlight) -> None:
         """Cancel a request whose answer the client no longer wants (U-CANCEL-4).
@@ -577,8 +627,6 @@ class Session:
                         ),
                         related=related,
                     )
-                    from .._context import ClientTimeoutError
-
                     raise ClientTimeoutError(
                         f"The client did not answer {method} within {timeout:g} s.",
                         code=ErrorCode.INTERNAL_ERROR,
@@ -625,3 +673,121 @@ class Session:
             **attrs.asdict(self.stats),
         }
 
+
+
+class SessionPort:
+    """A legacy session as a handler or hook outside any request sees it: messages go on
+    the session's standalone stream (T-GET-4, T-GET-5). Implements trio_mcp._ports.SessionPort."""
+
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    @property
+    def session_id(self) -> str | None:
+        return self._session.id
+
+    @property
+    def protocol_version(self) -> str:
+        return self._session.version
+
+    @property
+    def client_info(self) -> Mapping[str, JSON]:
+        return self._session.client_info
+
+    @property
+    def client_capabilities(self) -> Mapping[str, JSON]:
+        return self._session.client_capabilities
+
+    @property
+    def log_threshold(self) -> str | None:
+        # TM-LOG-DEFAULT: "info" until the client sets a level.
+        return self._session.log_level or DEFAULT_LOG_LEVEL
+
+    @property
+    def client_request_timeout(self) -> float:
+        return self._session.config.client_request_timeout
+
+    @property
+    def _related(self) -> RequestId | None:
+        return None
+
+    async def notify(self, notification: Notification) -> bool:
+        # Paced: waits (bounded) while this stream's reader lags far behind (TM-BP-PRODUCER).
+        return await self._session.send_paced(notification, related=self._related)
+
+    def notify_now(self, notification: Notification) -> bool:
+        return self._session.send(notification, related=self._related)
+
+    async def request(
+        self, method: str, params: Mapping[str, JSON] | None, *, timeout: float
+    ) -> Mapping[str, JSON]:
+        if method != "ping" and self._session.phase is Phase.AWAITING_INITIALIZED:
+            # L-INIT-6 (SHOULD NOT): only pings before the client's initialized notification.
+            raise LocalProtocolError(
+                f"Cannot send {method} before the client sent notifications/initialized."
+            )
+        return await self._session.request(method, params, related=self._related, timeout=timeout)
+
+    async def ask(
+        self, requests: Mapping[str, InputRequest], *, timeout: float
+    ) -> dict[str, Mapping[str, JSON]]:
+        """TM-MRTR-LEGACY: each question is a request on the stream, all sent at once."""
+        answers: dict[str, Mapping[str, JSON]] = {}
+
+        async def one(key: str, question: InputRequest) -> None:
+            result = await self.request(question.method, question.params, timeout=timeout)
+            # A legacy client's malformed answer is the handler's to see, as before the
+            # modern era: only the shape is checked, not the requested schema.
+            if question.method != "elicitation/create":
+                check_input_response(key, question, result)
+            answers[key] = result
+
+        if len(requests) == 1:
+            [(key, question)] = requests.items()
+            await one(key, question)
+            return answers
+        async with trio.open_nursery() as nursery:
+            for key, question in requests.items():
+                nursery.start_soon(one, key, question)
+        return {key: answers[key] for key in requests}
+
+    def capability_error(self, required: Mapping[str, JSON]) -> ClientCapabilityError:
+        # L-CAP-1: a server bug in a session (the capabilities were negotiated): -32603.
+        what = ", ".join(
+            f"{name}.{feature}" if isinstance(features, Mapping) and features else name
+            for name, features in required.items()
+            for feature in (features if isinstance(features, Mapping) and features else [""])
+        )
+        return ClientCapabilityError(
+            f"The client did not declare the {what} capability.",
+            data={"missingCapability": what},
+        )
+
+
+class RequestPort(SessionPort):
+    """One request of a legacy session: messages go on its own stream (T-PSSE-8).
+    Implements trio_mcp._ports.RequestPort."""
+
+    def __init__(self, session: Session, flight: InFlight) -> None:
+        super().__init__(session)
+        self._flight = flight
+
+    @property
+    def _related(self) -> RequestId | None:
+        return self._flight.request.id
+
+    @property
+    def finished(self) -> bool:
+        return self._flight.done.is_set() or self._session.inflight.get(
+            self._flight.request.id
+        ) is not self._flight
+
+    @property
+    def page_size(self) -> int:
+        return self._session.config.page_size
+
+    def close_stream(self) -> bool:
+        stream = self._flight.stream
+        if stream is None or self.finished:
+            return False
+        return self._session.close_stream_connection(stream)

@@ -8,8 +8,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 import trio
@@ -30,9 +30,40 @@ from ._writer import ConnectionWriter
 
 if TYPE_CHECKING:
     from .._config import ServerConfig
-    from ._session import Session
+    from ..protocol import CursorCodec, EventLog
 
-__all__ = ["View", "ViewEnd"]
+__all__ = ["View", "ViewEnd", "ViewHost"]
+
+
+class ViewHost(Protocol):
+    """What a view needs of the session whose stream it reads (the Session)."""
+
+    id: str
+    config: ServerConfig
+    log: EventLog
+    codec: CursorCodec
+
+    @property
+    def primes(self) -> bool: ...
+
+    def changed_event(self) -> trio.Event: ...
+
+    def detach_view(self, view: View) -> None: ...
+
+    def gap_signal(self, stream: int, gap: Gap, cursor: int) -> bytes: ...
+
+    def notify_progress(self) -> None: ...
+
+    def spawn(self, fn: Callable[..., Awaitable[Any]], *args: Any, name: str) -> bool: ...
+
+    def wrote(self, events: int) -> None:
+        """The connection took ``events`` more events."""
+
+    def stream_stalled(self) -> None:
+        """A view found its reader stalled (TM-BP-COUNTERS)."""
+
+    def stream_cut(self) -> None:
+        """A view cut its stalled reader (TM-BP-COUNTERS)."""
 
 
 class ViewEnd:
@@ -52,7 +83,7 @@ _CHECK_EVERY = 0.25
 
 @attrs.define(eq=False)
 class View:
-    session: Session
+    session: ViewHost
     stream: int
     cursor: int
     """The seq of the last entry handed to the writer (or the position attached at)."""
@@ -175,7 +206,7 @@ class View:
         session = self.session
         cfg = session.config
         if reason == ViewEnd.STALLED:
-            session.manager.stats.streams_cut += 1
+            session.stream_cut()
             await self._signal_stall(writer)
             # Never end a cut response properly: a completed response would leave the
             # connection open for keep-alive. Returning unfinished makes hypercorn close it.
@@ -340,7 +371,7 @@ class View:
                 for entry in taken:
                     log.mark_written(entry)
                 self.delivered = max(self.delivered, taken[-1].seq)
-                self.session.stats.events_written += len(taken)
+                self.session.wrote(len(taken))
                 self.session.notify_progress()
 
             writer.submit(parts[0] if len(parts) == 1 else b"".join(parts), written)
@@ -372,7 +403,7 @@ class View:
         # view is what keeps that count current.
         stalled = writer.stalled_for(trio.current_time(), cfg.min_read_rate)
         if stalled >= cfg.stall_budget:
-            self.session.manager.stats.streams_stalled += 1
+            self.session.stream_stalled()
             return True
         return False
 

@@ -30,6 +30,9 @@ from ._jsonrpc import Response as Response
 from ._jsonrpc import dumps as dumps
 from ._jsonrpc import parse_message as parse_message
 from ._lifecycle import Phase as Phase
+from ._modern import CacheHint as CacheHint
+from ._modern import CacheScope as CacheScope
+from ._mrtr import InputRequest as InputRequest
 from ._sse import SSEDecoder as SSEDecoder
 from ._sse import SSEEvent as SSEEvent
 from ._sse import encode_comment as encode_comment

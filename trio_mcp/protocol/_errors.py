@@ -14,6 +14,7 @@ __all__ = [
     "LocalProtocolError",
     "ProtocolError",
     "RemoteProtocolError",
+    "resource_not_found",
 ]
 
 
@@ -100,3 +101,14 @@ class LocalProtocolError(ProtocolError):
 
     default_code = ErrorCode.INTERNAL_ERROR
     default_status = 500
+
+
+def resource_not_found(uri: str) -> RemoteProtocolError:
+    """J-ERR-5 (SHOULD): a resource that does not exist is -32002, with its URI in ``data``.
+
+    A modern request gets -32602 instead (MU-RES-2, MJ-ERR-7): the modern runtime translates
+    the code on the way out (``protocol._modern.modern_error``).
+    """
+    return RemoteProtocolError(
+        f"Resource not found: {uri}", code=ErrorCode.RESOURCE_NOT_FOUND, data={"uri": uri}
+    )

@@ -8,12 +8,13 @@
 from __future__ import annotations
 
 import enum
-from typing import Final
+from collections.abc import Mapping
+from typing import Any, Final
 
 from ._errors import ErrorCode, RemoteProtocolError
 from ._jsonrpc import ErrorResponse, Message, Notification, Request, Response
 
-__all__ = ["Admission", "MessageClass", "Phase", "admit", "classify"]
+__all__ = ["Admission", "MessageClass", "Phase", "admit", "classify", "initialize_result"]
 
 
 class Phase(enum.Enum):
@@ -111,3 +112,22 @@ def admit(phase: Phase, message: Message) -> Admission:
 def transitions() -> dict[tuple[Phase, MessageClass], Admission]:
     """A copy of the table, for documentation and tests."""
     return dict(_TABLE)
+
+
+def initialize_result(
+    version: str,
+    *,
+    capabilities: Mapping[str, Any],
+    server_info: Mapping[str, Any],
+    instructions: str | None,
+) -> dict[str, Any]:
+    """L-INIT-3: the InitializeResult: the negotiated version, what the server declares
+    (L-CAP-1), who it is, and its instructions when it has any."""
+    result: dict[str, Any] = {
+        "protocolVersion": version,
+        "capabilities": dict(capabilities),
+        "serverInfo": dict(server_info),
+    }
+    if instructions is not None:
+        result["instructions"] = instructions
+    return result

@@ -6,7 +6,14 @@ from typing import Final
 
 import attrs
 
-__all__ = ["SSEDecoder", "SSEEvent", "encode_comment", "encode_event", "encode_message_event"]
+__all__ = [
+    "SSEDecoder",
+    "SSEEvent",
+    "encode_comment",
+    "encode_data_event",
+    "encode_event",
+    "encode_message_event",
+]
 
 _FORBIDDEN_IN_FIELD: Final = ("\r", "\n", "\0")
 
@@ -52,6 +59,14 @@ def encode_message_event(*, id: str, data: bytes) -> bytes:
         return encode_event(id=id, data=data.decode("utf-8"))
     _check_field("id", id)
     return b"id: " + id.encode("utf-8") + (b"\ndata: " + data if data else b"\ndata:") + b"\n\n"
+
+
+def encode_data_event(data: bytes) -> bytes:
+    """An event with only a data field (MT-SSE-6: a modern stream carries no ids), for
+    ``data`` that is already UTF-8 bytes of one serialized message."""
+    if b"\n" in data or b"\r" in data:
+        return encode_event(data=data.decode("utf-8"))
+    return b"data: " + data + b"\n\n"
 
 
 def encode_comment(text: str = "") -> bytes:

@@ -41,7 +41,9 @@ __all__ = [
     "json_reply",
     "plan_delete",
     "plan_get",
+    "plan_legacy_post",
     "plan_post",
+    "read_post_body",
 ]
 
 JSON_HEADERS: Final = (("content-type", "application/json"),)
@@ -139,8 +141,8 @@ def _require_session(headers: Headers, what: str) -> str:
     return sid
 
 
-def plan_post(request: HttpRequest, *, max_body_bytes: int) -> PostPlan:
-    """Validate a POST and parse its body.
+def read_post_body(request: HttpRequest, *, max_body_bytes: int) -> JSON:
+    """Check a POST's headers and size, and decode its body: what both eras ask first.
 
     Raises:
         RemoteProtocolError: carrying the status and JSON-RPC error to answer with.
@@ -154,7 +156,26 @@ def plan_post(request: HttpRequest, *, max_body_bytes: int) -> PostPlan:
             code=ErrorCode.INVALID_REQUEST,
             http_status=413,
         )
-    decoded = loads_body(request.body)
+    return loads_body(request.body)
+
+
+def plan_post(request: HttpRequest, *, max_body_bytes: int) -> PostPlan:
+    """Validate a legacy POST and parse its body.
+
+    Raises:
+        RemoteProtocolError: carrying the status and JSON-RPC error to answer with.
+    """
+    return plan_legacy_post(
+        request.headers, read_post_body(request, max_body_bytes=max_body_bytes)
+    )
+
+
+def plan_legacy_post(headers: Headers, decoded: JSON) -> PostPlan:
+    """The plan of a legacy POST whose body ``read_post_body`` decoded.
+
+    Raises:
+        RemoteProtocolError: carrying the status and JSON-RPC error to answer with.
+    """
     batch = isinstance(decoded, list)
     items: list[JSON] = decoded if batch else [decoded]
     if batch and not items:
@@ -216,6 +237,11 @@ def plan_delete(request: HttpRequest) -> DeletePlan:
         session_id=_require_session(headers, "a DELETE"),
         version_header=headers.get(PROTOCOL_VERSION),
     )
+
+
+def modern_reply(status: int, body: bytes) -> Reply:
+    """A complete application/json answer to a modern request (no session header)."""
+    return Reply(status=status, headers=JSON_HEADERS, body=body)
 
 
 def method_not_allowed() -> RemoteProtocolError:

@@ -1,0 +1,122 @@
+# The method table: tools, prompts, resources and completion, served to whoever asks. It
+# knows nothing of sessions, HTTP or eras: the runtime hands it a port (trio_mcp._ports) and
+# a request, and it hands back a result or raises the JSON-RPC error to answer with. Methods
+# only one era has (ping and logging/setLevel in a session, server/discover in the modern
+# era) belong to that era's runtime, not here.
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from ._completion import CompletionRegistry
+from ._context import Context, SessionContext
+from ._ports import NotificationHandler, RequestPort, SessionPort
+from ._prompts import PromptRegistry
+from ._resources import ResourceRegistry
+from ._tools import ToolRegistry
+from .protocol import ErrorCode, RemoteProtocolError, Request
+from .protocol._modern import METHOD_CAPABILITY
+
+__all__ = ["Dispatcher", "NotificationHook"]
+
+Method = Callable[[Context, Mapping[str, Any]], Awaitable[Mapping[str, Any]]]
+NotificationHook = Callable[[SessionContext, Mapping[str, Any]], Awaitable[None]]
+
+
+class Dispatcher:
+    """The registries of one server and the method table that serves them."""
+
+    def __init__(self) -> None:
+        self.tools = ToolRegistry()
+        self.resources = ResourceRegistry()
+        self.prompts = PromptRegistry()
+        self.completions = CompletionRegistry(self.prompts, self.resources)
+        self._methods: dict[str, Method] = {
+            **self.tools.methods(),
+            **self.resources.methods(),
+            **self.prompts.methods(),
+            **self.completions.methods(),
+        }
+        #: Hooks for notifications from the client, by method.
+        self._hooks: dict[str, list[NotificationHook]] = {}
+
+    def capabilities(self) -> dict[str, Any]:
+        # U-TOOL-1 / L-CAP-1 / MU-TOOL-1: declare exactly what is served.
+        caps: dict[str, Any] = {"tools": {"listChanged": True}}
+        # U-RES-1 / U-PROMPT-1: declared once something is registered.
+        if self.resources.enabled:
+            caps["resources"] = {"subscribe": True, "listChanged": True}
+        if self.prompts.enabled:
+            caps["prompts"] = {"listChanged": True}
+        if self.prompts.enabled or self.resources.templates or self.completions.enabled:
+            caps["completions"] = {}
+        # U-LOG-1 / MU-LOG-2: handlers may always log.
+        caps["logging"] = {}
+        return caps
+
+    def serves(self, method: str) -> bool:
+        """Whether ``method`` is in the table and its capability is declared."""
+        if method not in self._methods:
+            return False
+        capability = METHOD_CAPABILITY.get(method)
+        return capability is None or capability in self.capabilities()
+
+    async def dispatch(self, port: RequestPort, request: Request) -> Mapping[str, Any]:
+        method = self._methods.get(request.method)
+        if method is None or not self.serves(request.method):
+            # Unknown methods, and methods of a capability not declared, are -32601.
+            raise RemoteProtocolError(
+                f"Method not found: {request.method}", code=ErrorCode.METHOD_NOT_FOUND
+            )
+        return await method(Context(port, request), request.params or {})
+
+    def has_resource(self, uri: str) -> bool:
+        return self.resources.find(uri) is not None
+
+    def input_schema(self, tool: str) -> Mapping[str, Any] | None:
+        found = self.tools.tools.get(tool)
+        return None if found is None else found.input_schema
+
+    def mirrored_params(self, tool: str) -> Mapping[str, str]:
+        found = self.tools.tools.get(tool)
+        return {} if found is None else found.mirrored
+
+    def required_client_capabilities(self, request: Request) -> Mapping[str, Any]:
+        if request.method == "tools/call":
+            name = (request.params or {}).get("name")
+            tool = self.tools.tools.get(name) if isinstance(name, str) else None
+            if tool is not None:
+                return tool.requires
+        return {}
+
+    # -- notifications from the client ----------------------------------------------------
+
+    def add_hook(self, method: str, fn: NotificationHook) -> None:
+        if not inspect.iscoroutinefunction(fn):
+            raise TypeError(f"notification hook {fn!r} must be an async function")
+        self._hooks.setdefault(method, []).append(fn)
+
+    def notification_handler(self, method: str) -> NotificationHandler | None:
+        hooks = self._hooks.get(method)
+        if not hooks:
+            return None
+
+        async def run(port: SessionPort, params: Mapping[str, Any]) -> None:
+            session = SessionContext(port)
+            for hook in hooks:
+                await _run_hook(hook, session, params)
+
+        return run
+
+
+async def _run_hook(
+    hook: NotificationHook, session: SessionContext, params: Mapping[str, Any]
+) -> None:
+    import logging
+
+    try:
+        await hook(session, params)
+    except Exception:
+        # A failing hook must not end the session: it is logged, like a failing handler.
+        logging.getLogger("trio_mcp.server").exception("notification hook %r failed", hook)

@@ -1,0 +1,122 @@
+# subscriptions/listen (2026-07-28, spec/modern.md MU-SUB-*): a modern client's stream of
+# the change notifications it asked for. A listener is a filter and an EventStream: nothing
+# is kept for it beyond a few events its writer has no room for yet, and a reader that falls
+# behind is cut and reconnects (MU-SUB-5), as a stalled legacy reader is told to resume.
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
+
+import trio
+
+from .._ports import App
+from ..protocol import JSON, Notification, Response, dumps
+from ..protocol._era import ModernCall
+from ..protocol._modern import (
+    META_SUBSCRIPTION_ID,
+    ListenFilter,
+    complete_result,
+    stamp_subscription,
+)
+from ..protocol._sse import encode_data_event
+from ._responder import Responder, watching_disconnect
+from ._stream import EventStream
+
+if TYPE_CHECKING:
+    from .._config import ServerConfig
+    from ._modern import ModernStats
+
+__all__ = ["Listener", "Listeners"]
+
+
+class Listener:
+    """One open subscriptions/listen stream."""
+
+    def __init__(self, call: ModernCall, filter: ListenFilter, stream: EventStream) -> None:
+        self.subscription_id = call.request.id
+        self.filter = filter
+        self.stream = stream
+        #: Set to end the subscription with a result (server shutdown, MU-SUB-4).
+        self.ending = trio.Event()
+
+    def offer(self, method: str, params: Mapping[str, JSON] | None) -> bool:
+        """Send the notification if the filter takes it (MU-SUB-1); whether it went out."""
+        if not self.filter.wants(method, params):
+            return False
+        # MU-SUB-3 (MUST): every notification on the stream names its subscription.
+        stamped = Notification(
+            method=method, params=stamp_subscription(params, self.subscription_id)
+        )
+        return self.stream.offer(encode_data_event(dumps(stamped)))
+
+
+class Listeners:
+    """The listen streams of one runtime."""
+
+    def __init__(
+        self,
+        app: App,
+        config: ServerConfig,
+        *,
+        spawn: Callable[..., bool],
+        stats: ModernStats,
+    ) -> None:
+        self.app = app
+        self.config = config
+        self._spawn = spawn
+        self._stats = stats
+        self.live: set[Listener] = set()
+
+    def broadcast(self, method: str, params: Mapping[str, JSON] | None) -> int:
+        return sum(listener.offer(method, params) for listener in list(self.live))
+
+    def end_all(self) -> None:
+        """Shutdown: every subscription ends with its result (MU-SUB-4)."""
+        for listener in list(self.live):
+            listener.ending.set()
+
+    async def serve(self, call: ModernCall, responder: Responder) -> None:
+        """Serve one listen request until its client leaves, its reader is cut, or the server
+        shuts down (raises RemoteProtocolError for a malformed filter)."""
+        request = call.request
+        filter = ListenFilter.parse(
+            request, self.app.capabilities(), max_resources=self.config.max_listen_resources
+        )
+        scope = trio.CancelScope()
+
+        def cut() -> None:
+            self._stats.streams_cut += 1
+            scope.cancel()
+
+        stream = EventStream(responder, self.config, spawn=self._spawn, on_cut=cut)
+        # MU-SUB-6: a listen request is always answered with a stream.
+        if not await stream.open():
+            return
+        listener = Listener(call, filter, stream)
+        # MU-SUB-2 (MUST): first, which of the asked-for notifications will come.
+        ack = Notification(
+            method="notifications/subscriptions/acknowledged",
+            params=stamp_subscription({"notifications": dict(filter.acknowledged)},
+                                      request.id),
+        )
+        stream.offer(encode_data_event(dumps(ack)))
+        self.live.add(listener)
+        try:
+            with scope:
+                async with watching_disconnect(responder, scope.cancel):
+                    await listener.ending.wait()
+        finally:
+            self.live.discard(listener)
+        if scope.cancelled_caught or stream.closed:
+            # The client left, or was cut: MU-SUB-5, a close without a result means
+            # reconnect.
+            stream.close()
+            return
+        # MU-SUB-4 (SHOULD): a graceful end is the listen request's result.
+        result = complete_result(
+            request.method,
+            {"_meta": {META_SUBSCRIPTION_ID: request.id}},
+            server_info=self.app.server_info(),
+            cache=None,
+        )
+        await stream.finish(encode_data_event(dumps(Response(id=request.id, result=result))))

@@ -1,0 +1,373 @@
+# The 2026-07-28 ("modern") request path (spec/modern.md): a request that passed the envelope
+# ladder (protocol._era) is answered on its own HTTP exchange, statelessly. Its handler runs in
+# the exchange's task under a cancel scope that the client's leaving cancels (MU-CANCEL-1);
+# its answer is JSON until it sends a notification, then an SSE stream that keeps nothing
+# (MT-SSE-6); it asks for input by answering input_required (MU-TOOL-5), and nothing of it
+# outlives the exchange.
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import trio
+
+from .._ports import App, ClientCapabilityError, InputRequired
+from ..protocol import (
+    JSON,
+    ErrorCode,
+    ErrorResponse,
+    LocalProtocolError,
+    Notification,
+    RemoteProtocolError,
+    Response,
+    dumps,
+)
+from ..protocol._era import ModernCall
+from ..protocol._headers import Headers
+from ..protocol._jsonrpc import error_response
+from ..protocol._modern import (
+    INPUT_METHODS,
+    MODERN_METHODS,
+    CacheHint,
+    check_param_headers,
+    complete_result,
+    discover_result,
+    error_status,
+    method_not_found,
+    missing_capability,
+    modern_error,
+    undeclared,
+)
+from ..protocol._mrtr import (
+    Binding,
+    InputRequest,
+    RequestStateCodec,
+    check_input_response,
+    input_required_result,
+    read_input_responses,
+)
+from ..protocol._sse import encode_data_event
+from ..protocol._transport import modern_reply
+from ._handler import outcome_of
+from ._responder import Responder, watching_disconnect
+from ._stream import EventStream
+
+if TYPE_CHECKING:
+    from .._config import ServerConfig
+
+__all__ = ["ModernServer", "ModernStats"]
+
+
+@attrs.define
+class ModernStats:
+    """Totals of the modern path since the server started (TM-BP-COUNTERS)."""
+
+    requests: int = 0
+    requests_streamed: int = 0
+    """Requests whose answer became an SSE stream (they sent a notification first)."""
+    requests_cancelled: int = 0
+    """Requests whose client left before the answer (MU-CANCEL-1)."""
+    input_required: int = 0
+    streams_cut: int = 0
+
+
+class ModernServer:
+    """Answers the modern requests of one runtime."""
+
+    def __init__(
+        self,
+        app: App,
+        config: ServerConfig,
+        *,
+        spawn: Callable[..., bool],
+        state_codec: RequestStateCodec,
+    ) -> None:
+        self.app = app
+        self.config = config
+        self._spawn = spawn
+        self.codec = state_codec
+        self.stats = ModernStats()
+        #: The exchanges running now, for shutdown (TM-SESS-SHUTDOWN).
+        self.running: set[ModernExchange] = set()
+        self._drained = trio.Event()
+
+    def server_info(self) -> dict[str, Any]:
+        return self.app.server_info()
+
+    def cache_hint(self) -> CacheHint:
+        return self.config.cache_hint
+
+    def check(self, call: ModernCall, headers: Headers) -> None:
+        """The rungs after the envelope: a method served here, headers mirroring tool
+        parameters that agree with the body, and the client capabilities the request needs.
+
+        Raises:
+            RemoteProtocolError: 404 -32601, 400 -32020 or 400 -32021.
+        """
+        request = call.request
+        method = request.method
+        if method not in MODERN_METHODS or (
+            method not in ("server/discover", "subscriptions/listen")
+            and not self.app.serves(method)
+        ):
+            # MT-HDR-4 (MUST): 404 and -32601, for a method of the legacy era too
+            # (TM-ERA-REMOVED: initialize, ping, logging/setLevel, resources/subscribe).
+            raise method_not_found(request)
+        params = request.params or {}
+        if method == "tools/call":
+            name = params.get("name")
+            arguments = params.get("arguments")
+            mirrored = self.app.mirrored_params(name) if isinstance(name, str) else {}
+            if mirrored:
+                check_param_headers(
+                    mirrored,
+                    arguments if isinstance(arguments, Mapping) else {},
+                    headers,
+                    request,
+                )
+        missing = undeclared(
+            self.app.required_client_capabilities(request), call.envelope.client_capabilities
+        )
+        if missing:
+            # ML-META-3 (MUST), decided before the first byte of the answer.
+            raise missing_capability(missing, request.id)
+
+    async def serve(self, call: ModernCall, headers: Headers, responder: Responder) -> None:
+        """Answer one modern request on its exchange (raises RemoteProtocolError for a
+        refusal before anything ran)."""
+        self.check(call, headers)
+        self.stats.requests += 1
+        if call.request.method == "server/discover":
+            result = discover_result(
+                capabilities=self.app.capabilities(),
+                server_info=self.server_info(),
+                instructions=self.app.instructions,
+                cache=self.cache_hint(),
+            )
+            await responder.reply(
+                modern_reply(200, dumps(Response(id=call.request.id, result=result)))
+            )
+            return
+        exchange = ModernExchange(self, call, responder)
+        self.running.add(exchange)
+        try:
+            await exchange.run()
+        finally:
+            self.running.discard(exchange)
+            if not self.running:
+                self._drained.set()
+                self._drained = trio.Event()
+
+    async def drain(self) -> None:
+        """Wait until no modern request is running."""
+        while self.running:
+            await self._drained.wait()
+
+
+class ModernExchange:
+    """One modern request, from its handler's start to its answer. It is the handler's port
+    (trio_mcp._ports.RequestPort)."""
+
+    def __init__(self, server: ModernServer, call: ModernCall, responder: Responder) -> None:
+        self._server = server
+        self._request = call.request
+        self._envelope = call.envelope
+        self._responder = responder
+        self._scope = trio.CancelScope()
+        self._stream: EventStream | None = None
+        self._finished = False
+        #: The answers this request can give a question: from its requestState and its
+        #: inputResponses (TM-MRTR-RERUN).
+        self._answers: dict[str, JSON] = {}
+        #: The answers the handler has used so far, to seal into the next requestState.
+        self._used: dict[str, JSON] = {}
+
+    # -- the exchange -----------------------------------------------------------------------
+
+    def cancel(self) -> None:
+        """End the handler: its client left, its stream was cut, or the server stops."""
+        self._scope.cancel()
+
+    async def run(self) -> None:
+        request = self._request
+        server = self._server
+        outcome: Response | ErrorResponse | None = None
+        try:
+            binding = Binding.of(request) if request.method in INPUT_METHODS else None
+            if binding is not None:
+                self._load_answers(binding)
+            with self._scope:
+                async with watching_disconnect(self._responder, self.cancel):
+                    outcome = await self._outcome(binding)
+        except RemoteProtocolError as exc:
+            # A requestState or inputResponses refused: answered in-band, as any error of the
+            # request's params (MU-MRTR-3).
+            outcome = error_response(request.id, exc)
+        finally:
+            self._finished = True
+        if outcome is None or self._scope.cancelled_caught:
+            # MT-CANCEL-2: a cancelled request gets nothing more.
+            server.stats.requests_cancelled += 1
+            if self._stream is not None:
+                self._stream.close()
+            return
+        await self._answer(outcome)
+
+    async def _outcome(self, binding: Binding | None) -> Response | ErrorResponse:
+        request = self._request
+        try:
+            return await outcome_of(lambda: self._server.app.dispatch(self, request), request)
+        except InputRequired as ask:
+            assert binding is not None
+            self._server.stats.input_required += 1
+            state = self._server.codec.seal(binding, ask.answers, time.time())
+            return Response(id=request.id, result=input_required_result(ask.requests, state))
+
+    def _load_answers(self, binding: Binding) -> None:
+        params = self._request.params or {}
+        fresh = read_input_responses(params, self._request.id)
+        if "requestState" in params:
+            self._answers = self._server.codec.open(params["requestState"], binding, time.time())
+        self._answers.update(fresh)
+
+    async def _answer(self, outcome: Response | ErrorResponse) -> None:
+        server = self._server
+        if isinstance(outcome, Response):
+            result = outcome.result
+            if result.get("resultType") != "input_required":
+                result = complete_result(
+                    self._request.method,
+                    result,
+                    server_info=server.server_info(),
+                    cache=server.cache_hint(),
+                )
+            message: Response | ErrorResponse = Response(id=outcome.id, result=result)
+            status = 200
+        else:
+            message = modern_error(outcome)
+            status = error_status(message, started=self._stream is not None)
+        body = dumps(message)
+        if self._stream is None:
+            await self._responder.reply(modern_reply(status, body))
+            return
+        # MT-SSE-4 (SHOULD): the final response ends the stream.
+        await self._stream.finish(encode_data_event(body))
+
+    def _cut(self) -> None:
+        self._server.stats.streams_cut += 1
+        self.cancel()
+
+    # -- the port ---------------------------------------------------------------------------
+
+    @property
+    def session_id(self) -> str | None:
+        return None
+
+    @property
+    def protocol_version(self) -> str:
+        return self._envelope.version
+
+    @property
+    def client_info(self) -> Mapping[str, JSON]:
+        return self._envelope.client_info or {}
+
+    @property
+    def client_capabilities(self) -> Mapping[str, JSON]:
+        return self._envelope.client_capabilities
+
+    @property
+    def log_threshold(self) -> str | None:
+        # MU-LOG-3 (MUST NOT): no log messages without the request's own level.
+        return self._envelope.log_level
+
+    @property
+    def client_request_timeout(self) -> float:
+        return self._server.config.client_request_timeout
+
+    @property
+    def finished(self) -> bool:
+        return self._finished
+
+    @property
+    def page_size(self) -> int:
+        return self._server.config.page_size
+
+    async def notify(self, notification: Notification) -> bool:
+        if self._finished or self._scope.cancel_called:
+            # MU-PROG-5: nothing goes out once the request has finished.
+            return False
+        await trio.lowlevel.checkpoint()
+        stream = await self._open_stream()
+        if stream is None:
+            return False
+        # MT-SSE-7: a notification of this request goes on this request's stream.
+        return await stream.send(encode_data_event(dumps(notification)))
+
+    def notify_now(self, notification: Notification) -> bool:
+        stream = self._stream
+        if self._finished or stream is None:
+            return False
+        return stream.offer(encode_data_event(dumps(notification)))
+
+    async def _open_stream(self) -> EventStream | None:
+        stream = self._stream
+        if stream is None:
+            # MT-POST-7 / TM-MODERN-JSON: JSON until the first notification, then SSE.
+            stream = self._stream = EventStream(
+                self._responder,
+                self._server.config,
+                spawn=self._server._spawn,
+                on_cut=self._cut,
+            )
+            self._server.stats.requests_streamed += 1
+        return stream if await stream.open() else None
+
+    async def request(
+        self, method: str, params: Mapping[str, JSON] | None, *, timeout: float
+    ) -> Mapping[str, JSON]:
+        # MJ-PAT-1 / MT-GEN-2 (MUST): a modern server sends no requests; input is asked for
+        # with an InputRequiredResult.
+        raise LocalProtocolError(
+            f"Cannot send {method} to a 2026-07-28 client: servers send no requests in this "
+            "revision; ask for input with ctx.elicit, ctx.sample or ctx.list_roots."
+        )
+
+    async def ask(
+        self, requests: Mapping[str, InputRequest], *, timeout: float
+    ) -> dict[str, Mapping[str, JSON]]:
+        if self._request.method not in INPUT_METHODS:
+            # MU-MRTR-1: only tools/call, prompts/get and resources/read may ask.
+            raise LocalProtocolError(
+                f"{self._request.method} cannot ask the client for input (only tools/call, "
+                "prompts/get and resources/read can)."
+            )
+        await trio.lowlevel.checkpoint()
+        got: dict[str, Mapping[str, JSON]] = {}
+        missing: dict[str, InputRequest] = {}
+        for key, question in requests.items():
+            if key in self._answers:
+                # MU-MRTR-4: an answer is checked before the handler sees it.
+                got[key] = check_input_response(key, question, self._answers[key])
+                self._used[key] = self._answers[key]
+            else:
+                missing[key] = question
+        if missing:
+            # TM-MRTR-RERUN: the handler stops here; its retry runs it again from the start.
+            raise InputRequired(missing, self._used)
+        return got
+
+    def capability_error(self, required: Mapping[str, JSON]) -> ClientCapabilityError:
+        # ML-META-3: the client learns what it must declare (400 before the first byte).
+        return ClientCapabilityError(
+            f"Missing required client capability: {', '.join(sorted(required))}.",
+            code=ErrorCode.MISSING_CLIENT_CAPABILITY,
+            http_status=400,
+            data={"requiredCapabilities": dict(required)},
+        )
+
+    def close_stream(self) -> bool:
+        # MT-SSE-6: a modern stream cannot be resumed, so it is never closed for polling.
+        return False
+

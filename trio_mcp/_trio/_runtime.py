@@ -1,0 +1,169 @@
+# The runtime that serves one App over HTTP: the entry every request to the MCP endpoint
+# takes. It checks what holds for every request (Origin and Host, a running server), lets
+# trio_mcp.protocol decide the request's era, and hands it to that era's path: legacy
+# sessions (SessionManager) or stateless modern requests (ModernServer, Listeners). It is the
+# Hub the App reaches its clients through.
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import trio
+
+from .._ports import App, SessionPort
+from ..protocol import JSON, ErrorCode, Notification, OriginPolicy, RemoteProtocolError
+from ..protocol._era import Era, ModernCall, ModernNotification, route_other, route_post
+from ..protocol._mrtr import RequestStateCodec
+from ..protocol._transport import HttpRequest, Reply, error_reply, read_post_body
+from ._listen import Listeners
+from ._manager import SessionManager
+from ._modern import ModernServer
+from ._responder import Responder
+from ._session import SessionPort as LegacySessionPort
+
+if TYPE_CHECKING:
+    from .._config import ServerConfig
+
+__all__ = ["Runtime"]
+
+
+class Runtime:
+    """Serves ``app`` over HTTP. ``run()`` must be running for requests to be served."""
+
+    def __init__(self, app: App, config: ServerConfig, *, bind_hosts: list[str]) -> None:
+        self.app = app
+        self.config = config
+        self._bind_hosts = list(bind_hosts)
+        self._policies: dict[str | None, OriginPolicy] = {}
+        self._nursery: trio.Nursery | None = None
+        self.manager = SessionManager(app, config, bind_hosts=bind_hosts)
+        # TM-MRTR-STATE: the key lives only in this process, as the cursor key does.
+        codec = RequestStateCodec(os.urandom(32), ttl=config.request_state_ttl)
+        self.modern = ModernServer(app, config, spawn=self.spawn, state_codec=codec)
+        self.listeners = Listeners(app, config, spawn=self.spawn, stats=self.modern.stats)
+
+    # -- lifetime ---------------------------------------------------------------------------
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Run the session manager and the tasks of modern streams; attach to the App."""
+        try:
+            async with trio.open_nursery() as nursery:
+                await nursery.start(self.manager.run)
+                self._nursery = nursery
+                self.app.attach(self)
+                try:
+                    task_status.started()
+                    await trio.sleep_forever()
+                finally:
+                    self.app.detach(self)
+                    nursery.cancel_scope.cancel()
+        finally:
+            self._nursery = None
+
+    @property
+    def running(self) -> bool:
+        return self._nursery is not None and self.manager.running
+
+    def spawn(self, fn: Any, *args: Any, name: str) -> bool:
+        """Start a task that outlives the HTTP exchange that needs it (a stream's writer)."""
+        if self._nursery is None:
+            return False
+        self._nursery.start_soon(fn, *args, name=name)
+        return True
+
+    async def shutdown(self, grace: float) -> None:
+        """Graceful shutdown (TM-SESS-SHUTDOWN): refuse new work, end every subscription
+        with its result, give running requests ``grace`` seconds, then end them all."""
+        self.listeners.end_all()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self.manager.shutdown, grace)
+            with trio.move_on_after(grace):
+                await self.modern.drain()
+            for exchange in list(self.modern.running):
+                exchange.cancel()
+
+    # -- the Hub the App sees ---------------------------------------------------------------
+
+    def sessions(self) -> list[SessionPort]:
+        return [LegacySessionPort(s) for s in list(self.manager.sessions.values()) if not s.closed]
+
+    def broadcast(self, method: str, params: Mapping[str, JSON] | None = None) -> int:
+        sent = self.listeners.broadcast(method, params)
+        notification = Notification(method=method, params=params)
+        uri = (params or {}).get("uri") if method == "notifications/resources/updated" else None
+        for session in list(self.manager.sessions.values()):
+            if uri is not None and uri not in session.subscriptions:
+                continue
+            # T-GET-5: it relates to no request, so it goes on the standalone stream.
+            if session.send(notification):
+                sent += 1
+        return sent
+
+    # -- HTTP entry -------------------------------------------------------------------------
+
+    async def handle(self, request: HttpRequest, responder: Responder) -> None:
+        """Serve one request to the MCP endpoint."""
+        try:
+            # T-SEC-1 / MT-SEC-1 (MUST): Origin is validated on every request, before its
+            # era is known.
+            self.policy_for(request.local_host).check(request.headers)
+            if not self.running or self.manager.shutting_down:
+                raise RemoteProtocolError(
+                    "Service Unavailable: the server is not running.",
+                    code=ErrorCode.SERVER_BUSY,
+                    http_status=503,
+                )
+            if request.method != "POST":
+                route_other(request.method, request.headers)
+                await self.manager.serve(request, responder)
+                return
+            body = read_post_body(request, max_body_bytes=self.config.max_body_bytes)
+            route = route_post(request.headers, body)
+            if route is Era.LEGACY:
+                await self.manager.post(request, body, responder)
+            elif isinstance(route, ModernCall):
+                if route.request.method == "subscriptions/listen":
+                    self.modern.check(route, request.headers)
+                    await self.listeners.serve(route, responder)
+                else:
+                    await self.modern.serve(route, request.headers, responder)
+            else:
+                assert isinstance(route, ModernNotification)
+                # MT-POST-5 (MUST): an accepted notification gets 202 and no body.
+                await responder.reply(Reply(status=202))
+        except RemoteProtocolError as exc:
+            await responder.reply(error_reply(exc))
+
+    def policy_for(self, local_host: str | None) -> OriginPolicy:
+        """The Origin/Host policy for requests arriving on ``local_host``.
+
+        Served by ``serve()`` the bind address is known. Under another ASGI server (the
+        hypercorn command line) it is not, so the address each request arrived on decides:
+        a request that came in over loopback gets the loopback Host check (TM-SEC-HOST).
+        """
+        key = None if self._bind_hosts else local_host
+        policy = self._policies.get(key)
+        if policy is None:
+            binds = self._bind_hosts or ([local_host] if local_host else [])
+            policy = OriginPolicy.for_bind(binds, self.config.allowed_origins)
+            if self.config.allowed_hosts is not None:
+                policy = attrs.evolve(
+                    policy, allowed_hosts=frozenset(self.config.allowed_hosts) or None
+                )
+            if len(self._policies) < 64:  # a few local addresses at most
+                self._policies[key] = policy
+        return policy
+
+    # -- introspection ----------------------------------------------------------------------
+
+    def statistics(self) -> dict[str, Any]:
+        """The counters of TM-BP-COUNTERS, both eras."""
+        modern = attrs.asdict(self.modern.stats)
+        return {
+            **self.manager.statistics(),
+            **{f"modern_{k}": v for k, v in modern.items()},
+            "modern_requests_running": len(self.modern.running),
+            "listeners_open": len(self.listeners.live),
+        }

@@ -1,0 +1,417 @@
+# The 2026-07-28 ("modern") request rules after the envelope (spec/modern.md): which methods
+# a modern request may call, the tool parameters mirrored into headers, the client
+# capabilities a request needs, and how results are dressed (resultType, serverInfo, caching
+# hints). Pure: the runtime hands in what the application declared and gets back a result or
+# a RemoteProtocolError.
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Mapping
+from typing import Any, Final
+
+import attrs
+
+from ._era import NAME_PARAM, decode_header_value
+from ._errors import ErrorCode, RemoteProtocolError
+from ._headers import Headers
+from ._jsonrpc import JSON, ErrorResponse, Request
+from ._versions import MODERN_VERSIONS
+
+__all__ = [
+    "CACHEABLE_METHODS",
+    "INPUT_METHODS",
+    "META_SERVER_INFO",
+    "META_SUBSCRIPTION_ID",
+    "MODERN_METHODS",
+    "CacheHint",
+    "CacheScope",
+    "ListenFilter",
+    "check_param_headers",
+    "complete_result",
+    "discover_result",
+    "method_not_found",
+    "missing_capability",
+    "param_headers",
+]
+
+META_SERVER_INFO: Final = "io.modelcontextprotocol/serverInfo"
+META_SUBSCRIPTION_ID: Final = "io.modelcontextprotocol/subscriptionId"
+
+#: MT-HDR-4: the methods a modern request may call; any other gets 404 and -32601.
+MODERN_METHODS: Final = frozenset(
+    {
+        "server/discover",
+        "tools/list",
+        "tools/call",
+        "prompts/list",
+        "prompts/get",
+        "resources/list",
+        "resources/templates/list",
+        "resources/read",
+        "completion/complete",
+        "subscriptions/listen",
+    }
+)
+
+#: MU-MRTR-1: the only methods whose result may be an InputRequiredResult.
+INPUT_METHODS: Final = frozenset(NAME_PARAM)
+
+#: MU-CACHE-1: the results that carry caching hints.
+CACHEABLE_METHODS: Final = frozenset(
+    {
+        "server/discover",
+        "tools/list",
+        "prompts/list",
+        "resources/list",
+        "resources/templates/list",
+        "resources/read",
+    }
+)
+
+#: The server capability a method needs declared before it is served (MT-HDR-4: a method
+#: behind an undeclared capability is not implemented here).
+METHOD_CAPABILITY: Final = {
+    "tools/list": "tools",
+    "tools/call": "tools",
+    "prompts/list": "prompts",
+    "prompts/get": "prompts",
+    "resources/list": "resources",
+    "resources/templates/list": "resources",
+    "resources/read": "resources",
+    "completion/complete": "completions",
+}
+
+
+class CacheScope(enum.Enum):
+    """Who may reuse a cached result (MU-CACHE-1)."""
+
+    #: Any client, and shared caches between them.
+    PUBLIC = "public"
+    #: Only the client that asked.
+    PRIVATE = "private"
+
+
+@attrs.frozen
+class CacheHint:
+    """The caching hints a cacheable result carries: how long it stays fresh, and for whom."""
+
+    ttl_ms: int = 0
+    scope: CacheScope = CacheScope.PRIVATE
+
+    def __attrs_post_init__(self) -> None:
+        if isinstance(self.ttl_ms, bool) or not isinstance(self.ttl_ms, int) or self.ttl_ms < 0:
+            # MU-CACHE-2 (MUST): ttlMs is a non-negative integer.
+            raise ValueError(f"ttl_ms is a non-negative integer, not {self.ttl_ms!r}")
+
+
+def method_not_found(request: Request) -> RemoteProtocolError:
+    # MT-HDR-4 (MUST): an unimplemented method gets 404 Not Found and -32601.
+    return RemoteProtocolError(
+        f"Method not found: {request.method}",
+        code=ErrorCode.METHOD_NOT_FOUND,
+        http_status=404,
+        request_id=request.id,
+    )
+
+
+def missing_capability(
+    required: Mapping[str, JSON], request_id: str | int | None
+) -> RemoteProtocolError:
+    """ML-META-3 (MUST): a request that needs client capabilities it did not declare gets
+    400 and -32021, naming them as a ClientCapabilities object."""
+    names = ", ".join(sorted(required))
+    return RemoteProtocolError(
+        f"Missing required client capability: {names}.",
+        code=ErrorCode.MISSING_CLIENT_CAPABILITY,
+        http_status=400,
+        data={"requiredCapabilities": {k: dict(v) if isinstance(v, Mapping) else v
+                                       for k, v in required.items()}},
+        request_id=request_id,
+    )
+
+
+def undeclared(required: Mapping[str, JSON], declared: Mapping[str, JSON]) -> dict[str, JSON]:
+    """The capabilities of ``required`` that ``declared`` lacks (a sub-feature counts:
+    ``{"elicitation": {"url": {}}}`` needs ``url`` declared under ``elicitation``)."""
+    missing: dict[str, JSON] = {}
+    for name, features in required.items():
+        have = declared.get(name)
+        if not isinstance(have, Mapping):
+            missing[name] = features
+            continue
+        if isinstance(features, Mapping):
+            lacking = {k: v for k, v in features.items() if k not in have}
+            if lacking:
+                missing[name] = lacking
+    return missing
+
+
+# -- tool parameters mirrored into headers (MT-HDR-7 .. MT-HDR-15) -------------------------------
+
+#: RFC 9110 §5.6.2 tchar: what a field name (and so an x-mcp-header value) may hold.
+_TCHAR: Final = frozenset(
+    "!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+)
+_PARAM_PREFIX: Final = "mcp-param-"
+#: The primitive types a mirrored parameter may have.
+_MIRRORED_TYPES: Final = frozenset({"string", "integer", "number", "boolean"})
+
+
+def param_headers(input_schema: Mapping[str, Any]) -> dict[str, str]:
+    """The parameters of a tool's inputSchema mirrored into headers: {header name (lower
+    case, without the Mcp-Param- prefix): parameter name}.
+
+    Raises:
+        ValueError: for an ``x-mcp-header`` the spec forbids (MT-HDR-8): empty, not a
+            token, or repeated (case-insensitively); or on a parameter that is not a
+            primitive.
+    """
+    properties = input_schema.get("properties")
+    if not isinstance(properties, Mapping):
+        return {}
+    out: dict[str, str] = {}
+    for param, schema in properties.items():
+        if not isinstance(schema, Mapping) or "x-mcp-header" not in schema:
+            continue
+        name = schema["x-mcp-header"]
+        if not isinstance(name, str) or not name or not set(name) <= _TCHAR:
+            raise ValueError(
+                f"parameter {param!r}: x-mcp-header must be a non-empty HTTP token, "
+                f"not {name!r}"
+            )
+        key = name.lower()
+        if key in out:
+            raise ValueError(f"x-mcp-header {name!r} is used twice (case-insensitively)")
+        kind = schema.get("type")
+        if kind not in _MIRRORED_TYPES:
+            raise ValueError(
+                f"parameter {param!r}: only string, number, integer and boolean parameters "
+                "can be mirrored into a header"
+            )
+        out[key] = param
+    return out
+
+
+def _header_text(value: str) -> bool:
+    """Whether a header value holds only visible ASCII, spaces and tabs (MT-HDR-11): no
+    control characters, no bytes outside ASCII (those go Base64-encoded)."""
+    return all(c == "\t" or " " <= c <= "~" for c in value)
+
+
+def _agrees(header: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return header == ("true" if value else "false")
+    if isinstance(value, int | float):
+        # MT-HDR-15 (SHOULD): numbers compare numerically ("042" is 42).
+        try:
+            number = float(header) if isinstance(value, float) else int(header, 10)
+        except ValueError:
+            try:
+                number = float(header)
+            except ValueError:
+                return False
+        return math.isfinite(float(number)) and number == value
+    return isinstance(value, str) and header == value
+
+
+def check_param_headers(
+    mirrored: Mapping[str, str], arguments: Mapping[str, Any], headers: Headers, request: Request
+) -> None:
+    """MT-HDR-12 (MUST): every mirrored parameter's header agrees with the body: present with
+    the same (decoded) value when the argument is given and not null, absent otherwise.
+
+    Raises:
+        RemoteProtocolError: 400 and -32020 (HeaderMismatch, MT-HDR-16).
+    """
+    for key, param in mirrored.items():
+        values = headers.get_all(_PARAM_PREFIX + key)
+        value = arguments.get(param)
+        label = f"Mcp-Param-{key}"
+        if len(values) > 1:
+            raise _param_mismatch(f"the {label} header is repeated", request)
+        if value is None:
+            if values:
+                raise _param_mismatch(f"{label} is sent but {param!r} is not", request)
+            continue
+        if not values:
+            raise _param_mismatch(f"{label} is missing for argument {param!r}", request)
+        raw = values[0].strip(" \t")
+        if not _header_text(raw):
+            # MT-HDR-11 (MUST): a recognized Mcp-Param header with invalid characters.
+            raise _param_mismatch(f"{label} holds characters a header may not", request)
+        decoded = decode_header_value(raw)
+        if decoded is None:
+            raise _param_mismatch(f"{label} has an invalid encoded value", request)
+        if not _agrees(decoded, value):
+            raise _param_mismatch(f"{label} does not match argument {param!r}", request)
+
+
+def _param_mismatch(why: str, request: Request) -> RemoteProtocolError:
+    return RemoteProtocolError(
+        f"Header mismatch: {why}.",
+        code=ErrorCode.HEADER_MISMATCH,
+        http_status=400,
+        request_id=request.id,
+    )
+
+
+# -- results ---------------------------------------------------------------------------------------
+
+
+def complete_result(
+    method: str,
+    result: Mapping[str, JSON],
+    *,
+    server_info: Mapping[str, JSON],
+    cache: CacheHint | None,
+) -> dict[str, JSON]:
+    """A handler's result as a modern complete result (MJ-RES-3, ML-META-4, MU-CACHE-1)."""
+    out: dict[str, JSON] = dict(result)
+    out["resultType"] = "complete"
+    if cache is not None and method in CACHEABLE_METHODS:
+        out["ttlMs"] = cache.ttl_ms
+        out["cacheScope"] = cache.scope.value
+    meta = out.get("_meta")
+    base = meta if isinstance(meta, Mapping) else {}
+    out["_meta"] = {**base, META_SERVER_INFO: dict(server_info)}
+    return out
+
+
+def discover_result(
+    *,
+    capabilities: Mapping[str, JSON],
+    server_info: Mapping[str, JSON],
+    instructions: str | None,
+    cache: CacheHint,
+) -> dict[str, JSON]:
+    """ML-VER-2: what server/discover answers: the versions, capabilities and instructions."""
+    result: dict[str, JSON] = {
+        "supportedVersions": list(MODERN_VERSIONS),
+        "capabilities": dict(capabilities),
+    }
+    if instructions is not None:
+        result["instructions"] = instructions
+    return complete_result("server/discover", result, server_info=server_info, cache=cache)
+
+
+# -- subscriptions/listen (MU-SUB-1 .. MU-SUB-5) ---------------------------------------------------
+
+#: The listen filter's flags and the notification each one asks for.
+_LIST_CHANGED: Final = {
+    "toolsListChanged": ("tools", "notifications/tools/list_changed"),
+    "promptsListChanged": ("prompts", "notifications/prompts/list_changed"),
+    "resourcesListChanged": ("resources", "notifications/resources/list_changed"),
+}
+
+
+@attrs.frozen(kw_only=True)
+class ListenFilter:
+    """What a subscriptions/listen request asked for, reduced to what this server honours."""
+
+    list_changed: frozenset[str]
+    """The notification methods of the list_changed kinds asked for and offered."""
+    resources: frozenset[str]
+    """The resource URIs whose notifications/resources/updated were asked for."""
+    acknowledged: Mapping[str, JSON]
+    """The ``notifications`` object of notifications/subscriptions/acknowledged: the honoured
+    subset of the request's (MU-SUB-2)."""
+
+    @classmethod
+    def parse(
+        cls,
+        request: Request,
+        capabilities: Mapping[str, JSON],
+        *,
+        max_resources: int,
+    ) -> ListenFilter:
+        """Read a listen request's ``notifications`` against the server's capabilities.
+
+        Raises:
+            RemoteProtocolError: -32602 for a malformed filter.
+        """
+        params = request.params or {}
+        wanted = params.get("notifications")
+        if not isinstance(wanted, Mapping):
+            raise _invalid_listen("params.notifications must be an object", request)
+        honoured: dict[str, JSON] = {}
+        methods: set[str] = set()
+        for flag, (capability, method) in _LIST_CHANGED.items():
+            value = wanted.get(flag)
+            if value is None:
+                continue
+            if not isinstance(value, bool):
+                raise _invalid_listen(f"notifications.{flag} must be a boolean", request)
+            offered = capabilities.get(capability)
+            if value and isinstance(offered, Mapping) and offered.get("listChanged"):
+                honoured[flag] = True
+                methods.add(method)
+        uris: set[str] = set()
+        subs = wanted.get("resourceSubscriptions")
+        if subs is not None:
+            if not isinstance(subs, list) or not all(isinstance(u, str) for u in subs):
+                raise _invalid_listen(
+                    "notifications.resourceSubscriptions must be a list of URIs", request
+                )
+            if len(subs) > max_resources:
+                raise _invalid_listen(
+                    f"at most {max_resources} resource subscriptions per listen request",
+                    request,
+                )
+            resources = capabilities.get("resources")
+            if isinstance(resources, Mapping) and resources.get("subscribe"):
+                uris = set(subs)
+                honoured["resourceSubscriptions"] = sorted(uris)
+        return cls(
+            list_changed=frozenset(methods), resources=frozenset(uris), acknowledged=honoured
+        )
+
+    def wants(self, method: str, params: Mapping[str, JSON] | None) -> bool:
+        """Whether a notification passes this filter (MU-SUB-1)."""
+        if method == "notifications/resources/updated":
+            uri = (params or {}).get("uri")
+            return isinstance(uri, str) and uri in self.resources
+        return method in self.list_changed
+
+
+def _invalid_listen(why: str, request: Request) -> RemoteProtocolError:
+    return RemoteProtocolError(
+        f"Invalid params: {why}.", code=ErrorCode.INVALID_PARAMS, request_id=request.id
+    )
+
+
+def stamp_subscription(
+    params: Mapping[str, JSON] | None, subscription_id: str | int
+) -> dict[str, JSON]:
+    """MU-SUB-3 (MUST): a listen stream's notification names its subscription in _meta."""
+    out = dict(params or {})
+    meta = out.get("_meta")
+    out["_meta"] = {
+        **(meta if isinstance(meta, Mapping) else {}),
+        META_SUBSCRIPTION_ID: subscription_id,
+    }
+    return out
+
+
+def modern_error(error: ErrorResponse) -> ErrorResponse:
+    """An error as a modern request gets it (MJ-ERR-7: never -32002 or -32042).
+
+    MU-RES-2 (MUST): a resource that does not exist is -32602, its URI in ``data``.
+    """
+    if error.code == ErrorCode.RESOURCE_NOT_FOUND:
+        return ErrorResponse(
+            id=error.id, code=ErrorCode.INVALID_PARAMS, message=error.message, data=error.data
+        )
+    return error
+
+
+def error_status(error: ErrorResponse, *, started: bool) -> int:
+    """The HTTP status of a modern request answered with ``error`` by its handler.
+
+    Handler errors are answered in-band with 200 (MT-POST-7); a missing client capability
+    found while the handler ran, before a byte of the answer went out, is a 400 as it is
+    when found before (ML-META-3, TM-ERA-CAPS).
+    """
+    if not started and error.code == ErrorCode.MISSING_CLIENT_CAPABILITY:
+        return 400
+    return 200
