@@ -117,7 +117,7 @@ AREAS: Mapping[str, tuple[str, ...]] = {
         r"U-(?:CANCEL|PROG|LOG|RES|PROMPT|COMP|TASK)-\d+",
         _tm("CANCEL", "PROG", "LOG", "RSRC", "PROMPT", "COMP", "TASK"),
     ),
-    "modern.md": (r"M[TLJU]-[A-Z]+-\d+", _tm("MOD")),
+    "modern.md": (r"M[TLJU]-[A-Z]+-\d+", _tm("MOD", "ERA", "MRTR", "CACHE")),
 }
 
 _HEADING_RE = re.compile(r"^### (?P<id>\S+) — (?P<title>\S.*)$")

@@ -78,7 +78,7 @@ class Dispatcher:
         found = self.tools.tools.get(tool)
         return None if found is None else found.input_schema
 
-    def mirrored_params(self, tool: str) -> Mapping[str, str]:
+    def mirrored_params(self, tool: str) -> Mapping[str, tuple[str, ...]]:
         found = self.tools.tools.get(tool)
         return {} if found is None else found.mirrored
 

@@ -171,8 +171,9 @@ class App(Protocol):
     def input_schema(self, tool: str) -> Mapping[str, Any] | None:
         """The inputSchema of ``tool``; None for a tool that does not exist."""
 
-    def mirrored_params(self, tool: str) -> Mapping[str, str]:
-        """The parameters of ``tool`` mirrored into Mcp-Param headers (MT-HDR-7)."""
+    def mirrored_params(self, tool: str) -> Mapping[str, tuple[str, ...]]:
+        """The parameters of ``tool`` mirrored into Mcp-Param headers, by header name:
+        each one's path in the arguments (MT-HDR-7)."""
 
     def required_client_capabilities(self, request: Request) -> Mapping[str, JSON]:
         """The client capabilities ``request`` needs before it runs (ML-META-3)."""

@@ -392,7 +392,7 @@ class Server:
     def input_schema(self, tool: str) -> Mapping[str, Any] | None:
         return self._dispatcher.input_schema(tool)
 
-    def mirrored_params(self, tool: str) -> Mapping[str, str]:
+    def mirrored_params(self, tool: str) -> Mapping[str, tuple[str, ...]]:
         return self._dispatcher.mirrored_params(tool)
 
     def required_client_capabilities(self, request: Request) -> Mapping[str, Any]:

@@ -45,8 +45,8 @@ class ToolDef:
     input_schema: Mapping[str, Any]
     requires: Mapping[str, Any]
     """Client capabilities the tool needs to run (ML-META-3: -32021 before it runs)."""
-    mirrored: Mapping[str, str]
-    """Parameters mirrored into Mcp-Param headers, by header name (MT-HDR-7)."""
+    mirrored: Mapping[str, tuple[str, ...]]
+    """Parameters mirrored into Mcp-Param headers, by header name: their paths (MT-HDR-7)."""
     explicit_schema: bool = False
     """Whether ``input_schema`` was given as written (arguments are validated against it by
     a JSON Schema validator, besides the conversion the signature asks for)."""

@@ -314,7 +314,7 @@ class ModernExchange:
     async def _open_stream(self) -> EventStream | None:
         stream = self._stream
         if stream is None:
-            # MT-POST-7 / TM-MODERN-JSON: JSON until the first notification, then SSE.
+            # MT-POST-7 / TM-MOD-JSON: JSON until the first notification, then SSE.
             stream = self._stream = EventStream(
                 self._responder,
                 self._server.config,

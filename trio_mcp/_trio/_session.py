@@ -141,7 +141,7 @@ class Session:
         self.stats = SessionStats()
         #: The level the client set with logging/setLevel (None: not set, U-LOG-3).
         self.log_level: str | None = None
-        #: The resource URIs the client subscribed to (U-RES-5).
+        #: The resource URIs the client subscribed to (resources/subscribe).
         self.subscriptions: set[str] = set()
         self.created_at = trio.current_time()
         self.last_activity = self.created_at

@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import enum
-import math
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -154,42 +153,81 @@ _TCHAR: Final = frozenset(
     "!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 )
 _PARAM_PREFIX: Final = "mcp-param-"
-#: The primitive types a mirrored parameter may have.
-_MIRRORED_TYPES: Final = frozenset({"string", "integer", "number", "boolean"})
+#: MT-HDR-17: the primitive types a mirrored parameter may have (not ``number``).
+_MIRRORED_TYPES: Final = frozenset({"string", "integer", "boolean"})
+#: MT-HDR-17: integers a header carries are within JavaScript's safe range.
+_SAFE_INTEGER: Final = 2**53 - 1
+#: The keywords under which a subschema sits: an x-mcp-header below one of them is not
+#: reachable by a chain of ``properties`` keys (MT-HDR-18).
+_SUBSCHEMA_KEYWORDS: Final = frozenset(
+    {
+        "items", "prefixItems", "additionalProperties", "patternProperties", "contains",
+        "unevaluatedItems", "unevaluatedProperties", "propertyNames", "allOf", "anyOf",
+        "oneOf", "not", "if", "then", "else", "dependentSchemas", "$defs", "definitions",
+    }
+)
+
+#: A parameter's place in the arguments: the chain of ``properties`` keys that leads to it.
+ParamPath = tuple[str, ...]
 
 
-def param_headers(input_schema: Mapping[str, Any]) -> dict[str, str]:
+def param_headers(input_schema: Mapping[str, Any]) -> dict[str, ParamPath]:
     """The parameters of a tool's inputSchema mirrored into headers: {header name (lower
-    case, without the Mcp-Param- prefix): parameter name}.
+    case, without the Mcp-Param- prefix): the parameter's path}.
 
     Raises:
-        ValueError: for an ``x-mcp-header`` the spec forbids (MT-HDR-8): empty, not a
-            token, or repeated (case-insensitively); or on a parameter that is not a
-            primitive.
+        ValueError: for an ``x-mcp-header`` the spec forbids (MT-HDR-8, MT-HDR-17,
+            MT-HDR-18): empty, not a token, repeated (case-insensitively), on a parameter
+            that is not a string, integer or boolean, or anywhere but on a chain of
+            ``properties`` keys from the root.
     """
-    properties = input_schema.get("properties")
-    if not isinstance(properties, Mapping):
-        return {}
-    out: dict[str, str] = {}
-    for param, schema in properties.items():
-        if not isinstance(schema, Mapping) or "x-mcp-header" not in schema:
-            continue
+    out: dict[str, ParamPath] = {}
+
+    def visit(schema: Any, path: ParamPath, reachable: bool) -> None:
+        if isinstance(schema, list):
+            for item in schema:
+                visit(item, path, False)
+            return
+        if not isinstance(schema, Mapping):
+            return
+        if "x-mcp-header" in schema:
+            _add(schema, path, reachable)
+        for keyword, value in schema.items():
+            if keyword == "properties" and isinstance(value, Mapping):
+                for name, sub in value.items():
+                    visit(sub, (*path, str(name)), reachable)
+            elif keyword in _SUBSCHEMA_KEYWORDS:
+                if isinstance(value, Mapping) and keyword in ("$defs", "definitions",
+                                                              "patternProperties",
+                                                              "dependentSchemas"):
+                    for sub in value.values():
+                        visit(sub, path, False)
+                else:
+                    visit(value, path, False)
+
+    def _add(schema: Mapping[str, Any], path: ParamPath, reachable: bool) -> None:
         name = schema["x-mcp-header"]
+        where = ".".join(path) or "the root"
+        if not reachable or not path:
+            raise ValueError(
+                f"x-mcp-header on {where} is not reachable by properties keys alone"
+            )
         if not isinstance(name, str) or not name or not set(name) <= _TCHAR:
             raise ValueError(
-                f"parameter {param!r}: x-mcp-header must be a non-empty HTTP token, "
+                f"parameter {where!r}: x-mcp-header must be a non-empty HTTP token, "
                 f"not {name!r}"
             )
         key = name.lower()
         if key in out:
             raise ValueError(f"x-mcp-header {name!r} is used twice (case-insensitively)")
-        kind = schema.get("type")
-        if kind not in _MIRRORED_TYPES:
+        if schema.get("type") not in _MIRRORED_TYPES:
             raise ValueError(
-                f"parameter {param!r}: only string, number, integer and boolean parameters "
-                "can be mirrored into a header"
+                f"parameter {where!r}: only string, integer and boolean parameters can be "
+                "mirrored into a header"
             )
-        out[key] = param
+        out[key] = path
+
+    visit(input_schema, (), True)
     return out
 
 
@@ -202,35 +240,50 @@ def _header_text(value: str) -> bool:
 def _agrees(header: str, value: Any) -> bool:
     if isinstance(value, bool):
         return header == ("true" if value else "false")
-    if isinstance(value, int | float):
-        # MT-HDR-15 (SHOULD): numbers compare numerically ("042" is 42).
+    if isinstance(value, int):
+        # MT-HDR-15 (SHOULD): integers compare numerically ("042" is 42).
         try:
-            number = float(header) if isinstance(value, float) else int(header, 10)
+            number = int(header, 10)
         except ValueError:
-            try:
-                number = float(header)
-            except ValueError:
-                return False
-        return math.isfinite(float(number)) and number == value
+            return False
+        return abs(number) <= _SAFE_INTEGER and number == value
     return isinstance(value, str) and header == value
 
 
+_ABSENT: Final = object()
+
+
+def _value_at(arguments: Mapping[str, Any], path: ParamPath) -> Any:
+    """MT-HDR-19: the argument at ``path``; _ABSENT where there is none."""
+    value: Any = arguments
+    for key in path:
+        if not isinstance(value, Mapping) or key not in value:
+            return _ABSENT
+        value = value[key]
+    return value
+
+
 def check_param_headers(
-    mirrored: Mapping[str, str], arguments: Mapping[str, Any], headers: Headers, request: Request
+    mirrored: Mapping[str, ParamPath],
+    arguments: Mapping[str, Any],
+    headers: Headers,
+    request: Request,
 ) -> None:
     """MT-HDR-12 (MUST): every mirrored parameter's header agrees with the body: present with
-    the same (decoded) value when the argument is given and not null, absent otherwise.
+    the same (decoded) value when the argument is given and not null, absent otherwise
+    (MT-HDR-20).
 
     Raises:
         RemoteProtocolError: 400 and -32020 (HeaderMismatch, MT-HDR-16).
     """
-    for key, param in mirrored.items():
+    for key, path in mirrored.items():
         values = headers.get_all(_PARAM_PREFIX + key)
-        value = arguments.get(param)
+        value = _value_at(arguments, path)
         label = f"Mcp-Param-{key}"
+        param = ".".join(path)
         if len(values) > 1:
             raise _param_mismatch(f"the {label} header is repeated", request)
-        if value is None:
+        if value is None or value is _ABSENT:
             if values:
                 raise _param_mismatch(f"{label} is sent but {param!r} is not", request)
             continue
