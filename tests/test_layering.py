@@ -1,6 +1,6 @@
 # The package's layering, checked from the source: the pure protocol layer imports no I/O
-# library, and the runtime layers import only downwards
-# (protocol <- _trio <- _asgi <- _serve / _cli).
+# library, every module imports only from its own layer and the ones below (LAYERS), the user
+# API reaches the runtime only through trio_mcp._ports, and there is no import cycle.
 
 from __future__ import annotations
 
@@ -10,8 +10,6 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "trio_mcp"
@@ -203,19 +201,162 @@ def test_importing_protocol_loads_no_other_part_of_the_package() -> None:
     assert [] == _probe()["package"]
 
 
-# -- (c) the runtime layers import downwards only ------------------------------------------
+# -- (c) every module imports downwards only, and no import cycle ---------------------------
+
+#: The package's layers, bottom first. A module may import modules of its own layer and of the
+#: layers below it, never above. Every module of trio_mcp must be placed here: a new module
+#: makes its author say where it belongs.
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("protocol", ("trio_mcp.protocol",)),
+    ("interfaces", ("trio_mcp._ports", "trio_mcp._config", "trio_mcp._allocator")),
+    ("runtime", ("trio_mcp._trio",)),
+    ("http edges", ("trio_mcp._asgi", "trio_mcp._serve")),
+    (
+        "user API",
+        (
+            "trio_mcp._content",
+            "trio_mcp._schema",
+            "trio_mcp._pagination",
+            "trio_mcp._context",
+            "trio_mcp._tools",
+            "trio_mcp._prompts",
+            "trio_mcp._resources",
+            "trio_mcp._completion",
+            "trio_mcp._dispatch",
+            "trio_mcp._server",
+        ),
+    ),
+    ("command line", ("trio_mcp._cli", "trio_mcp.__main__", "trio_mcp.demo", "trio_mcp")),
+)
+
+#: The user API's modules that may reach the HTTP edges: Server.asgi_app() and Server.serve()
+#: build them. Everything else of the user API talks to the runtime through trio_mcp._ports.
+API_TO_EDGES = frozenset({"trio_mcp._server"})
 
 
-@pytest.mark.parametrize("path", sorted((PACKAGE / "_trio").glob("*.py")), ids=lambda p: p.name)
-def test_trio_runtime_does_not_import_the_layers_above_it(path: Path) -> None:
-    """trio_mcp._trio.* is below the ASGI adapter, the server entry point and the CLI."""
-    forbidden = ("trio_mcp._asgi", "trio_mcp._serve", "trio_mcp._cli")
-
-    assert [] == _violations([path], forbidden)
+def _package_modules() -> dict[str, Path]:
+    return {_module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
 
 
-def test_asgi_adapter_does_not_import_serve_or_cli() -> None:
-    """trio_mcp._asgi is below trio_mcp._serve and trio_mcp._cli."""
-    forbidden = ("trio_mcp._serve", "trio_mcp._cli")
+def _layer_of(module: str) -> int | None:
+    """The index of the layer ``module`` belongs to: the longest prefix placed in LAYERS."""
+    best: tuple[int, int] | None = None
+    for index, (_, prefixes) in enumerate(LAYERS):
+        for prefix in prefixes:
+            if _is_within(module, prefix) and (best is None or len(prefix) > best[1]):
+                best = (index, len(prefix))
+    return None if best is None else best[0]
 
-    assert [] == _violations([PACKAGE / "_asgi.py"], forbidden)
+
+def _package_imports(modules: dict[str, Path]) -> dict[str, set[tuple[int, str]]]:
+    """For each module, the modules of the package it imports (with the line), counting
+    imports inside functions and under TYPE_CHECKING; ``from pkg import name`` counts as
+    importing ``pkg.name`` when that is a module, else ``pkg``."""
+    edges: dict[str, set[tuple[int, str]]] = {}
+    for module, path in modules.items():
+        found = set()
+        for line, name in _imports(path, module):
+            target = name
+            while target and target not in modules:
+                target = target.rpartition(".")[0]
+            # A package's __init__ that re-exports is not an edge back into the package.
+            if target and target != module and not _is_within(module, target):
+                found.add((line, target))
+        edges[module] = found
+    return edges
+
+
+def test_every_module_has_a_layer() -> None:
+    """Every module of trio_mcp is placed in one of LAYERS."""
+    unplaced = [m for m in _package_modules() if _layer_of(m) is None]
+
+    assert [] == unplaced
+
+
+def test_no_module_imports_a_module_of_a_layer_above_it() -> None:
+    """protocol < interfaces < runtime < HTTP edges < user API < command line: no module
+    imports upwards (late and type-only imports count)."""
+    modules = _package_modules()
+    upward = []
+    for module, targets in _package_imports(modules).items():
+        own = _layer_of(module)
+        for line, target in sorted(targets):
+            theirs = _layer_of(target)
+            if own is not None and theirs is not None and theirs > own:
+                upward.append(
+                    f"{_where(modules[module])}:{line}: {LAYERS[own][0]} module {module} "
+                    f"imports {target} ({LAYERS[theirs][0]})"
+                )
+
+    assert [] == upward, "\n".join(upward)
+
+
+def test_the_user_api_reaches_the_runtime_only_through_its_interfaces() -> None:
+    """No user API module imports the runtime (trio_mcp._trio), and only Server reaches the
+    HTTP edges (to build them): handlers talk to the runtime through trio_mcp._ports."""
+    modules = _package_modules()
+    api = dict(LAYERS)["user API"]
+    reaching = [
+        f"{_where(modules[module])}:{line}: {module} imports {target}"
+        for module, targets in _package_imports(modules).items()
+        if any(_is_within(module, a) for a in api)
+        for line, target in sorted(targets)
+        if _is_within(target, "trio_mcp._trio")
+        or (
+            module not in API_TO_EDGES
+            and any(_is_within(target, e) for e in dict(LAYERS)["http edges"])
+        )
+    ]
+
+    assert [] == reaching, "\n".join(reaching)
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_cycle_finder_finds_a_cycle_made_by_a_late_import() -> None:
+    """The cycle check sees a cycle however its edges are made: a -> b -> c -> a."""
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+
+    assert [["a", "b", "c"]] == _cycles(graph)
+
+
+def test_the_package_has_no_import_cycle() -> None:
+    """No two modules of trio_mcp import each other, directly or through others (late and
+    type-only imports count)."""
+    edges = _package_imports(_package_modules())
+    graph = {module: {target for _, target in targets} for module, targets in edges.items()}
+
+    assert [] == _cycles(graph)

@@ -38,6 +38,7 @@ __all__ = [
     "ModernNotification",
     "decode_header_value",
     "has_modern_claim",
+    "header_mismatch",
     "route_other",
     "route_post",
 ]
@@ -161,7 +162,7 @@ def route_post(headers: Headers, body: JSON) -> Era | ModernCall | ModernNotific
             if _header_is_modern(version_header):
                 # An initialize is a legacy handshake; a header naming a modern version
                 # contradicts it (TM-ERA-INIT).
-                raise _mismatch(
+                raise header_mismatch(
                     "an initialize request cannot carry a modern MCP-Protocol-Version "
                     f"header ({version_header!r})",
                     body,
@@ -239,7 +240,8 @@ def _envelope(request: Request) -> Envelope:
     )
 
 
-def _mismatch(why: str, body: Mapping[str, Any] | Request) -> RemoteProtocolError:
+def header_mismatch(why: str, body: Mapping[str, Any] | Request) -> RemoteProtocolError:
+    """MT-HDR-16 (MUST): a header that fails validation gets 400 and -32020."""
     rid = body.id if isinstance(body, Request) else body.get("id")
     return RemoteProtocolError(
         f"Header mismatch: {why}.",
@@ -253,7 +255,7 @@ def _single(headers: Headers, name: str, request: Request) -> str | None:
     values = headers.get_all(name)
     if len(values) > 1:
         # Two values cannot both agree with the body: the request is ambiguous.
-        raise _mismatch(f"the {name} header is repeated", request)
+        raise header_mismatch(f"the {name} header is repeated", request)
     # RFC 9110 §5.5: optional whitespace around a field value is not part of it.
     return values[0].strip(" \t") if values else None
 
@@ -264,34 +266,34 @@ def _check_routing_headers(headers: Headers, request: Request, envelope: Envelop
     if version is None:
         # MT-HDR-1 / MT-HDR-5: every modern POST carries the header; without it the request
         # is refused per Server Validation (-32020), never sent to the legacy path.
-        raise _mismatch("the MCP-Protocol-Version header is missing", request)
+        raise header_mismatch("the MCP-Protocol-Version header is missing", request)
     if version != envelope.version:
         # MT-HDR-2 (MUST): the header matches _meta's protocol version.
-        raise _mismatch(
+        raise header_mismatch(
             f"MCP-Protocol-Version {version!r} does not match _meta's {envelope.version!r}",
             request,
         )
     method = _single(headers, MCP_METHOD, request)
     if method is None:
         # MT-HDR-6 (MUST): Mcp-Method is required.
-        raise _mismatch("the Mcp-Method header is missing", request)
+        raise header_mismatch("the Mcp-Method header is missing", request)
     if method != request.method:
         # MT-HDR-14 / MT-HDR-12 (MUST): values are case-sensitive and match the body.
-        raise _mismatch(f"Mcp-Method {method!r} does not match the method", request)
+        raise header_mismatch(f"Mcp-Method {method!r} does not match the method", request)
     field = NAME_PARAM.get(request.method)
     if field is None:
         return
     name = _single(headers, MCP_NAME, request)
     if name is None:
         # MT-HDR-6 (MUST): Mcp-Name is required for the methods that name something.
-        raise _mismatch("the Mcp-Name header is missing", request)
+        raise header_mismatch("the Mcp-Name header is missing", request)
     value = (request.params or {}).get(field)
     decoded = decode_header_value(name)
     if decoded is None:
-        raise _mismatch("the Mcp-Name header has an invalid encoded value", request)
+        raise header_mismatch("the Mcp-Name header has an invalid encoded value", request)
     if isinstance(value, str) and decoded != value:
         # MT-HDR-10 (MUST): decoded before it is compared.
-        raise _mismatch(f"Mcp-Name does not match params.{field}", request)
+        raise header_mismatch(f"Mcp-Name does not match params.{field}", request)
 
 
 _B64_PREFIX: Final = "=?base64?"

@@ -11,7 +11,7 @@ from typing import Any, Final
 
 import attrs
 
-from ._era import NAME_PARAM, decode_header_value
+from ._era import NAME_PARAM, decode_header_value, header_mismatch
 from ._errors import ErrorCode, RemoteProtocolError
 from ._headers import Headers
 from ._jsonrpc import JSON, ErrorResponse, Request
@@ -282,31 +282,22 @@ def check_param_headers(
         label = f"Mcp-Param-{key}"
         param = ".".join(path)
         if len(values) > 1:
-            raise _param_mismatch(f"the {label} header is repeated", request)
+            raise header_mismatch(f"the {label} header is repeated", request)
         if value is None or value is _ABSENT:
             if values:
-                raise _param_mismatch(f"{label} is sent but {param!r} is not", request)
+                raise header_mismatch(f"{label} is sent but {param!r} is not", request)
             continue
         if not values:
-            raise _param_mismatch(f"{label} is missing for argument {param!r}", request)
+            raise header_mismatch(f"{label} is missing for argument {param!r}", request)
         raw = values[0].strip(" \t")
         if not _header_text(raw):
             # MT-HDR-11 (MUST): a recognized Mcp-Param header with invalid characters.
-            raise _param_mismatch(f"{label} holds characters a header may not", request)
+            raise header_mismatch(f"{label} holds characters a header may not", request)
         decoded = decode_header_value(raw)
         if decoded is None:
-            raise _param_mismatch(f"{label} has an invalid encoded value", request)
+            raise header_mismatch(f"{label} has an invalid encoded value", request)
         if not _agrees(decoded, value):
-            raise _param_mismatch(f"{label} does not match argument {param!r}", request)
-
-
-def _param_mismatch(why: str, request: Request) -> RemoteProtocolError:
-    return RemoteProtocolError(
-        f"Header mismatch: {why}.",
-        code=ErrorCode.HEADER_MISMATCH,
-        http_status=400,
-        request_id=request.id,
-    )
+            raise header_mismatch(f"{label} does not match argument {param!r}", request)
 
 
 # -- results ---------------------------------------------------------------------------------------
