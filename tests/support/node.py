@@ -2,6 +2,11 @@
 # brings Node >= 22, and the official conformance suite's npm package (installed once per
 # checkout into .cache/conformance/, as tests/conformance does) brings the TypeScript SDK
 # (@modelcontextprotocol/sdk) as its dependency.
+#
+# A second pin of the suite, the 0.2 line that scores the 2026-07-28 revision, goes into a
+# cache directory of its own (.cache/conformance-0.2/), so that the two installs never share
+# a node_modules tree and the 0.1 pin keeps the TypeScript SDK the other tests were written
+# against.
 from __future__ import annotations
 
 import contextlib
@@ -14,8 +19,12 @@ from pathlib import Path
 
 __all__ = [
     "CACHE",
+    "CACHE_NEXT",
+    "CONFORMANCE_NEXT_VERSION",
     "CONFORMANCE_VERSION",
+    "conformance_cli",
     "install_conformance",
+    "install_conformance_next",
     "node",
     "node_env",
     "npm_command",
@@ -27,6 +36,10 @@ ROOT = Path(__file__).resolve().parents[2]
 CONFORMANCE_VERSION = "0.1.16"
 CACHE = ROOT / ".cache" / "conformance"
 NODE_MODULES = CACHE / "node_modules"
+#: The suite that scores MCP 2026-07-28 (tests/conformance/test_conformance_2026.py).
+CONFORMANCE_NEXT_VERSION = "0.2.0-alpha.12"
+CACHE_NEXT = ROOT / ".cache" / "conformance-0.2"
+CONFORMANCE_PACKAGE = "@modelcontextprotocol/conformance"
 
 
 def _wheel_dir() -> Path:
@@ -57,8 +70,8 @@ def node_env() -> dict[str, str]:
     return env
 
 
-def _installed_version(package: str) -> str | None:
-    manifest = NODE_MODULES.joinpath(*package.split("/"), "package.json")
+def _installed_version(package: str, cache: Path = CACHE) -> str | None:
+    manifest = cache.joinpath("node_modules", *package.split("/"), "package.json")
     if not manifest.exists():
         return None
     version = json.loads(manifest.read_text()).get("version")
@@ -66,9 +79,9 @@ def _installed_version(package: str) -> str | None:
 
 
 @contextlib.contextmanager
-def _install_lock() -> Iterator[None]:
-    CACHE.mkdir(parents=True, exist_ok=True)
-    with open(CACHE / ".install.lock", "w") as lock:
+def _install_lock(cache: Path = CACHE) -> Iterator[None]:
+    cache.mkdir(parents=True, exist_ok=True)
+    with open(cache / ".install.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             yield
@@ -76,25 +89,44 @@ def _install_lock() -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def install_conformance() -> Path:
-    """Install the pinned conformance package (and with it the TypeScript SDK) into
-    .cache/conformance/ unless it is there already; return its node_modules directory."""
-    with _install_lock():
-        if _installed_version("@modelcontextprotocol/conformance") != CONFORMANCE_VERSION:
-            package_json = CACHE / "package.json"
+def _install_package(cache: Path, version: str) -> Path:
+    """npm-install the conformance package at exactly ``version`` into ``cache`` unless that
+    version is there already (under the cache's own lock); return its node_modules."""
+    with _install_lock(cache):
+        if _installed_version(CONFORMANCE_PACKAGE, cache) != version:
+            package_json = cache / "package.json"
             if not package_json.exists():
                 package_json.write_text('{"name": "trio-mcp-conformance", "private": true}\n')
             proc = subprocess.run(
-                [*npm_command(), "install", "--no-save",
-                 f"@modelcontextprotocol/conformance@{CONFORMANCE_VERSION}"],
-                cwd=CACHE, env=node_env(), timeout=600,
+                [*npm_command(), "install", "--no-save", f"{CONFORMANCE_PACKAGE}@{version}"],
+                cwd=cache, env=node_env(), timeout=600,
                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             )
             assert proc.returncode == 0, f"npm install failed:\n{proc.stdout[-3000:]}"
+        installed = _installed_version(CONFORMANCE_PACKAGE, cache)
+        assert installed == version, f"{CONFORMANCE_PACKAGE} {installed} under {cache}"
+    return cache / "node_modules"
+
+
+def install_conformance() -> Path:
+    """Install the pinned conformance package (and with it the TypeScript SDK) into
+    .cache/conformance/ unless it is there already; return its node_modules directory."""
+    _install_package(CACHE, CONFORMANCE_VERSION)
     assert sdk_version() is not None, f"no @modelcontextprotocol/sdk under {NODE_MODULES}"
     return NODE_MODULES
 
 
+def install_conformance_next() -> Path:
+    """Install the 0.2 conformance pin (CONFORMANCE_NEXT_VERSION) into .cache/conformance-0.2/
+    unless it is there already; return its node_modules directory."""
+    return _install_package(CACHE_NEXT, CONFORMANCE_NEXT_VERSION)
+
+
+def conformance_cli(node_modules: Path) -> Path:
+    """The conformance CLI's entry script in an installed node_modules directory."""
+    return node_modules.joinpath(*CONFORMANCE_PACKAGE.split("/"), "dist", "index.js")
+
+
 def sdk_version() -> str | None:
-    """The installed TypeScript SDK's version, or None."""
+    """The installed TypeScript SDK's version (of the 0.1 pin), or None."""
     return _installed_version("@modelcontextprotocol/sdk")

@@ -307,7 +307,13 @@ def decode_header_value(value: str) -> str | None:
     Returns None for an encoded value that is not canonical Base64 of UTF-8: padding left
     out, characters outside the alphabet, or bits set past the end.
     """
-    if not (value.startswith(_B64_PREFIX) and value.endswith(_B64_SUFFIX)):
+    if not (
+        value.startswith(_B64_PREFIX)
+        and value.endswith(_B64_SUFFIX)
+        and len(value) >= len(_B64_PREFIX) + len(_B64_SUFFIX)
+    ):
+        # MT-HDR-21: only the exact, lowercase markers around a payload encode a value;
+        # anything else is the text itself.
         return value
     encoded = value[len(_B64_PREFIX) : len(value) - len(_B64_SUFFIX)]
     try:

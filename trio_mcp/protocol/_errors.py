@@ -33,6 +33,8 @@ class ErrorCode(IntEnum):
     INTERNAL_ERROR = -32603
     #: MCP 2025-11-25 server/resources § Error Handling: resource not found.
     RESOURCE_NOT_FOUND = -32002
+    #: MCP 2025-11-25 client/elicitation: the request needs a URL-mode elicitation first.
+    URL_ELICITATION_REQUIRED = -32042
     #: MCP 2026-07-28: a request header does not match the body (HeaderMismatch).
     HEADER_MISMATCH = -32020
     #: MCP 2026-07-28: the request needs a client capability it did not declare.

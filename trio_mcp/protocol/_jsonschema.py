@@ -16,7 +16,15 @@ def schema_problems(instance: Any, schema: Mapping[str, Any], limit: int = 3) ->
     import referencing
     import referencing.exceptions
 
-    validator_class = jsonschema.validators.validator_for(schema, jsonschema.Draft202012Validator)
+    # The stubs type ``default`` as a validator class; None is what says "unknown dialect".
+    unknown: Any = None
+    validator_class = jsonschema.validators.validator_for(schema, default=unknown)
+    if validator_class is None:
+        if "$schema" in schema:
+            # MJ-SCHEMA-2 (MUST): an unsupported dialect is an error, not a guess.
+            return [f"the schema's dialect {schema['$schema']!r} is not supported"]
+        # MJ-SCHEMA-2 (MUST): without $schema, a schema is JSON Schema 2020-12.
+        validator_class = jsonschema.Draft202012Validator
     try:
         validator_class.check_schema(dict(schema))
     except jsonschema.SchemaError as exc:

@@ -5,7 +5,9 @@
 # a RemoteProtocolError.
 from __future__ import annotations
 
+import decimal
 import enum
+import re
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -164,6 +166,7 @@ _SUBSCHEMA_KEYWORDS: Final = frozenset(
         "items", "prefixItems", "additionalProperties", "patternProperties", "contains",
         "unevaluatedItems", "unevaluatedProperties", "propertyNames", "allOf", "anyOf",
         "oneOf", "not", "if", "then", "else", "dependentSchemas", "$defs", "definitions",
+        "contentSchema",
     }
 )
 
@@ -220,7 +223,8 @@ def param_headers(input_schema: Mapping[str, Any]) -> dict[str, ParamPath]:
         key = name.lower()
         if key in out:
             raise ValueError(f"x-mcp-header {name!r} is used twice (case-insensitively)")
-        if schema.get("type") not in _MIRRORED_TYPES:
+        kind = schema.get("type")
+        if not isinstance(kind, str) or kind not in _MIRRORED_TYPES:
             raise ValueError(
                 f"parameter {where!r}: only string, integer and boolean parameters can be "
                 "mirrored into a header"
@@ -237,16 +241,26 @@ def _header_text(value: str) -> bool:
     return all(c == "\t" or " " <= c <= "~" for c in value)
 
 
+#: A number as a header writes it: JSON's number grammar, with a sign and leading zeros allowed.
+_NUMBER: Final = re.compile(r"[+-]?[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
+
+
 def _agrees(header: str, value: Any) -> bool:
     if isinstance(value, bool):
         return header == ("true" if value else "false")
-    if isinstance(value, int):
-        # MT-HDR-15 (SHOULD): integers compare numerically ("042" is 42).
-        try:
-            number = int(header, 10)
-        except ValueError:
+    if isinstance(value, int | float):
+        # MT-HDR-15 (SHOULD): numbers compare numerically ("042" and "42.0" are 42).
+        if not _NUMBER.fullmatch(header):
             return False
-        return abs(number) <= _SAFE_INTEGER and number == value
+        try:
+            number = decimal.Decimal(header)
+            body = decimal.Decimal(value) if isinstance(value, int) else decimal.Decimal(
+                repr(value)
+            )
+        except decimal.InvalidOperation:
+            return False
+        # MT-HDR-17: an integer a header carries is within JavaScript's safe range.
+        return abs(number) <= _SAFE_INTEGER and number == body
     return isinstance(value, str) and header == value
 
 
@@ -445,6 +459,13 @@ def modern_error(error: ErrorResponse) -> ErrorResponse:
     if error.code == ErrorCode.RESOURCE_NOT_FOUND:
         return ErrorResponse(
             id=error.id, code=ErrorCode.INVALID_PARAMS, message=error.message, data=error.data
+        )
+    if error.code == ErrorCode.URL_ELICITATION_REQUIRED:
+        # TM-MOD-URLELICIT: the legacy era's "URL elicitation required" has no modern form
+        # (a modern server asks with input_required): a handler that raised it is a server
+        # fault.
+        return ErrorResponse(
+            id=error.id, code=ErrorCode.INTERNAL_ERROR, message=error.message, data=error.data
         )
     return error
 

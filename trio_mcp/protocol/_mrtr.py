@@ -113,7 +113,12 @@ def _b64(raw: bytes) -> str:
 
 
 def _unb64(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    """The bytes of an unpadded base64url text, only in the one form ``_b64`` writes: a
+    token the server never issued does not open, even one that decodes to the same bytes."""
+    raw = base64.b64decode(text + "=" * (-len(text) % 4), altchars=b"-_", validate=True)
+    if _b64(raw) != text:
+        raise ValueError("not the canonical encoding")
+    return raw
 
 
 @attrs.frozen
@@ -193,6 +198,7 @@ def read_input_responses(params: Mapping[str, JSON], request_id: str | int) -> d
         raise RemoteProtocolError(
             "Invalid params: inputResponses must be an object of answers by key.",
             code=ErrorCode.INVALID_PARAMS,
+            data={"reason": "invalid_input_responses"},
             request_id=request_id,
         )
     return dict(responses)
