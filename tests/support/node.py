@@ -22,9 +22,11 @@ __all__ = [
     "CACHE_NEXT",
     "CONFORMANCE_NEXT_VERSION",
     "CONFORMANCE_VERSION",
+    "TS_CLIENT_VERSION",
     "conformance_cli",
     "install_conformance",
     "install_conformance_next",
+    "install_ts_client",
     "node",
     "node_env",
     "npm_command",
@@ -40,6 +42,10 @@ NODE_MODULES = CACHE / "node_modules"
 CONFORMANCE_NEXT_VERSION = "0.2.0-alpha.12"
 CACHE_NEXT = ROOT / ".cache" / "conformance-0.2"
 CONFORMANCE_PACKAGE = "@modelcontextprotocol/conformance"
+#: The TypeScript SDK v2 client, which negotiates the era (tests/interop/test_interop_ts.py).
+TS_CLIENT_PACKAGE = "@modelcontextprotocol/client"
+TS_CLIENT_VERSION = "2.4.0"
+TS_CLIENT_CACHE = ROOT / ".cache" / "ts-client"
 
 
 def _wheel_dir() -> Path:
@@ -89,22 +95,22 @@ def _install_lock(cache: Path = CACHE) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def _install_package(cache: Path, version: str) -> Path:
-    """npm-install the conformance package at exactly ``version`` into ``cache`` unless that
-    version is there already (under the cache's own lock); return its node_modules."""
+def _install_package(cache: Path, version: str, package: str = CONFORMANCE_PACKAGE) -> Path:
+    """npm-install ``package`` at exactly ``version`` into ``cache`` unless that version is
+    there already (under the cache's own lock); return its node_modules."""
     with _install_lock(cache):
-        if _installed_version(CONFORMANCE_PACKAGE, cache) != version:
+        if _installed_version(package, cache) != version:
             package_json = cache / "package.json"
             if not package_json.exists():
-                package_json.write_text('{"name": "trio-mcp-conformance", "private": true}\n')
+                package_json.write_text('{"name": "trio-mcp-node-tests", "private": true}\n')
             proc = subprocess.run(
-                [*npm_command(), "install", "--no-save", f"{CONFORMANCE_PACKAGE}@{version}"],
+                [*npm_command(), "install", "--no-save", f"{package}@{version}"],
                 cwd=cache, env=node_env(), timeout=600,
                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             )
             assert proc.returncode == 0, f"npm install failed:\n{proc.stdout[-3000:]}"
-        installed = _installed_version(CONFORMANCE_PACKAGE, cache)
-        assert installed == version, f"{CONFORMANCE_PACKAGE} {installed} under {cache}"
+        installed = _installed_version(package, cache)
+        assert installed == version, f"{package} {installed} under {cache}"
     return cache / "node_modules"
 
 
@@ -120,6 +126,12 @@ def install_conformance_next() -> Path:
     """Install the 0.2 conformance pin (CONFORMANCE_NEXT_VERSION) into .cache/conformance-0.2/
     unless it is there already; return its node_modules directory."""
     return _install_package(CACHE_NEXT, CONFORMANCE_NEXT_VERSION)
+
+
+def install_ts_client() -> Path:
+    """Install the TypeScript SDK v2 client (TS_CLIENT_VERSION) into .cache/ts-client/
+    unless it is there already; return its node_modules directory."""
+    return _install_package(TS_CLIENT_CACHE, TS_CLIENT_VERSION, TS_CLIENT_PACKAGE)
 
 
 def conformance_cli(node_modules: Path) -> Path:
