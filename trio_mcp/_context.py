@@ -282,7 +282,9 @@ class SessionContext:
         runs again from its first line, and questions answered before return at once).
         """
         for question in questions.values():
-            self._require(question.capability)
+            # MU-MRTR-2 / MU-ELIC-1 / MU-SAMP-1 / L-CAP-1: only what the client declared,
+            # down to the elicitation mode and sampling with tools.
+            self._require(question.capability, question.feature)
         return await self._port.ask(questions, timeout=self._timeout(timeout))
 
     async def _ask_one(

@@ -77,7 +77,13 @@ class UriTemplate:
         m = self.pattern.fullmatch(uri)
         if m is None:
             return None
-        return {k: urllib.parse.unquote(v) for k, v in m.groupdict().items()}
+        values = {k: urllib.parse.unquote(v) for k, v in m.groupdict().items()}
+        if any(_unsafe_segment(v) for v in values.values()):
+            # U-RES-3 / MU-RES-4 (MUST): a variable that decodes to an absolute path or a
+            # step up could walk a file-backed resource out of its directory, so such a URI
+            # names nothing.
+            return None
+        return values
 
     def expand(self, **values: object) -> str:
         """The URI for ``values`` (each percent-encoded, RFC 6570 §3.2.2)."""
@@ -87,6 +93,11 @@ class UriTemplate:
         return _EXPRESSION.sub(
             lambda m: urllib.parse.quote(str(values[m.group(1)]), safe=""), self.template
         )
+
+
+def _unsafe_segment(value: str) -> bool:
+    steps = value.replace("\\", "/").split("/")
+    return "\0" in value or value.startswith(("/", "\\")) or ".." in steps
 
 
 def is_template(uri: str) -> bool:

@@ -39,6 +39,7 @@ from ..protocol._modern import (
     missing_capability,
     modern_error,
     undeclared,
+    with_server_info,
 )
 from ..protocol._mrtr import (
     Binding,
@@ -178,6 +179,8 @@ class ModernExchange:
         self._scope = trio.CancelScope()
         self._stream: EventStream | None = None
         self._finished = False
+        #: Set when the server, not the client, ended the request (shutdown).
+        self._stopped = False
         #: The answers this request can give a question: from its requestState and its
         #: inputResponses (TM-MRTR-RERUN).
         self._answers: dict[str, JSON] = {}
@@ -187,7 +190,12 @@ class ModernExchange:
     # -- the exchange -----------------------------------------------------------------------
 
     def cancel(self) -> None:
-        """End the handler: its client left, its stream was cut, or the server stops."""
+        """End the handler: its client left, or its stream was cut."""
+        self._scope.cancel()
+
+    def stop(self) -> None:
+        """End the handler because the server shuts down: the client is told so."""
+        self._stopped = True
         self._scope.cancel()
 
     async def run(self) -> None:
@@ -207,6 +215,16 @@ class ModernExchange:
             outcome = error_response(request.id, exc)
         finally:
             self._finished = True
+        if self._stopped and self._scope.cancelled_caught:
+            # TM-SESS-SHUTDOWN: a request the server ends still gets an answer (MT-POST-7):
+            # an error that says to retry, 503 when nothing was sent yet.
+            refusal = ErrorResponse(
+                id=request.id,
+                code=ErrorCode.SERVER_BUSY,
+                message="Service Unavailable: the server is shutting down; retry the request.",
+            )
+            await self._answer(refusal)
+            return
         if outcome is None or self._scope.cancelled_caught:
             # MT-CANCEL-2: a cancelled request gets nothing more.
             server.stats.requests_cancelled += 1
@@ -236,7 +254,10 @@ class ModernExchange:
         server = self._server
         if isinstance(outcome, Response):
             result = outcome.result
-            if result.get("resultType") != "input_required":
+            if result.get("resultType") == "input_required":
+                # MU-CACHE-4: an interim result carries no caching hints.
+                result = with_server_info(result, server.server_info())
+            else:
                 result = complete_result(
                     self._request.method,
                     result,

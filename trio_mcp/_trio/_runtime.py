@@ -82,7 +82,7 @@ class Runtime:
             with trio.move_on_after(grace):
                 await self.modern.drain()
             for exchange in list(self.modern.running):
-                exchange.cancel()
+                exchange.stop()
 
     # -- the Hub the App sees ---------------------------------------------------------------
 

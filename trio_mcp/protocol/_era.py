@@ -39,6 +39,7 @@ __all__ = [
     "decode_header_value",
     "has_modern_claim",
     "header_mismatch",
+    "header_text",
     "route_other",
     "route_post",
 ]
@@ -251,13 +252,25 @@ def header_mismatch(why: str, body: Mapping[str, Any] | Request) -> RemoteProtoc
     )
 
 
+def header_text(value: str) -> bool:
+    """Whether a header value holds only visible ASCII, spaces and tabs (MT-HDR-11): no
+    control characters, no bytes outside ASCII (those go Base64-encoded, MT-HDR-21)."""
+    return all(c == "\t" or " " <= c <= "~" for c in value)
+
+
 def _single(headers: Headers, name: str, request: Request) -> str | None:
     values = headers.get_all(name)
     if len(values) > 1:
         # Two values cannot both agree with the body: the request is ambiguous.
         raise header_mismatch(f"the {name} header is repeated", request)
+    if not values:
+        return None
     # RFC 9110 §5.5: optional whitespace around a field value is not part of it.
-    return values[0].strip(" \t") if values else None
+    value = values[0].strip(" \t")
+    if not header_text(value):
+        # MT-HDR-22: a header value with invalid characters fails validation.
+        raise header_mismatch(f"the {name} header holds characters a header may not", request)
+    return value
 
 
 def _check_routing_headers(headers: Headers, request: Request, envelope: Envelope) -> None:

@@ -13,7 +13,7 @@ from typing import Any, Final
 
 import attrs
 
-from ._era import NAME_PARAM, decode_header_value, header_mismatch
+from ._era import NAME_PARAM, decode_header_value, header_mismatch, header_text
 from ._errors import ErrorCode, RemoteProtocolError
 from ._headers import Headers
 from ._jsonrpc import JSON, ErrorResponse, Request
@@ -235,12 +235,6 @@ def param_headers(input_schema: Mapping[str, Any]) -> dict[str, ParamPath]:
     return out
 
 
-def _header_text(value: str) -> bool:
-    """Whether a header value holds only visible ASCII, spaces and tabs (MT-HDR-11): no
-    control characters, no bytes outside ASCII (those go Base64-encoded)."""
-    return all(c == "\t" or " " <= c <= "~" for c in value)
-
-
 #: A number as a header writes it: JSON's number grammar, with a sign and leading zeros allowed.
 _NUMBER: Final = re.compile(r"[+-]?[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
 
@@ -304,7 +298,7 @@ def check_param_headers(
         if not values:
             raise header_mismatch(f"{label} is missing for argument {param!r}", request)
         raw = values[0].strip(" \t")
-        if not _header_text(raw):
+        if not header_text(raw):
             # MT-HDR-11 (MUST): a recognized Mcp-Param header with invalid characters.
             raise header_mismatch(f"{label} holds characters a header may not", request)
         decoded = decode_header_value(raw)
@@ -330,6 +324,14 @@ def complete_result(
     if cache is not None and method in CACHEABLE_METHODS:
         out["ttlMs"] = cache.ttl_ms
         out["cacheScope"] = cache.scope.value
+    return with_server_info(out, server_info)
+
+
+def with_server_info(
+    result: Mapping[str, JSON], server_info: Mapping[str, JSON]
+) -> dict[str, JSON]:
+    """ML-META-4 (SHOULD): a result names the server in ``_meta``, beside what is there."""
+    out = dict(result)
     meta = out.get("_meta")
     base = meta if isinstance(meta, Mapping) else {}
     out["_meta"] = {**base, META_SERVER_INFO: dict(server_info)}
@@ -479,4 +481,6 @@ def error_status(error: ErrorResponse, *, started: bool) -> int:
     """
     if not started and error.code == ErrorCode.MISSING_CLIENT_CAPABILITY:
         return 400
+    if not started and error.code == ErrorCode.SERVER_BUSY:
+        return 503
     return 200
