@@ -385,6 +385,84 @@ async def open_session(
     return session
 
 
+# -- 2026-07-28 ("modern") requests: no initialize, no session -------------------------------
+
+MODERN_VERSION = "2026-07-28"
+CLIENT_INFO = {"name": "trio-mcp-bench", "version": "0"}
+
+
+def modern_head(host: str, port: int, path: str, method: str, name: str | None = None) -> bytes:
+    """A modern request's head up to (not including) its Content-Length value: the version,
+    method and (tools/call, prompts/get, resources/read) name headers the body mirrors."""
+    lines = [
+        f"POST {path} HTTP/1.1",
+        f"Host: {host}:{port}",
+        "Accept: " + ACCEPT.decode(),
+        "Content-Type: application/json",
+        f"MCP-Protocol-Version: {MODERN_VERSION}",
+        f"Mcp-Method: {method}",
+    ]
+    if name is not None:
+        lines.append(f"Mcp-Name: {name}")
+    return ("\r\n".join(lines) + "\r\n").encode()
+
+
+def modern_meta(progress_token: int | str | None = None) -> dict[str, Any]:
+    """The ``params._meta`` envelope every modern request carries (and a progress token)."""
+    meta: dict[str, Any] = {
+        "io.modelcontextprotocol/protocolVersion": MODERN_VERSION,
+        "io.modelcontextprotocol/clientInfo": CLIENT_INFO,
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    if progress_token is not None:
+        meta["progressToken"] = progress_token
+    return meta
+
+
+@attrs.define
+class Stateless:
+    """A keep-alive connection for modern requests, each a POST complete in itself, reopened
+    when the server closed it (hypercorn says ``Connection: close`` after its
+    keep_alive_max_requests, 1000 by default), or when a response was cut short."""
+
+    host: str
+    port: int
+    conn: Connection | None = None
+    reconnects: int = 0
+    """Connections opened after the first."""
+
+    async def ready(self) -> Connection:
+        conn = self.conn
+        if conn is None or conn.closed:
+            if conn is not None:
+                conn.abort()
+                self.reconnects += 1
+            conn = self.conn = await Connection.open(self.host, self.port)
+        return conn
+
+    async def call(self, request: bytes) -> Response:
+        """Send one whole request (head and body, ``encode_request``), read its response.
+
+        Raises:
+            ConnectionClosed: the connection ended before the response did (the next call
+                opens another).
+        """
+        conn = await self.ready()
+        conn.write(request)
+        try:
+            resp = await conn.read_response()
+        except ConnectionClosed:
+            conn.abort()
+            raise
+        if resp.headers.get("connection", "").lower() == "close":
+            conn.closed = True
+        return resp
+
+    def abort(self) -> None:
+        if self.conn is not None:
+            self.conn.abort()
+
+
 async def wait_port(host: str, port: int, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while True:

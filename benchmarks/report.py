@@ -33,8 +33,8 @@ CUT_GRACE = 1.0
 
 def load(raw: Path) -> dict[str, Any]:
     data: dict[str, Any] = {}
-    for name in ("machine", "rps", "stream", "abandoned", "slow", "stopped", "resume",
-                 "profile"):
+    for name in ("machine", "rps", "modern", "stream", "abandoned", "slow", "stopped",
+                 "resume", "profile"):
         path = raw / f"{name}.json"
         if path.exists():
             data[name] = json.loads(path.read_text())
@@ -198,6 +198,8 @@ def render(data: dict[str, Any], *, quick: bool, command: str, plots: dict[str, 
         out.append(analysis.read_text().rstrip() + "\n")
     if "rps" in data:
         out.append(section_rps(data["rps"], plots))
+    if "modern" in data:
+        out.append(section_modern(data["modern"]))
     if "stream" in data:
         out.append(section_stream(data["stream"]))
     if "abandoned" in data:
@@ -252,9 +254,11 @@ Contenders, in `benchmarks/servers/`:
 - **hypercorn-bare** (`bare_hypercorn.py`): hypercorn's trio worker serving a fixed JSON-RPC
   result (no parsing, no session): the floor of trio-mcp's stack.
 
-Both MCP servers have the same two tools: `echo(text)`, and `stream(n, size)`, which sends n
-notifications of `size` bytes of padding on the request's stream (progress notifications when
-the call has a progress token, as all calls here do) and returns.
+Both MCP servers have the same tools: `echo(text)`; `echo_progress(text)`, which reports one
+progress notification when the call has a progress token, then returns the text (the modern
+path's SSE figures); and `stream(n, size)`, which sends n notifications of `size` bytes of
+padding on the request's stream (progress notifications when the call has a progress token,
+as all calls here do) and returns.
 """  # noqa: E501
 
 
@@ -297,6 +301,50 @@ text/event-stream; JSON: `application/json` (trio-mcp `--json-response`, the SDK
     if "rps" in plots:
         text += f"\n![requests per second and latency]({plots['rps']})\n"
     return text
+
+
+def section_modern(modern: dict[str, Any]) -> str:
+    summary = modern["summary"]
+    shapes = [sh for sh in ("json", "sse") if any(r["shape"] == sh for r in summary)]
+    rows = []
+    for shape in shapes:
+        for conc in sorted({r["concurrency"] for r in summary}):
+            t = find(summary, shape=shape, concurrency=conc, contender=TRIO_MCP)
+            s = find(summary, shape=shape, concurrency=conc, contender=SDK)
+            for row in (t, s):
+                if row is None:
+                    continue
+                rows.append([shape.upper(), str(conc), row["contender"], num(row["rps"]),
+                             num(row["p50_ms"], 2), num(row["p99_ms"], 2),
+                             pct(row["server_cpu"]), pct(row["loadgen_cpu"]),
+                             str(row["errors"]), str(row["reconnects"])])
+            rows.append([shape.upper(), str(conc), "**trio-mcp / python-sdk**",
+                         *(ratio_s(ratio(t[k] if t else None, s[k] if s else None))
+                           for k in ("rps", "p50_ms", "p99_ms")), "", "", "", ""])
+    kinds = [f"{r['contender']} {r['shape'].upper()} c={r['concurrency']}: "
+             + ", ".join(f"{n} {k}" for k, n in r["error_kinds"].items())
+             for r in summary if r.get("error_kinds")]
+    errors = ("Errors by kind: " + "; ".join(kinds) + ".\n") if kinds else ""
+    return f"""## Requests per second, 2026-07-28: `tools/call` without a session
+
+`tools/call` on the 2026-07-28 ("modern") revision: each request is one POST complete in
+itself (`MCP-Protocol-Version: 2026-07-28`, `Mcp-Method`, `Mcp-Name` and the `params._meta`
+envelope; no initialize, no session). Each client sends its next request when the last
+response has ended, on one keep-alive connection, opened again when the server closes it
+(hypercorn does after 1,000 requests: "reconnects"; the reopening is in that request's
+latency). Warm-up (20 calls of each shape, then a warm-up window), then a fixed window, each
+figure on a fresh server; latency is from the request's write to its response's end. JSON: `echo`, answered at once in an `application/json` body. SSE:
+`echo_progress` with a progress token; it reports one progress notification before it
+returns, so the answer is a `text/event-stream` (that notification, then the response). Both
+servers run as in the other figures: trio-mcp as `trio-mcp serve` does, the SDK in its default
+(SSE) mode, whose modern path answers JSON until a handler's first notification, as
+trio-mcp's does. Every answer is checked: a status other than 200, another content type than
+the shape's, a JSON-RPC error, an `isError` result, a result that is not this request's echo,
+or (SSE) not exactly one progress notification for its token is an error, and is counted
+neither in req/s nor in the latencies.
+
+{table(["shape", "clients", "contender", "req/s", "p50 ms", "p99 ms", "server CPU", "load gen CPU", "errors", "reconnects"], rows)}
+{errors}"""  # noqa: E501
 
 
 def section_stream(stream: dict[str, Any]) -> str:

@@ -1,8 +1,14 @@
 """trio-mcp beside the official Python SDK server: every benchmark, one command, one run.
 
-    python benchmarks/run.py                 # full: 3 runs per figure, medians (about 35 min)
+    python benchmarks/run.py                 # full: 3 runs per figure, medians (about 38 min)
     python benchmarks/run.py --quick         # 1 run, shorter loads (a few minutes); for CI
     python benchmarks/run.py --only rps,stream [--runs 5]
+    python benchmarks/run.py --only modern   # the 2026-07-28 path alone (about 3 min)
+
+Benchmarks: ``rps`` (tools/call echo in a 2025-11-25 session, SSE and JSON answers),
+``modern`` (tools/call on the 2026-07-28 path, no session: answered at once in JSON, or after
+one progress notification in SSE), ``stream``, ``abandoned``, ``slow``, ``stopped``,
+``resume``, ``profile``.
 
 Contenders (benchmarks/servers/): trio-mcp (``trio_mcp_bench.py``), the official SDK's
 ``MCPServer`` under uvicorn with a bounded event store (``sdk_bench.py``), and bare
@@ -52,9 +58,14 @@ sys.path.insert(0, str(HERE))
 from client import (  # noqa: E402  (the benchmarks directory is not a package)
     Connection,
     ConnectionClosed,
+    Response,
     Session,
     SSEParser,
+    Stateless,
     encode_request,
+    messages_of,
+    modern_head,
+    modern_meta,
     open_session,
     request_head,
     rpc,
@@ -78,7 +89,7 @@ SERVER_SCRIPTS = {
 #: Environment a contender's interpreter starts with, beside this process's (less any
 #: PYTHONMALLOC of its own: which allocator each server runs under is the benchmark's to say).
 SERVER_ENV: dict[str, dict[str, str]] = {TRIO_PYMALLOC: {"PYTHONMALLOC": "pymalloc"}}
-BENCHMARKS = ("rps", "stream", "abandoned", "slow", "stopped", "resume", "profile")
+BENCHMARKS = ("rps", "modern", "stream", "abandoned", "slow", "stopped", "resume", "profile")
 
 #: trio-mcp's defaults that the targets refer to (ServerConfig / Retention).
 TRIO_WINDOW_BYTES = 512 * 1024
@@ -480,6 +491,218 @@ async def bench_rps(cfg: Settings, logs: Path) -> dict[str, Any]:
                     "runs": len(rs),
                 })
     return {"runs": runs, "summary": summary}
+
+
+# -- modern (2026-07-28) ------------------------------------------------------------------------
+
+#: The shapes of a modern ``tools/call`` timed here: the tool, whether the request carries a
+#: progress token, and the content type its answer must have. "json": ``echo`` answers at
+#: once, in one application/json body. "sse": ``echo_progress`` reports one progress
+#: notification before it returns, so the answer becomes a text/event-stream (the
+#: notification, then the response), on both servers.
+MODERN_SHAPES: dict[str, tuple[str, bool, str]] = {
+    "json": ("echo", False, "application/json"),
+    "sse": ("echo_progress", True, "text/event-stream"),
+}
+
+
+class ModernCall:
+    """Pre-built modern ``tools/call`` requests of one shape, and the check of their answers:
+    the request id is the progress token, and the text echoed names the request, so that an
+    answer is known to be this request's."""
+
+    def __init__(self, port: int, shape: str) -> None:
+        self.tool, self.progress, self.content_type = MODERN_SHAPES[shape]
+        self.head = modern_head(HOST, port, MCP_PATH, "tools/call", self.tool)
+        meta = json.dumps(modern_meta(0 if self.progress else None), separators=(",", ":"))
+        if self.progress:
+            meta = meta.replace('"progressToken":0', '"progressToken":%d')
+        # %d placeholders (rid, rid, rid when progress): one bytes % per request.
+        self.template = (
+            '{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"'
+            + self.tool + '","arguments":{"text":"hello %d"},"_meta":' + meta + "}}"
+        ).encode()
+
+    def request(self, rid: int) -> bytes:
+        args = (rid, rid, rid) if self.progress else (rid, rid)
+        return encode_request(self.head, self.template % args)
+
+    def check(self, resp: Response, rid: int) -> str | None:
+        """What is wrong with this answer (None: nothing). A status other than 200, another
+        content type than the shape's, an unparsable body, a JSON-RPC error, an isError
+        result, a result that is not this request's echo, and (SSE) a missing progress
+        notification are all errors."""
+        if resp.status != 200:
+            return f"HTTP {resp.status}"
+        ctype = resp.headers.get("content-type", "").split(";")[0].strip()
+        if ctype != self.content_type:
+            return f"content type {ctype or 'none'}"
+        try:
+            msgs = messages_of(resp)
+        except ValueError:
+            return "unparsable body"
+        if not msgs or not isinstance(msgs[-1], dict):
+            return "no message"
+        final = msgs[-1]
+        if "error" in final:
+            err = final["error"]
+            return f"JSON-RPC error {err.get('code') if isinstance(err, dict) else err}"
+        if final.get("id") != rid or not isinstance(final.get("result"), dict):
+            return "not this request's response"
+        result = final["result"]
+        if result.get("isError"):
+            return "isError result"
+        if result.get("resultType") != "complete":
+            return f"resultType {result.get('resultType')!r}"
+        content = result.get("content")
+        if not (isinstance(content, list) and content and isinstance(content[0], dict)
+                and content[0].get("text") == f"hello {rid}"):
+            return "wrong echo"
+        if self.progress:
+            progress = [m for m in msgs[:-1] if isinstance(m, dict)
+                        and m.get("method") == "notifications/progress"]
+            if len(progress) != 1 or progress[0].get("params", {}).get("progressToken") != rid:
+                return f"{len(progress)} progress notifications for this token"
+        return None
+
+
+async def warm_up_modern(port: int, calls: int = 20) -> None:
+    """Modern calls of both shapes, so that lazy imports and caches of the modern path are
+    not counted; a wrong answer is logged (the measurement then counts its errors)."""
+    client = Stateless(HOST, port)
+    rid = 1_000_000_000
+    try:
+        for shape in MODERN_SHAPES:
+            call = ModernCall(port, shape)
+            for _ in range(calls):
+                rid += 1
+                try:
+                    wrong = call.check(await client.call(call.request(rid)), rid)
+                except ConnectionClosed:
+                    wrong = "connection closed"
+                if wrong:
+                    log(f"modern warm-up, {shape}: {wrong}")
+                    break
+    finally:
+        client.abort()
+
+
+async def measure_modern(
+    srv: ServerProcess, shape: str, concurrency: int, warmup: float, duration: float
+) -> dict[str, Any]:
+    """``concurrency`` clients, each on its keep-alive connection (reopened when the server
+    closes it), each sending its next modern request when the last answer has ended, every
+    answer checked (``ModernCall.check``)."""
+    call = ModernCall(srv.port, shape)
+    clients = [Stateless(HOST, srv.port) for _ in range(concurrency)]
+    for c in clients:
+        await c.ready()
+    latencies: list[float] = []
+    errors = 0
+    reasons: dict[str, int] = {}
+    next_id = 0
+    t_start = time.perf_counter() + warmup
+    t_end = t_start + duration
+    cpu: dict[str, float] = {}
+
+    async def worker(client: Stateless) -> None:
+        nonlocal errors, next_id
+        while True:
+            t0 = time.perf_counter()
+            if t0 >= t_end:
+                return
+            next_id += 1
+            rid = next_id
+            try:
+                resp: Response | None = await client.call(call.request(rid))
+            except ConnectionClosed:
+                resp = None
+            t1 = time.perf_counter()
+            if t_start <= t1 < t_end:
+                wrong = "connection closed" if resp is None else call.check(resp, rid)
+                if wrong is None:
+                    latencies.append(t1 - t0)
+                else:
+                    errors += 1
+                    reasons[wrong] = reasons.get(wrong, 0) + 1
+
+    async def clocks() -> None:
+        await asyncio.sleep(max(0.0, t_start - time.perf_counter()))
+        cpu["server0"] = srv.cpu_seconds()
+        clock = CpuClock()
+        await asyncio.sleep(max(0.0, t_end - time.perf_counter()))
+        cpu["server"] = (srv.cpu_seconds() - cpu["server0"]) / duration
+        cpu["loadgen"] = clock.utilisation()
+
+    await asyncio.gather(clocks(), *(worker(c) for c in clients))
+    for c in clients:
+        c.abort()
+    latencies.sort()
+    return {
+        # Only answers that passed the check count, in the rate and in the latencies.
+        "rps": len(latencies) / duration,
+        "p50_ms": percentile(latencies, 0.50) * 1000 if latencies else None,
+        "p99_ms": percentile(latencies, 0.99) * 1000 if latencies else None,
+        "requests": len(latencies),
+        "errors": errors,
+        "error_kinds": reasons,
+        "reconnects": sum(c.reconnects for c in clients),
+        "server_cpu": cpu.get("server"),
+        "loadgen_cpu": cpu.get("loadgen"),
+    }
+
+
+#: The contenders of the modern benchmark: trio-mcp as ``trio-mcp serve`` runs it (its
+#: default response mode, under malloc), and the SDK's server as its other figures run it
+#: (SSE mode: in JSON mode it drops a modern request's notifications).
+MODERN_CONTENDERS = (TRIO_MCP, SDK)
+
+
+async def bench_modern(cfg: Settings, logs: Path) -> dict[str, Any]:
+    runs: list[dict[str, Any]] = []
+    contenders = list(MODERN_CONTENDERS)
+    for run in range(cfg.runs):
+        for shape in MODERN_SHAPES:
+            for conc in cfg.concurrencies:
+                for contender in rotate(contenders, run):
+                    async with server(contender, logs) as srv:
+                        await warm_up_modern(srv.port)
+                        r = await measure_modern(
+                            srv, shape, conc, cfg.rps_warmup, cfg.rps_duration)
+                    r.update(run=run, shape=shape, concurrency=conc, contender=contender)
+                    runs.append(r)
+                    why = "".join(f"; {n} {k}" for k, n in r["error_kinds"].items())
+                    log(f"modern run {run} {shape} c={conc} {contender}: {r['rps']:.0f} req/s "
+                        f"p50 {num_ms(r['p50_ms'])} p99 {num_ms(r['p99_ms'])} "
+                        f"errors {r['errors']}{why} reconnects {r['reconnects']} "
+                        f"server cpu {r['server_cpu']:.0%} loadgen cpu {r['loadgen_cpu']:.0%}")
+    summary: list[dict[str, Any]] = []
+    for shape in MODERN_SHAPES:
+        for conc in cfg.concurrencies:
+            for contender in contenders:
+                rs = [r for r in runs if (r["shape"], r["concurrency"], r["contender"])
+                      == (shape, conc, contender)]
+                kinds: dict[str, int] = {}
+                for r in rs:
+                    for k, n in r["error_kinds"].items():
+                        kinds[k] = kinds.get(k, 0) + n
+                summary.append({
+                    "shape": shape, "concurrency": conc, "contender": contender,
+                    **{k: median([r[k] for r in rs]) for k in
+                       ("rps", "p50_ms", "p99_ms", "server_cpu", "loadgen_cpu")},
+                    "errors": sum(r["errors"] for r in rs),
+                    "error_kinds": kinds,
+                    "reconnects": sum(r["reconnects"] for r in rs),
+                    "requests": sum(r["requests"] for r in rs),
+                    "runs": len(rs),
+                })
+    return {"runs": runs, "summary": summary,
+            "shapes": {k: {"tool": v[0], "progress": v[1], "content_type": v[2]}
+                       for k, v in MODERN_SHAPES.items()}}
+
+
+def num_ms(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:.2f} ms"
 
 
 # -- stream -------------------------------------------------------------------------------------
@@ -1265,8 +1488,8 @@ async def main_async(args: argparse.Namespace) -> int:
         if name == "profile":
             results[name] = await bench_profile(cfg, logs, raw)
         else:
-            bench = {"rps": bench_rps, "stream": bench_stream, "abandoned": bench_abandoned,
-                     "slow": bench_slow, "stopped": bench_stopped,
+            bench = {"rps": bench_rps, "modern": bench_modern, "stream": bench_stream,
+                     "abandoned": bench_abandoned, "slow": bench_slow, "stopped": bench_stopped,
                      "resume": bench_resume}[name]
             results[name] = await bench(cfg, logs)
         results[name]["seconds"] = time.perf_counter() - t0

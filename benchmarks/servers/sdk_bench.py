@@ -1,5 +1,5 @@
 """The python-sdk contender of benchmarks/run.py: the official MCP Python SDK (``mcp`` 2.3.0),
-``MCPServer`` in streamable-http mode under uvicorn, with the same two tools as trio-mcp's.
+``MCPServer`` in streamable-http mode under uvicorn, with the same tools as trio-mcp's.
 
     python benchmarks/servers/sdk_bench.py --port 8000 [--json-response] [--session-ttl S]
 
@@ -36,6 +36,14 @@ mcp = MCPServer("bench-python-sdk")
 @mcp.tool()
 async def echo(text: str) -> str:
     """Return the text unchanged."""
+    return text
+
+
+@mcp.tool()
+async def echo_progress(ctx: Context, text: str) -> str:
+    """Report one progress notification (progress 1 of 1, the text as its message) when the
+    call has a progress token, then return the text unchanged, as trio-mcp's tool does."""
+    await ctx.report_progress(1, 1, text)
     return text
 
 

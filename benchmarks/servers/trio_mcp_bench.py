@@ -1,4 +1,4 @@
-"""trio-mcp as a benchmark contender: the two benchmark tools, served by ``trio_mcp.serve``
+"""trio-mcp as a benchmark contender: the benchmark tools, served by ``trio_mcp.serve``
 (hypercorn's trio worker, TCP_USER_TIMEOUT on its listening socket) on loopback.
 
     python benchmarks/servers/trio_mcp_bench.py [--port 0] [--json-response]
@@ -45,6 +45,18 @@ async def echo(text: str) -> str:
     Args:
         text: what to echo back.
     """
+    return text
+
+
+@server.tool()
+async def echo_progress(ctx: Context, text: str) -> str:
+    """Report one progress notification (progress 1 of 1, the text as its message) when the
+    call has a progress token, then return the text unchanged.
+
+    Args:
+        text: what to echo back.
+    """
+    await ctx.report_progress(1, 1, text)
     return text
 
 
