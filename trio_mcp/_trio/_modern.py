@@ -316,10 +316,13 @@ class ModernExchange:
         return self._server.config.page_size
 
     async def notify(self, notification: Notification) -> bool:
+        # Always a checkpoint, as trio's own async functions are, and before anything else:
+        # a handler whose only awaits are its notifications must still see its
+        # cancellation (MT-CANCEL-2) once its client has gone.
+        await trio.lowlevel.checkpoint()
         if self._finished or self._scope.cancel_called:
             # MU-PROG-5: nothing goes out once the request has finished.
             return False
-        await trio.lowlevel.checkpoint()
         stream = await self._open_stream()
         if stream is None:
             return False
