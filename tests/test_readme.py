@@ -76,3 +76,15 @@ def test_readme_serve_command_serves_the_demo() -> None:
     assert ("trio_mcp.demo:server", "127.0.0.1", 8000, "/mcp") == (
         args.server, args.host, args.port, args.path,
     )
+
+
+def test_readme_links_into_spec_name_existing_rules() -> None:
+    """Every `spec/<file>.md#<anchor>` link in the README points at a rule of that file, so
+    a renamed rule cannot leave a dead link behind."""
+    import spec_rules
+
+    anchors = {f"{r.file}#{r.anchor}" for r in spec_rules.load_rules().rules}
+    links = re.findall(r"\(spec/([a-z]+\.md#[^)\s]+)\)", README)
+
+    assert links, "the README links no rule"
+    assert [] == [link for link in links if link not in anchors]

@@ -29,13 +29,12 @@ from ..protocol._headers import Headers
 from ..protocol._jsonrpc import error_response
 from ..protocol._modern import (
     INPUT_METHODS,
-    MODERN_METHODS,
     CacheHint,
+    check_method,
     check_param_headers,
     complete_result,
     discover_result,
     error_status,
-    method_not_found,
     missing_capability,
     modern_error,
     undeclared,
@@ -97,6 +96,10 @@ class ModernServer:
     def server_info(self) -> dict[str, Any]:
         return self.app.server_info()
 
+    def spawn(self, fn: Callable[..., Any], *args: Any, name: str) -> bool:
+        """Start a task outside an exchange's own (a stream's writer and watcher)."""
+        return self._spawn(fn, *args, name=name)
+
     def cache_hint(self) -> CacheHint:
         return self.config.cache_hint
 
@@ -108,16 +111,9 @@ class ModernServer:
             RemoteProtocolError: 404 -32601, 400 -32020 or 400 -32021.
         """
         request = call.request
-        method = request.method
-        if method not in MODERN_METHODS or (
-            method not in ("server/discover", "subscriptions/listen")
-            and not self.app.serves(method)
-        ):
-            # MT-HDR-4 (MUST): 404 and -32601, for a method of the legacy era too
-            # (TM-ERA-REMOVED: initialize, ping, logging/setLevel, resources/subscribe).
-            raise method_not_found(request)
+        check_method(request, self.app.serves)
         params = request.params or {}
-        if method == "tools/call":
+        if request.method == "tools/call":
             name = params.get("name")
             arguments = params.get("arguments")
             mirrored = self.app.mirrored_params(name) if isinstance(name, str) else {}
@@ -342,7 +338,7 @@ class ModernExchange:
             stream = self._stream = EventStream(
                 self._responder,
                 self._server.config,
-                spawn=self._server._spawn,
+                spawn=self._server.spawn,
                 on_cut=self._cut,
             )
             self._server.stats.requests_streamed += 1

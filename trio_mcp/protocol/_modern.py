@@ -8,7 +8,7 @@ from __future__ import annotations
 import decimal
 import enum
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 import attrs
@@ -28,6 +28,7 @@ __all__ = [
     "CacheHint",
     "CacheScope",
     "ListenFilter",
+    "check_method",
     "check_param_headers",
     "complete_result",
     "discover_result",
@@ -104,6 +105,23 @@ class CacheHint:
         if isinstance(self.ttl_ms, bool) or not isinstance(self.ttl_ms, int) or self.ttl_ms < 0:
             # MU-CACHE-2 (MUST): ttlMs is a non-negative integer.
             raise ValueError(f"ttl_ms is a non-negative integer, not {self.ttl_ms!r}")
+
+
+#: The modern methods the runtime answers itself, whatever the application serves.
+RUNTIME_METHODS: Final = frozenset({"server/discover", "subscriptions/listen"})
+
+
+def check_method(request: Request, serves: Callable[[str], bool]) -> None:
+    """Whether a modern request names a method served here: one of MODERN_METHODS that the
+    runtime answers, or that the application ``serves`` with its capabilities as declared.
+
+    Raises:
+        RemoteProtocolError: MT-HDR-4 (MUST): 404 and -32601, for a method of the legacy era
+            too (TM-ERA-REMOVED: initialize, ping, logging/setLevel, resources/subscribe).
+    """
+    method = request.method
+    if method not in MODERN_METHODS or (method not in RUNTIME_METHODS and not serves(method)):
+        raise method_not_found(request)
 
 
 def method_not_found(request: Request) -> RemoteProtocolError:
