@@ -284,7 +284,9 @@ class SessionContext:
         for question in questions.values():
             # MU-MRTR-2 / MU-ELIC-1 / MU-SAMP-1 / L-CAP-1: only what the client declared,
             # down to the elicitation mode and sampling with tools.
-            self._require(question.capability, question.feature)
+            self._require(question.capability)
+            for feature in question.features:
+                self._require(question.capability, feature)
         return await self._port.ask(questions, timeout=self._timeout(timeout))
 
     async def _ask_one(

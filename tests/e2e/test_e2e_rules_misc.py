@@ -4,22 +4,26 @@ the JSON-mode answer to a cancelled request. Real hypercorn on loopback, raw h11
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import trio
 from support.client import McpSession, open_session, request, rpc_request
 from support.fixtures import StartServer
+from support.modern import modern_request, post
 
 from trio_mcp import Context, ResponseMode, Server, ServerConfig, serve
 from trio_mcp._cli import build_parser
+from trio_mcp.demo import server as demo
 
 TIMEOUT = 10
 
 
-@pytest.mark.spec("T-SEC-4")
+@pytest.mark.spec("T-SEC-4", "MT-SEC-4")
 async def test_default_bind_is_loopback_only(live_server: StartServer) -> None:
     """Unless told otherwise, the server binds 127.0.0.1 and never all interfaces: both the
     embedding API and the command line default to loopback."""
@@ -28,6 +32,29 @@ async def test_default_bind_is_loopback_only(live_server: StartServer) -> None:
 
     assert "127.0.0.1" == serve_default
     assert "127.0.0.1" == cli_default
+
+
+@pytest.mark.spec("T-SEC-4", "MT-SEC-4")
+async def test_serve_left_to_its_defaults_listens_on_loopback_alone_for_both_eras(
+    nursery: trio.Nursery,
+) -> None:
+    """serve() given no host listens on 127.0.0.1 alone, and answers both eras there."""
+    with trio.fail_after(TIMEOUT):
+        [base] = await nursery.start(functools.partial(serve, demo, port=0))
+        parts = urlsplit(base)
+        url = f"{base}/mcp"
+        discover = modern_request("server/discover", id="bind-1")
+        modern = await post(url, discover)
+        legacy = await open_session(url)
+        # Linux routes all of 127.0.0.0/8 to loopback: a socket bound to every interface
+        # would accept a connection to 127.0.0.2 too; one bound to 127.0.0.1 refuses it.
+        with pytest.raises(OSError):
+            await trio.open_tcp_stream("127.0.0.2", parts.port or 0)
+
+    assert "127.0.0.1" == parts.hostname
+    assert 200 == modern.status
+    assert "complete" == modern.json()["result"]["resultType"]
+    assert legacy.id
 
 
 @pytest.mark.spec("T-SEC-8", "T-SEC-1")
@@ -119,6 +146,62 @@ async def test_schemas_without_a_dialect_are_2020_12(live_server: StartServer) -
     assert [{"type": "integer"}, {"type": "integer"}] == start["prefixItems"]
     assert not good.get("isError")
     assert bad.get("isError") is True
+
+
+#: One schema read under three dialects: draft-07 knows `dependencies` (a needs b); 2020-12,
+#: the default, replaced it by dependentRequired and so ignores it; the third is unknown.
+PAIR_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+    "dependencies": {"a": ["b"]},
+}
+DIALECTS = {
+    "draft7": {"$schema": "http://json-schema.org/draft-07/schema#", **PAIR_SCHEMA},
+    "default": PAIR_SCHEMA,
+    "foreign": {"$schema": "https://example.com/schemas/my-dialect", **PAIR_SCHEMA},
+}
+
+
+def _dialect_server(ran: list[str]) -> Server:
+    server = Server("dialects")
+
+    def recording(name: str) -> Any:
+        async def pair(a: int | None = None, b: int | None = None) -> str:
+            ran.append(name)
+            return f"{a},{b}"
+
+        return pair
+
+    for name, schema in DIALECTS.items():
+        server.add_tool(
+            recording(name), name=name, description="Take a and b.", input_schema=schema
+        )
+    return server
+
+
+@pytest.mark.spec("J-SCHEMA-2", "TM-TOOL-INPUT")
+async def test_hand_written_schemas_are_read_in_their_dialect(live_server: StartServer) -> None:
+    """A declared dialect is followed, none means 2020-12, and an unknown one is refused."""
+    ran: list[str] = []
+    with trio.fail_after(TIMEOUT):
+        live = await live_server(_dialect_server(ran))
+        session = await open_session(live.url)
+        results = {
+            name: await session.result("tools/call", {"name": name, "arguments": {"a": 1}})
+            for name in DIALECTS
+        }
+
+    # draft-07's dependencies holds: a without b is refused before the tool runs.
+    assert results["draft7"]["isError"] is True
+    assert "'b' is a dependency of 'a'" in results["draft7"]["content"][0]["text"]
+    # Without $schema it is 2020-12, where dependencies is no keyword: the tool runs.
+    assert not results["default"].get("isError")
+    assert [{"type": "text", "text": "1,None"}] == results["default"]["content"]
+    # An unknown dialect is an error that says so, never a guess.
+    assert results["foreign"]["isError"] is True
+    text = results["foreign"]["content"][0]["text"]
+    assert "https://example.com/schemas/my-dialect" in text and "not supported" in text
+    assert ["default"] == ran
 
 
 @pytest.mark.spec("L-GEN-1", "L-ERR-1")

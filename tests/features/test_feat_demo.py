@@ -154,6 +154,65 @@ async def test_json_schema_2020_12_tool(autojump_clock, mem):
         assert result["content"][0]["text"] == "Hello A from B, at a@example.com"
 
 
+CONTACT = "json_schema_2020_12_tool"
+
+#: Arguments the tool's signature takes (every parameter is an optional str or dict) but its
+#: hand-written schema forbids: only validation against the schema as written refuses them.
+OFF_SCHEMA_CONTACTS = [
+    # if contactMethod is "phone", then phone is required.
+    ("then", {"contactMethod": "phone", "email": "a@example.com"}),
+    # no contactMethod: else email is required.
+    ("else", {"phone": "555-0100"}),
+    # allOf/anyOf: a phone or an email, and there is neither.
+    ("allOf", {"name": "A", "contactMethod": "email"}),
+    # properties.contactMethod.enum.
+    ("enum", {"contactMethod": "fax", "email": "a@example.com"}),
+]
+
+
+@pytest.mark.spec("TM-TOOL-INPUT", "U-TOOL-8")
+@pytest.mark.parametrize(
+    "arguments", [c[1] for c in OFF_SCHEMA_CONTACTS], ids=[c[0] for c in OFF_SCHEMA_CONTACTS]
+)
+async def test_json_schema_2020_12_tool_refuses_what_its_schema_forbids(
+    autojump_clock, mem, arguments
+):
+    """Arguments its if/then/else, allOf or enum forbid get an isError result, not a run."""
+    s = await open_demo(mem)
+    with trio.fail_after(10):
+        result = await s.result("tools/call", {"name": CONTACT, "arguments": arguments})
+
+    assert result["isError"] is True
+    [block] = result["content"]
+    assert block["type"] == "text"
+    assert block["text"].startswith(f"Invalid arguments for tool {CONTACT}: ")
+    # The tool's own greeting never comes: it did not run.
+    assert "Hello" not in block["text"]
+
+
+@pytest.mark.spec("TM-TOOL-INPUT")
+@pytest.mark.parametrize(
+    ("arguments", "text"),
+    [
+        ({"contactMethod": "phone", "phone": "555-0100", "name": "Ada"},
+         "Hello Ada from somewhere, at 555-0100"),
+        ({"email": "ada@example.com", "address": {"city": "London"}},
+         "Hello you from London, at ada@example.com"),
+    ],
+    ids=["then-branch", "else-branch"],
+)
+async def test_json_schema_2020_12_tool_runs_with_what_its_schema_allows(
+    autojump_clock, mem, arguments, text
+):
+    """Arguments that meet the schema's branches as written run the tool."""
+    s = await open_demo(mem)
+    with trio.fail_after(10):
+        result = await s.result("tools/call", {"name": CONTACT, "arguments": arguments})
+
+    assert not result.get("isError")
+    assert [{"type": "text", "text": text}] == result["content"]
+
+
 async def elicited_schema(s: Any, tool: str) -> dict[str, Any]:
     _, stream = await s.start("tools/call", {"name": tool})
     req = await stream.next_message()

@@ -4,10 +4,12 @@ subscriptions and notifications."""
 from __future__ import annotations
 
 import base64
+import json
 from typing import Any
 
 import pytest
 import trio
+from support.modern import modern_headers, modern_request
 
 from trio_mcp import (
     Blob,
@@ -20,6 +22,7 @@ from trio_mcp import (
     Text,
 )
 from trio_mcp._resources import UriTemplate, to_contents
+from trio_mcp.demo import server as demo
 
 
 def resource_server() -> Server:
@@ -307,6 +310,86 @@ def test_uri_templates_match_and_expand():
         UriTemplate.parse("x://{a}/{a}")
     with pytest.raises(ValueError, match="unbalanced"):
         UriTemplate.parse("x://{a}/}")
+
+
+#: Template variables that decode to an absolute path, step up, or hold a NUL: a handler
+#: that joins them to a directory would leave it.
+TRAVERSALS = [
+    ("step-up", "..%2F..%2Fetc"),
+    ("bare-step-up", ".."),
+    ("encoded-step-up", "%2E%2E"),
+    ("absolute", "%2Fetc%2Fpasswd"),
+    ("backslash-step-up", "..%5C..%5Cwindows"),
+    ("backslash-absolute", "%5Cwindows"),
+    ("step-up-inside", "a%2F..%2F..%2Fb"),
+    ("nul", "a%00b"),
+]
+
+
+@pytest.mark.spec("MU-RES-4", "U-RES-3")
+@pytest.mark.parametrize("value", [t[1] for t in TRAVERSALS], ids=[t[0] for t in TRAVERSALS])
+def test_a_template_variable_that_walks_out_of_a_directory_matches_nothing(value):
+    """A {var} decoding to an absolute path, a .. step or a NUL names nothing."""
+    t = UriTemplate.parse("file:///srv/{name}/data")
+
+    assert t.match(f"file:///srv/{value}/data") is None
+
+
+@pytest.mark.spec("MU-RES-4")
+@pytest.mark.parametrize(
+    ("value", "decoded"),
+    [("a%2Fb", "a/b"), ("...", "..."), ("a..b", "a..b"), ("..a", "..a"), ("%2E", ".")],
+)
+def test_a_template_variable_that_stays_inside_still_matches(value, decoded):
+    """An encoded / inside a name, or dots that are not a step up, still match."""
+    t = UriTemplate.parse("file:///srv/{name}/data")
+
+    assert {"name": decoded} == t.match(f"file:///srv/{value}/data")
+
+
+def _modern_read(uri: str, rid: str) -> tuple[list[tuple[str, str]], bytes]:
+    message = modern_request("resources/read", {"uri": uri}, id=rid)
+    return modern_headers(message), json.dumps(message).encode()
+
+
+@pytest.mark.spec("MU-RES-4", "MU-RES-2", "J-ERR-5", "U-RES-3")
+@pytest.mark.parametrize("value", [t[1] for t in TRAVERSALS], ids=[t[0] for t in TRAVERSALS])
+async def test_reading_a_traversal_through_a_template_is_not_found_in_either_era(
+    autojump_clock, mem, value
+):
+    """The demo's test://template/{id}/data: -32602 for a modern read, -32002 legacy."""
+    ms = await mem(demo)
+    uri = f"test://template/{value}/data"
+    with trio.fail_after(10):
+        headers, body = _modern_read(uri, "read-1")
+        modern = await (await ms.request("POST", headers, body)).next_message()
+        s = await ms.open_session()
+        legacy = await s.error("resources/read", {"uri": uri})
+
+    assert modern is not None and "read-1" == modern["id"]
+    assert {"code": -32602, "data": {"uri": uri}} == {
+        k: v for k, v in modern["error"].items() if k != "message"
+    }
+    assert -32002 == legacy["code"]
+    assert {"uri": uri} == legacy["data"]
+
+
+@pytest.mark.spec("MU-RES-4")
+async def test_an_encoded_slash_in_a_template_variable_still_reads(autojump_clock, mem):
+    """test://template/a%2Fb/data reads item "a/b" in either era: only traversal is refused."""
+    ms = await mem(demo)
+    uri = "test://template/a%2Fb/data"
+    with trio.fail_after(10):
+        headers, body = _modern_read(uri, "read-2")
+        modern = await (await ms.request("POST", headers, body)).next_message()
+        s = await ms.open_session()
+        legacy = await s.result("resources/read", {"uri": uri})
+
+    assert modern is not None and "read-2" == modern["id"]
+    for contents in (modern["result"]["contents"], legacy["contents"]):
+        [item] = contents
+        assert uri == item["uri"]
+        assert "a/b" == json.loads(item["text"])["id"]
 
 
 def test_return_values_become_contents():

@@ -4,11 +4,12 @@
 # request id in every error, Mcp-Param headers and missing client capabilities.
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 import trio
-from support.client import Response, open_stream, rpc_request
+from support.client import Response, open_session, open_stream, request, rpc_request
 from support.fixtures import StartServer
 from support.modern import (
     CLIENT_INFO,
@@ -24,7 +25,8 @@ from support.modern import (
     post,
 )
 
-from trio_mcp import Context, Server
+from trio_mcp import Context, InputRequest, Server, sampling_request
+from trio_mcp.protocol import ErrorCode, RemoteProtocolError
 
 TIMEOUT = 10
 
@@ -178,6 +180,49 @@ async def test_get_or_delete_with_a_modern_version_header_is_405_allow_post(
     assert "application/json" == content_type
 
 
+#: What a 2024-11-05 HTTP+SSE client tries: a GET that opens the SSE stream (on the endpoint
+#: or a path of its own, with or without a version header) and the POST endpoint it is told.
+OLD_SSE_TRANSPORT: list[tuple[str, str, str, list[tuple[str, str]], int]] = [
+    ("get-endpoint", "GET", "/mcp", [("accept", "text/event-stream")], 400),
+    ("get-endpoint-2024", "GET", "/mcp",
+     [("accept", "text/event-stream"), ("mcp-protocol-version", "2024-11-05")], 400),
+    ("get-endpoint-modern", "GET", "/mcp",
+     [("accept", "text/event-stream"), ("mcp-protocol-version", MODERN)], 405),
+    ("get-sse", "GET", "/sse", [("accept", "text/event-stream")], 404),
+    ("post-messages", "POST", "/messages",
+     [("accept", "application/json, text/event-stream"), ("content-type", "application/json")],
+     404),
+]
+
+
+@pytest.mark.spec("MT-COMPAT-3")
+@pytest.mark.parametrize(
+    ("label", "method", "path", "headers", "status"),
+    OLD_SSE_TRANSPORT,
+    ids=[c[0] for c in OLD_SSE_TRANSPORT],
+)
+async def test_there_is_no_http_sse_transport(
+    live_server: StartServer,
+    label: str,
+    method: str,
+    path: str,
+    headers: list[tuple[str, str]],
+    status: int,
+) -> None:
+    """No GET without a session opens an SSE stream, and no HTTP+SSE endpoint exists."""
+    with trio.fail_after(TIMEOUT):
+        live = await live_server()
+        body = json.dumps(rpc_request("initialize", {})).encode() if method == "POST" else b""
+        response = await request(f"{live.base_url}{path}", method, headers, body)
+
+    # A refusal in JSON: no event stream, so no `endpoint` event to send the client on.
+    assert status == response.status, (label, response.body)
+    assert "application/json" == response.content_type
+    assert -32600 == response.json()["error"]["code"]
+    no_session(response)
+    assert {} == dict(live.manager.sessions)
+
+
 @pytest.mark.spec("MT-POST-5", "TM-ERA-NOTIFY", "MJ-NOTIF-1", "TM-ERA-BODY")
 @pytest.mark.parametrize(
     "method", ["notifications/cancelled", "notifications/initialized", "notifications/whatever"]
@@ -296,6 +341,40 @@ async def test_every_error_echoes_the_request_id(
     # from the reserved one.
     assert not -32019 <= code <= -32000
     assert not -32099 <= code <= -32020 or code in (-32020, -32021, -32022)
+
+
+def _url_elicitation_server() -> Server:
+    server = Server("url-elicitation")
+
+    @server.tool()
+    async def needs_sign_in() -> str:
+        """Fail the way a 2025-11-25 tool asks for a URL-mode elicitation first."""
+        raise RemoteProtocolError(
+            "This request requires more information.",
+            code=ErrorCode.URL_ELICITATION_REQUIRED,
+            data={"elicitations": [{"mode": "url", "elicitationId": "e-1",
+                                    "url": "https://example.com/sign-in",
+                                    "message": "Sign in, please."}]},
+        )
+
+    return server
+
+
+@pytest.mark.spec("TM-MOD-URLELICIT", "MJ-ERR-7")
+async def test_a_handlers_32042_is_32603_in_the_modern_era_only(live_server: StartServer) -> None:
+    """A tool raising -32042 answers a modern call -32603 in-band, a legacy one -32042."""
+    with trio.fail_after(TIMEOUT):
+        live = await live_server(_url_elicitation_server())
+        modern = await post(live.url, call_tool("needs_sign_in", id="url-1"))
+        session = await open_session(live.url)
+        legacy = await session.call("tools/call", {"name": "needs_sign_in", "arguments": {}})
+
+    assert 200 == modern.status
+    error = error_of(modern, "url-1")
+    assert -32603 == error["code"]
+    assert b"-32042" not in modern.body
+    assert -32042 == legacy["error"]["code"]
+    assert "elicitations" in legacy["error"]["data"]
 
 
 @pytest.mark.spec("MT-SEC-1", "MT-SEC-2", "MT-SEC-3", "T-SEC-2")
@@ -592,6 +671,82 @@ async def test_a_capability_found_missing_after_the_stream_started_is_answered_i
     assert "elicitation" in decoded[-1]["error"]["data"]["requiredCapabilities"]
 
 
+WEATHER_TOOLS = [{"name": "get_weather", "inputSchema": {"type": "object"}}]
+
+
+def _hand_built_server() -> Server:
+    server = Server("hand-built-questions")
+
+    @server.tool()
+    async def plan_with_a_tool(ctx: Context) -> str:
+        """Ask the client's model, offering it a tool to call (tool-enabled sampling)."""
+        question = sampling_request("What is the weather in Paris?", max_tokens=50)
+        params = {**(question.params or {}), "tools": WEATHER_TOOLS}
+        answers = await ctx.ask({"plan": InputRequest(question.method, params)})
+        return str(answers["plan"])
+
+    @server.tool()
+    async def sign_in(ctx: Context) -> str:
+        """Send the user to a page (URL-mode elicitation)."""
+        question = InputRequest(
+            "elicitation/create",
+            {
+                "mode": "url",
+                "message": "Sign in, please.",
+                "url": "https://example.com/sign-in",
+                "elicitationId": "sign-in-1",
+            },
+        )
+        answers = await ctx.ask({"sign_in": question})
+        return str(answers["sign_in"])
+
+    return server
+
+
+#: (label, tool, capabilities that fall short, capabilities that are enough, the question's
+#: method, a params field the question carries and its value)
+HAND_BUILT: list[tuple[str, str, dict[str, Any], dict[str, Any], str, str, Any]] = [
+    ("sampling-tools", "plan_with_a_tool", {"sampling": {}},
+     {"sampling": {"tools": {}}}, "sampling/createMessage", "tools", WEATHER_TOOLS),
+    ("elicitation-url", "sign_in", {"elicitation": {}},
+     {"elicitation": {"url": {}}}, "elicitation/create", "mode", "url"),
+]
+
+
+@pytest.mark.spec("MU-SAMP-1", "MU-ELIC-1", "ML-META-3", "MU-MRTR-2")
+@pytest.mark.parametrize(
+    ("label", "tool", "short", "enough", "method", "field", "value"),
+    HAND_BUILT,
+    ids=[c[0] for c in HAND_BUILT],
+)
+async def test_a_hand_built_question_needs_the_part_of_the_capability_it_uses(
+    live_server: StartServer,
+    label: str,
+    tool: str,
+    short: dict[str, Any],
+    enough: dict[str, Any],
+    method: str,
+    field: str,
+    value: Any,
+) -> None:
+    """ctx.ask with tools (or URL mode) is -32021 unless sampling.tools (elicitation.url)."""
+    with trio.fail_after(TIMEOUT):
+        live = await live_server(_hand_built_server())
+        refused = await post(live.url, call_tool(tool, id=f"{label}-1", capabilities=short))
+        asked = await post(live.url, call_tool(tool, id=f"{label}-2", capabilities=enough))
+
+    assert 400 == refused.status
+    error = error_of(refused, f"{label}-1")
+    assert -32021 == error["code"]
+    assert {"requiredCapabilities": enough} == error["data"]
+    assert 200 == asked.status, asked.body
+    result = asked.json()["result"]
+    assert "input_required" == result["resultType"]
+    [question] = result["inputRequests"].values()
+    assert method == question["method"]
+    assert value == question["params"][field]
+
+
 # -- the envelope's other fields -------------------------------------------------------------------
 
 
@@ -609,3 +764,36 @@ async def test_client_info_is_optional_and_changes_nothing(live_server: StartSer
             answers.append(response.json())
 
     assert answers[0] == answers[1] == answers[2]
+
+
+@pytest.mark.spec("ML-EXT-1")
+async def test_an_extension_the_client_declares_changes_nothing(live_server: StartServer) -> None:
+    """Capabilities of extensions the server lacks are ignored: core behaviour, same answers."""
+    variants: list[dict[str, Any]] = [
+        {},
+        {"extensions": {"io.example/not-supported": {}}},
+        {
+            "extensions": {"io.modelcontextprotocol/tasks": {"list": {}}},
+            "experimental": {"io.example/other": {"on": True}},
+        },
+    ]
+    with trio.fail_after(TIMEOUT):
+        live = await live_server()
+        answers = []
+        for caps in variants:
+            batch = []
+            for message in (
+                modern_request("server/discover", id="x", capabilities=caps),
+                modern_request("tools/list", id="x", capabilities=caps),
+                call_tool("echo", {"text": "core"}, id="x", capabilities=caps),
+            ):
+                response = await post(live.url, message)
+                assert 200 == response.status, (caps, response.body)
+                batch.append(response.json())
+            answers.append(batch)
+
+    assert answers[0] == answers[1] == answers[2]
+    discover, _, echo = answers[0]
+    # The server declares no extension of its own either.
+    assert "extensions" not in discover["result"]["capabilities"]
+    assert [{"type": "text", "text": "core"}] == echo["result"]["content"]

@@ -300,6 +300,29 @@ async def test_server_shutdown_ends_every_subscription_with_its_listen_result(
     assert set() == runtime.listeners.live
 
 
+@pytest.mark.spec("MU-CANCEL-2")
+@pytest.mark.xfail(
+    strict=True,
+    reason="MU-CANCEL-2 is a deviation: at shutdown trio-mcp ends a subscription with its "
+    "listen result (MU-SUB-4, TM-MOD-SUBEND), never with notifications/cancelled",
+)
+async def test_shutdown_tears_a_subscription_down_with_notifications_cancelled(
+    live_server: StartServer,
+) -> None:
+    """What the cancellation page asks: notifications/cancelled naming the listen request."""
+    with trio.fail_after(TIMEOUT):
+        live = await live_server(make_server())
+        runtime = live.app.runtime
+        async with open_modern(live.url, listen({"toolsListChanged": True}, "torn")) as stream:
+            await acked(stream, "torn")
+            await wait_until(lambda: 1 == len(runtime.listeners.live))
+            await runtime.shutdown(1.0)
+            rest = [json.loads(e.data) async for e in stream.events() if e.data]
+
+    cancelled = [m for m in rest if m.get("method") == "notifications/cancelled"]
+    assert ["torn"] == [m["params"]["requestId"] for m in cancelled], rest
+
+
 # -- a listener that falls behind is cut -------------------------------------------------------
 
 

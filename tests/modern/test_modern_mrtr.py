@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import trio
 from support.client import Response
-from support.fixtures import StartServer
+from support.fixtures import StartServer, wait_until
 from support.modern import META_SERVER_INFO, call_tool, messages_of, modern_request, post
 
 from trio_mcp import Context, Server, ServerConfig
@@ -255,6 +255,42 @@ async def test_input_required_after_progress_is_the_streams_last_message(
     assert "pa" == final["id"] and "method" not in final
     questions, _ = asked(final["result"])
     assert ["n"] == list(questions)
+
+
+@pytest.mark.spec("ML-TIME-1", "MJ-PAT-1", "MU-MRTR-12")
+async def test_nothing_is_left_waiting_for_an_answer_so_nothing_needs_a_timeout(
+    live_server: StartServer,
+) -> None:
+    """With an hour's client_request_timeout, questions come back at once; nothing waits."""
+    server = Server("no-waiting")
+
+    @server.tool()
+    async def ask_name(ctx: Context) -> str:
+        """Ask the user's name."""
+        answer = await ctx.elicit("Name?", NAME_FORM, key="n")
+        return f"hello {(answer.content or {}).get('name')}"
+
+    @server.tool()
+    async def ping_client(ctx: Context) -> str:
+        """Try to send the client a request of the legacy kind."""
+        await ctx.ping()
+        return "pong"
+
+    with trio.fail_after(TIMEOUT):
+        live = await live_server(server, ServerConfig(client_request_timeout=3600))
+        runtime = live.app.runtime
+        question = await post(live.url, call_tool("ask_name", id="t-1", capabilities=ELICIT))
+        ping = await post(live.url, call_tool("ping_client", id="t-2"))
+        # Both exchanges end with their answers: none stays behind to wait for the client.
+        await wait_until(lambda: 0 == runtime.statistics()["modern_requests_running"])
+
+    # The question is the answer: nothing went to the client to be waited for.
+    questions, _ = asked(result_of(question, "t-1"))
+    assert ["n"] == list(questions)
+    # A request to the client is refused at once, not sent and timed.
+    error = in_band_error(ping, "t-2")
+    assert -32603 == error["code"]
+    assert "servers send no requests" in error["message"]
 
 
 # -- refused state -------------------------------------------------------------------------------

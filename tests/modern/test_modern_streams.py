@@ -17,6 +17,7 @@ from support.modern import (
     call_tool,
     messages_of,
     modern_headers,
+    modern_request,
     open_modern,
     open_raw,
     post,
@@ -157,6 +158,45 @@ async def test_log_messages_come_only_at_or_above_the_requests_own_level(
     ][:expected] == [m["params"]["data"] for m in logs]
     assert "log" == result["id"]
     assert "complete" == result["result"]["resultType"]
+
+
+def _failing_server() -> Server:
+    server = Server("failing")
+
+    @server.prompt()
+    async def broken_prompt() -> str:
+        """Fails with an internal detail."""
+        raise RuntimeError("password=hunter2 at /srv/app/db.py")
+
+    @server.resource("test://broken", mime_type="text/plain")
+    async def broken_resource() -> str:
+        """Fails with an internal detail."""
+        raise RuntimeError("password=hunter2 at /srv/app/db.py")
+
+    return server
+
+
+@pytest.mark.spec("MU-LOG-6", "TM-RPC-INTERNAL", "MU-RES-2")
+@pytest.mark.parametrize(
+    ("method", "params"),
+    [("prompts/get", {"name": "broken_prompt"}), ("resources/read", {"uri": "test://broken"})],
+    ids=["prompt", "resource"],
+)
+async def test_a_failing_handler_sends_no_log_message_and_no_internal_detail(
+    live_server: StartServer, method: str, params: dict[str, Any]
+) -> None:
+    """At log level debug, a failing handler's answer is one bare -32603: no log, no trace."""
+    with trio.fail_after(TIMEOUT):
+        live = await live_server(_failing_server())
+        message = modern_request(method, params, id="broken", log_level="debug")
+        response = await post(live.url, message)
+
+    # JSON, not a stream: no notifications/message went out before the answer.
+    assert 200 == response.status
+    assert "application/json" == response.content_type
+    assert {"jsonrpc": "2.0", "id": "broken",
+            "error": {"code": -32603, "message": "Internal error"}} == response.json()
+    assert b"hunter2" not in response.body and b"/srv/app" not in response.body
 
 
 # -- a test server whose handlers say what happened to them ---------------------------------
@@ -468,3 +508,48 @@ async def test_a_request_stream_whose_reader_stops_is_cut_and_its_handler_cancel
     assert all(m.get("id") is None for m in client.messages), "no result after a cut"
 
 
+
+
+# -- shutdown ----------------------------------------------------------------------------------
+
+
+@pytest.mark.spec("MJ-ERR-8", "TM-SESS-SHUTDOWN", "MT-POST-7")
+async def test_a_request_the_shutdown_ends_is_answered_with_31002(
+    live_server: StartServer,
+) -> None:
+    """Still running after the grace: 503 -31002, or -31002 ending its stream; later: 503."""
+    server, held = holding_server()
+    answers: dict[str, Any] = {}
+
+    async def call(tag: str, report: bool) -> None:
+        message = call_tool("hold", {"tag": tag, "report": report}, id=tag, progress_token="t")
+        answers[tag] = await post(live.url, message)
+
+    with trio.fail_after(TIMEOUT):
+        live = await live_server(server)
+        runtime = live.app.runtime
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(call, "quiet", False)
+            nursery.start_soon(call, "chatty", True)
+            await wait_until(lambda: {"quiet", "chatty"} <= held.keys())
+            await held["quiet"].started.wait()
+            await held["chatty"].started.wait()
+            await runtime.shutdown(0.1)
+        late = await post(live.url, call_tool("hold", {"tag": "late"}, id="late"))
+
+    quiet, chatty = answers["quiet"], answers["chatty"]
+    # Nothing was sent yet: the refusal is the whole answer, with the request's id.
+    assert 503 == quiet.status
+    assert "application/json" == quiet.content_type
+    assert "quiet" == quiet.json()["id"]
+    assert -31002 == quiet.json()["error"]["code"]
+    # Progress went out first: the stream's last event is the error.
+    assert 200 == chatty.status
+    assert "text/event-stream" == chatty.content_type
+    *before, last = assert_data_only(chatty.body)
+    assert ["notifications/progress"] == [m["method"] for m in before]
+    assert ("chatty", -31002) == (last["id"], last["error"]["code"])
+    # A request that comes after the shutdown is refused before it runs.
+    assert 503 == late.status
+    assert -31002 == late.json()["error"]["code"]
+    assert "late" not in held

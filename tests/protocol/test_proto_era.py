@@ -601,6 +601,38 @@ def test_mcp_name_is_not_required_elsewhere(method: str) -> None:
     assert isinstance(route_post(_headers(*_modern_headers(method)), _body(method)), ModernCall)
 
 
+#: Standard headers whose value holds what a header value may not, although it equals what the
+#: body says (so only the check of its characters can refuse it): (label, method, params,
+#: _meta version, the headers).
+INVALID_CHARACTERS: list[tuple[str, str, dict[str, Any], str, list[tuple[str, str]]]] = [
+    ("version-control", "tools/list", {}, f"{MODERN}\x01",
+     _modern_headers(version=f"{MODERN}\x01")),
+    ("method-control", "tools/list\x7f", {}, MODERN, _modern_headers("tools/list\x7f")),
+    ("name-control", "tools/call", {"name": "ec\x1bho"}, MODERN,
+     _modern_headers("tools/call", "ec\x1bho")),
+    ("name-latin-1", "tools/call", {"name": "caf\xe9"}, MODERN,
+     _modern_headers("tools/call", "caf\xe9")),
+    ("uri-nul", "resources/read", {"uri": "test://a\x00"}, MODERN,
+     _modern_headers("resources/read", "test://a\x00")),
+]
+
+
+@pytest.mark.spec("MT-HDR-22", "MT-HDR-16")
+@pytest.mark.parametrize(
+    ("label", "method", "params", "version", "pairs"),
+    INVALID_CHARACTERS,
+    ids=[c[0] for c in INVALID_CHARACTERS],
+)
+def test_a_standard_header_with_invalid_characters_is_header_mismatch(
+    label: str, method: str, params: dict[str, Any], version: str, pairs: list[tuple[str, str]]
+) -> None:
+    """A control character or a byte outside ASCII in a routing header: 400 -32020."""
+    err = _refusal(_headers(*pairs), _body(method, meta=_meta(version), **params))
+
+    assert (400, ErrorCode.HEADER_MISMATCH, 7) == (err.http_status, err.code, err.request_id)
+    assert "characters" in err.message
+
+
 @pytest.mark.spec("MT-HDR-12", "MT-HDR-14")
 @pytest.mark.parametrize(
     ("method", "params", "name"),

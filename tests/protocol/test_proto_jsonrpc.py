@@ -308,6 +308,19 @@ def test_own_error_codes_are_outside_the_reserved_range() -> None:
     assert [] == [c for c in own if -32768 <= c <= -32000]
 
 
+#: The codes JSON-RPC 2.0 and MCP define, which may lie in the reserved range.
+SPEC_CODES = {-32700, -32600, -32601, -32602, -32603, -32002, -32042, -32020, -32021, -32022}
+
+
+@pytest.mark.spec("MJ-ERR-8", "TM-RPC-CODES")
+def test_every_code_of_our_own_lies_outside_the_reserved_range() -> None:
+    """Each ErrorCode the specs do not define lies outside -32768..-32000."""
+    own = [code for code in ErrorCode if code not in SPEC_CODES]
+
+    assert {ErrorCode.RESUMPTION_FAILED, ErrorCode.SERVER_BUSY} <= set(own)
+    assert [] == [code for code in own if -32768 <= code <= -32000]
+
+
 # -- serialization -------------------------------------------------------------------------
 
 

@@ -613,3 +613,24 @@ def test_metaschema_ref_resolves_offline(monkeypatch: pytest.MonkeyPatch) -> Non
         schema_problems({"s": {"type": "string"}}, schema),
         bool(schema_problems({"s": "not a schema"}, schema)),
     )
+
+
+@pytest.mark.spec("MU-ELIC-1", "MU-SAMP-1")
+def test_a_question_names_every_part_of_its_capability_it_uses() -> None:
+    """A question needs its elicitation mode (form by default), and sampling with tools and
+    with included context needs both sampling.tools and sampling.context."""
+    message = {"messages": [], "maxTokens": 1}
+
+    assert [("form",), ("url",), (), ("tools", "context"), ("context",), ()] == [
+        InputRequest("elicitation/create", {"message": "m", "requestedSchema": {}}).features,
+        InputRequest("elicitation/create", {"mode": "url", "url": "https://x"}).features,
+        InputRequest("sampling/createMessage", message).features,
+        InputRequest(
+            "sampling/createMessage",
+            {**message, "tools": [{"name": "t"}], "includeContext": "thisServer"},
+        ).features,
+        InputRequest(
+            "sampling/createMessage", {**message, "includeContext": "allServers"}
+        ).features,
+        InputRequest("roots/list").features,
+    ]

@@ -63,20 +63,22 @@ class InputRequest:
         return INPUT_CAPABILITY[self.method]
 
     @property
-    def feature(self) -> str | None:
-        """The part of that capability it needs: the elicitation mode it uses (MU-ELIC-1),
+    def features(self) -> tuple[str, ...]:
+        """The parts of that capability it needs: the elicitation mode it uses (MU-ELIC-1),
         ``tools`` for sampling with tools (MU-SAMP-1), ``context`` for sampling that
-        includes context; None when the capability alone is enough."""
+        includes context; () when the capability alone is enough."""
         params = self.params or {}
         if self.method == "elicitation/create":
             mode = params.get("mode", "form")
-            return mode if isinstance(mode, str) else "form"
+            return (mode if isinstance(mode, str) else "form",)
         if self.method == "sampling/createMessage":
+            wanted = []
             if params.get("tools"):
-                return "tools"
+                wanted.append("tools")
             if params.get("includeContext") not in (None, "none"):
-                return "context"
-        return None
+                wanted.append("context")
+            return tuple(wanted)
+        return ()
 
     def to_dict(self) -> dict[str, JSON]:
         d: dict[str, JSON] = {"method": self.method}
