@@ -94,5 +94,13 @@ class ServerConfig:
     lists change and list_changed reaches only clients that listen for it."""
     request_state_ttl: float = 600.0
     """How long a modern requestState stays valid after it is issued (TM-MRTR-STATE)."""
+    request_state_key: bytes | None = attrs.field(default=None, repr=False)
+    """The key that seals modern requestStates (at least 32 bytes). None: a random key of
+    this process, so a retry that reaches another process (several workers, a restart) is
+    refused; give every process the same key to accept it there (ML-STATE-2)."""
     max_listen_resources: int = 256
     """Resource URIs one subscriptions/listen request may subscribe to."""
+
+    def __attrs_post_init__(self) -> None:
+        if self.request_state_key is not None and len(self.request_state_key) < 32:
+            raise ValueError("request_state_key must be at least 32 bytes (HMAC-SHA256)")

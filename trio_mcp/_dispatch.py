@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import inspect
+import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -19,6 +20,8 @@ from .protocol import ErrorCode, RemoteProtocolError, Request
 from .protocol._modern import METHOD_CAPABILITY
 
 __all__ = ["Dispatcher", "NotificationHook"]
+
+logger = logging.getLogger("trio_mcp.server")
 
 Method = Callable[[Context, Mapping[str, Any]], Awaitable[Mapping[str, Any]]]
 NotificationHook = Callable[[SessionContext, Mapping[str, Any]], Awaitable[None]]
@@ -45,22 +48,36 @@ class Dispatcher:
         # U-TOOL-1 / L-CAP-1 / MU-TOOL-1: declare exactly what is served.
         caps: dict[str, Any] = {"tools": {"listChanged": True}}
         # U-RES-1 / U-PROMPT-1: declared once something is registered.
-        if self.resources.enabled:
+        if self._declares("resources"):
             caps["resources"] = {"subscribe": True, "listChanged": True}
-        if self.prompts.enabled:
+        if self._declares("prompts"):
             caps["prompts"] = {"listChanged": True}
-        if self.prompts.enabled or self.resources.templates or self.completions.enabled:
+        if self._declares("completions"):
             caps["completions"] = {}
         # U-LOG-1 / MU-LOG-2: handlers may always log.
         caps["logging"] = {}
         return caps
+
+    def _declares(self, capability: str) -> bool:
+        """Whether ``capability`` is declared, without building the whole declaration."""
+        if capability == "resources":
+            return self.resources.enabled
+        if capability == "prompts":
+            return self.prompts.enabled
+        if capability == "completions":
+            return (
+                self.prompts.enabled
+                or bool(self.resources.templates)
+                or self.completions.enabled
+            )
+        return capability in ("tools", "logging")
 
     def serves(self, method: str) -> bool:
         """Whether ``method`` is in the table and its capability is declared."""
         if method not in self._methods:
             return False
         capability = METHOD_CAPABILITY.get(method)
-        return capability is None or capability in self.capabilities()
+        return capability is None or self._declares(capability)
 
     async def dispatch(self, port: RequestPort, request: Request) -> Mapping[str, Any]:
         method = self._methods.get(request.method)
@@ -113,10 +130,8 @@ class Dispatcher:
 async def _run_hook(
     hook: NotificationHook, session: SessionContext, params: Mapping[str, Any]
 ) -> None:
-    import logging
-
     try:
         await hook(session, params)
     except Exception:
         # A failing hook must not end the session: it is logged, like a failing handler.
-        logging.getLogger("trio_mcp.server").exception("notification hook %r failed", hook)
+        logger.exception("notification hook %r failed", hook)

@@ -421,3 +421,37 @@ async def test_malformed_input_responses_are_refused_in_band(
     assert isinstance(data, dict) and isinstance(data.get("reason"), str), (label, error)
     if isinstance(responses, dict):
         assert {"reason": "invalid_input_response", "key": "user_name"} == data
+
+
+@pytest.mark.spec("ML-STATE-2", "TM-MRTR-STATE")
+@pytest.mark.parametrize("shared", [True, False], ids=["shared-key", "own-keys"])
+async def test_a_retry_may_reach_another_process_that_shares_the_state_key(
+    live_server: StartServer, shared: bool
+) -> None:
+    """Two servers configured with the same request_state_key each accept the other's
+    requestState, so a retry need not reach the process that asked; without it, each keeps
+    a key of its own and refuses the other's state."""
+    tool = "test_input_required_result_multi_round"
+    key = bytes(range(32))
+    config = ServerConfig(request_state_key=key) if shared else ServerConfig()
+    with trio.fail_after(TIMEOUT):
+        first = await live_server(config=config)
+        second = await live_server(config=config)
+        r1 = await post(first.url, call_tool(tool, id="a1", capabilities=ELICIT))
+        _, state = asked(result_of(r1, "a1"))
+        retry = call_tool(
+            tool, id="a2", capabilities=ELICIT,
+            inputResponses={"step1": accept(name="Ada")}, requestState=state,
+        )
+        r2 = await post(second.url, retry)
+
+    if shared:
+        assert ["step2"] == list(asked(result_of(r2, "a2"))[0])
+    else:
+        assert "invalid_request_state" == in_band_error(r2, "a2")["data"]["reason"]
+
+
+def test_a_request_state_key_shorter_than_32_bytes_is_refused() -> None:
+    """A requestState key is an HMAC-SHA256 key of at least 32 bytes."""
+    with pytest.raises(ValueError, match="32 bytes"):
+        ServerConfig(request_state_key=b"short")

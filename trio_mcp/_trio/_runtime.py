@@ -39,8 +39,10 @@ class Runtime:
         self._policies: dict[str | None, OriginPolicy] = {}
         self._nursery: trio.Nursery | None = None
         self.manager = SessionManager(app, config, bind_hosts=bind_hosts)
-        # TM-MRTR-STATE: the key lives only in this process, as the cursor key does.
-        codec = RequestStateCodec(os.urandom(32), ttl=config.request_state_ttl)
+        # TM-MRTR-STATE: the configured key, shared by the processes that serve the same
+        # clients (ML-STATE-2); else one that lives only in this process.
+        key = config.request_state_key or os.urandom(32)
+        codec = RequestStateCodec(key, ttl=config.request_state_ttl)
         self.modern = ModernServer(app, config, spawn=self.spawn, state_codec=codec)
         self.listeners = Listeners(app, config, spawn=self.spawn, stats=self.modern.stats)
 
