@@ -1,10 +1,12 @@
 # Hypothesis over whole HTTP exchanges, end to end (real hypercorn, raw h11 client): any
 # method, any mix of MCP headers, any body, from raw bytes to well-formed JSON-RPC with the
-# wrong shapes inside. The hand-picked cases of test_e2e_bad_input.py say what each refusal
-# is; this says that no input at all gets a 500, a malformed answer, a hang, a logged error,
-# or a disturbed neighbour.
+# wrong shapes inside, in either era (a 2026-07-28 envelope in _meta, mostly well-formed, and
+# its Mcp-Method / Mcp-Name headers, mostly agreeing with the body). The hand-picked cases of
+# test_e2e_bad_input.py and tests/modern/ say what each refusal is; this says that no input
+# at all gets a 500, a malformed answer, a hang, a logged error, or a disturbed neighbour.
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import logging
@@ -88,6 +90,8 @@ METHODS = [
     "notifications/cancelled",
     "notifications/progress",
     "notifications/roots/list_changed",
+    "server/discover",
+    "subscriptions/listen",
 ]
 
 SCALARS = (
@@ -122,7 +126,23 @@ PARAMS = st.fixed_dictionaries(
         "progressToken": JSON,
         "ref": JSON,
         "argument": JSON,
+        "notifications": st.fixed_dictionaries(
+            {}, optional={"toolsListChanged": st.booleans() | JSON, "resourceSubscriptions": JSON}
+        )
+        | JSON,
+        "inputResponses": JSON,
+        "requestState": JSON,
         "_meta": JSON,
+    },
+)
+#: A 2026-07-28 envelope for params._meta: its fields mostly right, sometimes wrong or absent.
+ENVELOPE = st.fixed_dictionaries(
+    {"io.modelcontextprotocol/protocolVersion": st.sampled_from(["2026-07-28"]) | JSON},
+    optional={
+        "io.modelcontextprotocol/clientCapabilities": st.just({}) | JSON,
+        "io.modelcontextprotocol/clientInfo": st.just({"name": "fuzz", "version": "0"}) | JSON,
+        "io.modelcontextprotocol/logLevel": st.sampled_from(["debug", "loud"]) | JSON,
+        "progressToken": JSON,
     },
 )
 ABSENT = object()
@@ -137,13 +157,17 @@ def field(draw: st.DrawFn, usual: st.SearchStrategy[Any]) -> Any:
 
 @st.composite
 def messages(draw: st.DrawFn) -> dict[str, Any]:
-    """A JSON-RPC message, mostly well-formed, with wrong parts mixed in."""
+    """A JSON-RPC message, mostly well-formed, with wrong parts mixed in; a third of them
+    carry a 2026-07-28 envelope."""
     fields = {
         "jsonrpc": draw(field(st.just("2.0"))),
         "id": draw(field(st.integers(-5, 5) | st.text(max_size=4))),
         "method": draw(field(st.sampled_from(METHODS))),
         "params": draw(field(PARAMS)),
     }
+    params = fields.get("params")
+    if isinstance(params, dict) and draw(st.integers(0, 2)) == 0:
+        fields["params"] = {**params, "_meta": draw(ENVELOPE)}
     if str(fields.get("method")).startswith("notifications/") and draw(st.integers(0, 2)):
         fields.pop("id", None)  # mostly a notification, then
     if draw(st.integers(0, 9)) == 0:
@@ -171,6 +195,8 @@ def header(draw: st.DrawFn, right: str | None, *wrong: str | None) -> str | None
 
 SESSION = header("own", "none", "bogus", "empty")
 VERSION = header("2025-11-25", None, "2025-06-18", "2026-07-28", "1999-01-01", "")
+#: Mcp-Method and Mcp-Name: what the body says ("body"), nothing, or something else.
+ROUTING = header("body", None, "other", "=?base64?body?=")
 ACCEPT = header(
     "application/json, text/event-stream",
     None,
@@ -202,6 +228,9 @@ class Attempt:
     content_type: str | None
     last_event_id: str | None
     body: bytes
+    routing: str | None
+    """Mcp-Method and Mcp-Name: the body's values ("body", or "=?base64?body?=" encoded),
+    none, or another value (h11 sends no padded values: tests/modern cover those)."""
 
 
 ATTEMPTS = st.builds(
@@ -213,9 +242,11 @@ ATTEMPTS = st.builds(
     content_type=CONTENT_TYPE,
     last_event_id=LAST_EVENT_ID,
     body=BODY,
+    routing=ROUTING,
 )
 
-#: Statuses an MCP endpoint may answer (T-POST-*, T-GET-*, T-SESS-*; 405 for other methods).
+#: Statuses an MCP endpoint may answer (T-POST-*, T-GET-*, T-SESS-*; 405 for other methods;
+#: MT-HDR-4's 404 for an unknown modern method).
 ALLOWED = {200, 202, 204, 400, 404, 405, 406, 413, 415}
 TIMEOUT = 5.0
 #: How long a GET's open stream is read before it is dropped.
@@ -246,16 +277,16 @@ def no_server_errors() -> Iterator[None]:
     assert handler.messages == []
 
 
-async def read_all(stream: SSEStream, method: str) -> Response | None:
-    """The whole response; or None for a GET whose SSE stream is still open after
-    GET_WAIT (the standalone stream stays open; it is dropped here). A POST's stream must
-    end: every tool of this server returns at once."""
-    with trio.move_on_after(GET_WAIT if method == "GET" else TIMEOUT):
+async def read_all(stream: SSEStream, method: str, listen: bool) -> Response | None:
+    """The whole response; or None for a GET, or a subscriptions/listen POST, whose SSE
+    stream is still open after GET_WAIT (those streams stay open; it is dropped here). Any
+    other POST's stream must end: every tool of this server returns at once."""
+    with trio.move_on_after(GET_WAIT if method == "GET" or listen else TIMEOUT):
         body = await stream.read_body()
         return Response(
             status=stream.status, headers=stream.headers, body=body, truncated=stream.truncated
         )
-    assert method == "GET", "a POST's stream did not end"
+    assert method == "GET" or listen, "a POST's stream did not end"
     assert stream.status == 200 and (dict(stream.headers).get("content-type") or "").startswith(
         "text/event-stream"
     ), (stream.status, stream.headers)
@@ -290,9 +321,9 @@ def check_answer(response: Response) -> None:
         assert response.body == b"", response
 
 
-@pytest.mark.spec("T-POST-5", "T-POST-6", "J-ERR-3")
+@pytest.mark.spec("T-POST-5", "T-POST-6", "J-ERR-3", "MT-POST-6", "MJ-ERR-3", "TM-ERA-BODY")
 @settings(
-    max_examples=300,
+    max_examples=400,
     deadline=None,
     derandomize=True,
     database=None,
@@ -314,22 +345,62 @@ async def test_no_request_gets_a_500_a_malformed_answer_or_disturbs_a_neighbour(
             nursery.cancel_scope.cancel()
 
 
+def routing_values(body: bytes) -> tuple[str | None, str | None]:
+    """The method, and the name or URI, of a body that is one JSON-RPC message."""
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return None, None
+    if not isinstance(message, dict):
+        return None, None
+    method = message.get("method")
+    params = message.get("params")
+    target = None
+    if isinstance(params, dict):
+        target = params.get("uri") if method == "resources/read" else params.get("name")
+    return (
+        method if isinstance(method, str) else None,
+        target if isinstance(target, str) else None,
+    )
+
+
+def routed(routing: str | None, value: str | None) -> str | None:
+    """A routing header for ``value`` as the attempt asks: h11 sends visible ASCII only, so
+    a value that is not is sent Base64-encoded, as clients do (MT-HDR-21)."""
+    if routing is None or value is None:
+        return None
+    if routing == "other":
+        return "other"
+    text = value if value.isascii() and value.isprintable() else None
+    if routing == "=?base64?body?=" or text is None:
+        encoded = base64.b64encode(value.encode("utf-8", "surrogatepass")).decode("ascii")
+        return f"=?base64?{encoded}?="
+    return text
+
+
 async def exchange(url: str, attempt: Attempt) -> None:
     bystander = await open_session(url)
     own = await open_session(url)
     headers: list[tuple[str, str]] = []
     sid = {"none": None, "own": own.id, "bogus": "not-a-session", "empty": ""}[attempt.session]
-    for name, value in (
+    method, name = routing_values(attempt.body)
+    modern = b"io.modelcontextprotocol/protocolVersion" in attempt.body
+    version = "2026-07-28" if modern and attempt.version == "2025-11-25" else attempt.version
+    for header_name, value in (
         ("mcp-session-id", sid),
-        ("mcp-protocol-version", attempt.version),
+        ("mcp-protocol-version", version),
         ("accept", attempt.accept),
         ("content-type", attempt.content_type),
         ("last-event-id", attempt.last_event_id),
+        ("mcp-method", routed(attempt.routing, method)),
+        ("mcp-name", routed(attempt.routing, name)),
     ):
         if value is not None:
-            headers.append((name, value))
+            headers.append((header_name, value))
+    event("modern envelope" if modern else "no modern envelope")
+    listen = method == "subscriptions/listen"
     async with open_stream(url, attempt.method, headers, attempt.body) as stream:
-        response = await read_all(stream, attempt.method)
+        response = await read_all(stream, attempt.method, listen)
     if response is None:
         event("an open stream")
     else:
