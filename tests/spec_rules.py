@@ -7,6 +7,8 @@ so the answers do not depend on which tests a pytest run happens to select.
 - :func:`collect_markers` finds every ``pytest.mark.spec("ID", ...)`` in ``tests/**/*.py``:
   on a test function, on a test class, in a module's or class's ``pytestmark``, or inside a
   test's decorators (``pytest.param(..., marks=...)``).
+- :class:`CodeIndex` and :func:`code_references` find the names of trio_mcp that the rules
+  put between backticks, and whether they still exist (read with ``ast`` too).
 - :func:`render_block` renders the rule table of ``spec/README.md``.
 
 Run it as a script to see or refresh that table::
@@ -20,6 +22,8 @@ from __future__ import annotations
 
 import argparse
 import ast
+import builtins
+import importlib
 import re
 import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -31,15 +35,19 @@ __all__ = [
     "APPLIES",
     "AREAS",
     "CODE_CITATION_RE",
+    "CODE_FIELDS",
     "LEVELS",
     "REVISIONS",
     "RULE_ID_RE",
     "STATUSES",
+    "CodeIndex",
+    "CodeRef",
     "Marker",
     "MarkerScan",
     "Rule",
     "Rulebook",
     "code_citations",
+    "code_references",
     "collect_markers",
     "load_rules",
     "main",
@@ -140,6 +148,8 @@ class Rule:
     fields: Mapping[str, str]
     """Every field by name (``"Level"``, ``"Applies to"``, ...); continuation lines are
     joined to their field with newlines."""
+    field_lines: Mapping[str, int] = attrs.field(factory=dict)
+    """The line where each field starts, 1-based; its continuation lines follow it."""
 
     @property
     def level(self) -> str | None:
@@ -203,19 +213,29 @@ def parse_rule_file(text: str, file: str) -> tuple[list[Rule], list[str]]:
     problems: list[str] = []
     current: tuple[str, str, int] | None = None  # id, title, line of the heading
     fields: dict[str, list[str]] = {}
+    starts: dict[str, int] = {}
     last: str | None = None
 
     def finish() -> None:
         if current is not None:
             rule_id, title, line = current
             joined = {name: "\n".join(lines) for name, lines in fields.items()}
-            rules.append(Rule(id=rule_id, title=title, file=file, line=line, fields=joined))
+            rules.append(
+                Rule(
+                    id=rule_id,
+                    title=title,
+                    file=file,
+                    line=line,
+                    fields=joined,
+                    field_lines=dict(starts),
+                )
+            )
 
     for number, line in enumerate(text.splitlines(), start=1):
         where = f"spec/{file}:{number}"
         if line.startswith("#"):
             finish()
-            current, fields, last = None, {}, None
+            current, fields, starts, last = None, {}, {}, None
             if line.startswith("### "):
                 m = _HEADING_RE.match(line)
                 if m is None:
@@ -233,6 +253,7 @@ def parse_rule_file(text: str, file: str) -> tuple[list[Rule], list[str]]:
             elif name in fields:
                 problems.append(f"{where}: field {name!r} given twice in {current[0]}")
             fields[name] = [m["value"].strip()]
+            starts[name] = number
             last = name
         elif line.startswith("  ") and last is not None:
             fields[last].append(line.strip())
@@ -417,6 +438,327 @@ def code_citations(code_dir: Path = CODE_DIR, root: Path = ROOT) -> dict[str, li
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
             for m in CODE_CITATION_RE.finditer(line):
                 out.setdefault(m.group(0), []).append(f"{rel}:{number}")
+    return out
+
+
+# -- code named in the rules ----------------------------------------------------------------
+
+#: The fields of a rule that describe trio-mcp in its own words (Says quotes the spec).
+CODE_FIELDS = ("We do", "Reason", "Discussion")
+
+_CODE_SPAN_RE = re.compile(r"`([^`]+)`")
+_DOTTED_RE = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+#: Attributes every class has whether it defines them or not (``__init__``, ...).
+_OBJECT_ATTRS = frozenset(dir(object)) | {"__call__"}
+
+
+@attrs.frozen(kw_only=True)
+class CodeRef:
+    """A backticked name of a rule that :meth:`CodeIndex.claim` takes for code of trio_mcp."""
+
+    text: str
+    """As written between the backticks: ``Session._handle``, ``_trio/_runtime.Runtime``."""
+    name: str
+    """The dotted name it stands for, without call arguments, ``/`` or ``.py``."""
+    rule: str
+    field: str
+    where: str
+    """``spec/file.md:LINE`` of the backticked text."""
+
+
+def _blocks(stmt: ast.stmt) -> Iterator[ast.stmt]:
+    """The statements nested in an ``if``, ``try``, ``with`` or loop, but not in a def or a
+    class (those are scopes of their own)."""
+    for field in ("body", "orelse", "finalbody", "handlers"):
+        for node in getattr(stmt, field, ()):
+            if isinstance(node, ast.ExceptHandler):
+                yield from node.body
+            else:
+                yield node
+
+
+def _bindings(body: Iterable[ast.stmt]) -> dict[str, ast.stmt]:
+    """The names a module or class body binds, each to the statement that binds it first:
+    defs, classes, assignments (attrs fields and enum members are class-level assignments)
+    and imports, also under ``if``, ``try`` and ``with`` (``if TYPE_CHECKING:`` imports)."""
+    out: dict[str, ast.stmt] = {}
+    for stmt in body:
+        if isinstance(stmt, (*_FUNCTIONS, ast.ClassDef)):
+            out.setdefault(stmt.name, stmt)
+            continue
+        if isinstance(stmt, ast.Import | ast.ImportFrom):
+            for alias in stmt.names:
+                out.setdefault(alias.asname or alias.name.split(".")[0], stmt)
+        targets: list[ast.expr] = []
+        if isinstance(stmt, ast.Assign):
+            targets = stmt.targets
+        elif isinstance(stmt, ast.AnnAssign | ast.AugAssign | ast.For | ast.AsyncFor):
+            targets = [stmt.target]
+        for target in targets:
+            for node in ast.walk(target):
+                if isinstance(node, ast.Name):
+                    out.setdefault(node.id, stmt)
+        if isinstance(stmt, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "__slots__" for t in stmt.targets
+        ):
+            for node in ast.walk(stmt.value):
+                if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                    out.setdefault(node.value, stmt)
+        for name, node in _bindings(_blocks(stmt)).items():
+            out.setdefault(name, node)
+    return out
+
+
+def _instance_attributes(cls: ast.ClassDef) -> dict[str, ast.stmt]:
+    """The attributes the methods of a class set on ``self`` (``self.x = ...``,
+    ``self.x: T = ...``, ``object.__setattr__(self, "x", ...)``)."""
+    out: dict[str, ast.stmt] = {}
+    for method in ast.walk(cls):
+        if not isinstance(method, _FUNCTIONS):
+            continue
+        args = [*method.args.posonlyargs, *method.args.args]
+        if not args:
+            continue
+        this = args[0].arg
+        for node in ast.walk(method):
+            targets: list[ast.expr] = []
+            if isinstance(node, ast.Assign):
+                targets = node.targets
+            elif isinstance(node, ast.AnnAssign | ast.AugAssign):
+                targets = [node.target]
+            for target in targets:
+                for sub in ast.walk(target):
+                    if (
+                        isinstance(sub, ast.Attribute)
+                        and isinstance(sub.value, ast.Name)
+                        and sub.value.id == this
+                    ):
+                        out.setdefault(sub.attr, node)
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "__setattr__"
+                and len(node.args) >= 2
+                and isinstance(node.args[0], ast.Name)
+                and node.args[0].id == this
+                and isinstance(node.args[1], ast.Constant)
+                and isinstance(node.args[1].value, str)
+            ):
+                out.setdefault(node.args[1].value, method)
+    return out
+
+
+class CodeIndex:
+    """What a package defines, read with ``ast`` (nothing of it is imported), and which
+    backticked names of the rulebook are references into it.
+
+    :meth:`claim` decides by construction, from the first dotted part alone, whether a name
+    is code of the package: it must be the package itself (``trio_mcp.serve``), the real
+    name of one of its modules or packages (``_tools``, ``_session``, ``protocol``; a path
+    such as ``_trio/_runtime.py`` counts when it starts with a package's name), or a class
+    the package defines at the top of a module, followed by an attribute
+    (``ServerConfig.cache_hint``). Header names, JSON fields, values, flags, paths of tests/,
+    method names (``tools/call``) and stdlib names (``os.execve``) begin with none of those,
+    so they are never claimed, and no list of exceptions is needed.
+
+    :meth:`resolve` then follows the rest of the name through submodules (with or without
+    their leading underscore), module-level names (imports followed into the package),
+    classes (their defs, properties, class-level assignments, attrs fields, nested classes,
+    ``self.x`` assignments, ``__slots__``, and their bases), as far as the static reading
+    can go: past a variable or an attribute whose type it does not read, and into a base
+    class from outside the package, it takes the name as resolved.
+    """
+
+    def __init__(self, code_dir: Path = CODE_DIR) -> None:
+        self.root = code_dir.name
+        self.modules: dict[str, ast.Module] = {}
+        self.packages: set[str] = set()
+        for path in sorted(code_dir.rglob("*.py")):
+            parts = path.relative_to(code_dir.parent).with_suffix("").parts
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+                self.packages.add(".".join(parts))
+            name = ".".join(parts)
+            self.modules[name] = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        #: A module's last part -> the modules of that name (``_modern`` is in two packages).
+        self.by_last: dict[str, list[str]] = {}
+        #: A class defined at the top of a module -> (module, its definition) for each.
+        self.classes: dict[str, list[tuple[str, ast.ClassDef]]] = {}
+        self._bindings: dict[str, dict[str, ast.stmt]] = {}
+        for name, tree in self.modules.items():
+            if name != self.root:
+                self.by_last.setdefault(name.rsplit(".", 1)[-1], []).append(name)
+            for stmt in tree.body:
+                if isinstance(stmt, ast.ClassDef):
+                    self.classes.setdefault(stmt.name, []).append((name, stmt))
+
+    # -- which names are ours
+
+    def claim(self, text: str) -> str | None:
+        """The dotted name ``text`` stands for, when it is a reference into the package with
+        something to check after its first part; None for anything else."""
+        name = text.strip()
+        if name.endswith(")") and "(" in name:  # Session.close("deleted")
+            name = name[: name.index("(")]
+        name = name.removesuffix(".py")
+        if "/" in name:  # a path: only one that starts at the package or a package of it
+            first = name.split("/", 1)[0]
+            if first != self.root and first not in self._package_names():
+                return None
+            name = name.replace("/", ".")
+        if not _DOTTED_RE.fullmatch(name) or "." not in name:
+            return None
+        first = name.split(".", 1)[0]
+        if first == self.root or first in self.by_last or first in self.classes:
+            return name
+        return None
+
+    def _package_names(self) -> set[str]:
+        return {p.rsplit(".", 1)[-1] for p in self.packages}
+
+    # -- does the name exist
+
+    def resolve(self, name: str) -> bool:
+        """Whether the dotted name (as :meth:`claim` returns it) names something that exists."""
+        first, *rest = name.split(".")
+        if first == self.root:
+            return self._in_module(self.root, rest)
+        if first in self.by_last:
+            return any(self._in_module(module, rest) for module in self.by_last[first])
+        return any(self._in_class(module, cls, rest) for module, cls in self.classes[first])
+
+    def bindings(self, module: str) -> dict[str, ast.stmt]:
+        if module not in self._bindings:
+            self._bindings[module] = _bindings(self.modules[module].body)
+        return self._bindings[module]
+
+    def _in_module(self, module: str, rest: Sequence[str], depth: int = 0) -> bool:
+        if not rest:
+            return True
+        if depth > 20:  # an import cycle: give up on this path
+            return False
+        head, tail = rest[0], rest[1:]
+        if module in self.packages:
+            for sub in (f"{module}.{head}", f"{module}._{head}"):
+                if sub in self.modules and self._in_module(sub, tail, depth + 1):
+                    return True
+        stmt = self.bindings(module).get(head)
+        if stmt is None:
+            return False
+        if isinstance(stmt, ast.ClassDef):
+            return self._in_class(module, stmt, tail)
+        if isinstance(stmt, ast.ImportFrom):
+            target = self._import_source(module, stmt)
+            if target is None:
+                return True  # imported from outside the package: not ours to check
+            original = next(a.name for a in stmt.names if (a.asname or a.name) == head)
+            return self._in_module(target, [original, *tail], depth + 1)
+        if isinstance(stmt, ast.Import):
+            return True
+        if isinstance(stmt, _FUNCTIONS):
+            return not tail
+        return True  # a variable: what it holds is not read
+
+    def _import_source(self, module: str, stmt: ast.ImportFrom) -> str | None:
+        """The module of the package a ``from ... import`` reads from, or None when it is
+        outside the package."""
+        if stmt.level == 0:
+            source = stmt.module or ""
+            inside = source == self.root or source.startswith(f"{self.root}.")
+            return source if inside and source in self.modules else None
+        parts = module.split(".")
+        if module not in self.packages:
+            parts = parts[:-1]
+        parts = parts[: len(parts) - (stmt.level - 1)]
+        source = ".".join([*parts, stmt.module] if stmt.module else parts)
+        return source if source in self.modules else None
+
+    def _in_class(self, module: str, cls: ast.ClassDef, rest: Sequence[str]) -> bool:
+        if not rest:
+            return True
+        head, tail = rest[0], rest[1:]
+        stmt = _bindings(cls.body).get(head) or _instance_attributes(cls).get(head)
+        if stmt is not None:
+            if isinstance(stmt, ast.ClassDef):
+                return self._in_class(module, stmt, tail)
+            if isinstance(stmt, _FUNCTIONS):
+                return not tail
+            return True  # an attribute: its type is not read
+        for base in cls.bases:
+            found = self._base(module, base)
+            if found is None:
+                if self._outside_base_has(module, base, head):
+                    return True
+            elif self._in_class(*found, rest):
+                return True
+        return head in _OBJECT_ATTRS and not tail
+
+    def _base(self, module: str, base: ast.expr) -> tuple[str, ast.ClassDef] | None:
+        """The package's definition of a base class, or None when it is from outside."""
+        if isinstance(base, ast.Subscript):  # Generic[T]
+            base = base.value
+        if not isinstance(base, ast.Name):
+            return None
+        stmt = self.bindings(module).get(base.id)
+        if isinstance(stmt, ast.ClassDef):
+            return module, stmt
+        if isinstance(stmt, ast.ImportFrom):
+            source = self._import_source(module, stmt)
+            original = next(a.name for a in stmt.names if (a.asname or a.name) == base.id)
+            if source is not None:
+                return self._base(source, ast.Name(id=original))
+        return None
+
+    def _outside_base_has(self, module: str, base: ast.expr, attr: str) -> bool:
+        """Whether a base class from outside the package (``enum.IntEnum``, ``Exception``)
+        has the attribute; True when the base cannot be found without importing the package."""
+        if isinstance(base, ast.Subscript):
+            base = base.value
+        path = ast.unparse(base).split(".")
+        stmt = self.bindings(module).get(path[0])
+        try:
+            if stmt is None:
+                obj = getattr(builtins, path[0])
+            elif isinstance(stmt, ast.ImportFrom) and stmt.level == 0 and stmt.module:
+                original = next(a.name for a in stmt.names if (a.asname or a.name) == path[0])
+                obj = getattr(importlib.import_module(stmt.module), original)
+            elif isinstance(stmt, ast.Import):
+                full = next(a.name for a in stmt.names if (a.asname or a.name) == path[0])
+                obj = importlib.import_module(full)
+            else:
+                return True
+            for part in path[1:]:
+                obj = getattr(obj, part)
+        except (ImportError, AttributeError):
+            return True
+        # Looked up statically: an enum's `value` is a descriptor that refuses the class.
+        classes = getattr(obj, "__mro__", (type(obj),))
+        return hasattr(obj, attr) or any(attr in vars(c) for c in classes)
+
+
+def code_references(rules: Iterable[Rule], index: CodeIndex) -> list[CodeRef]:
+    """The backticked names of the rules' CODE_FIELDS that ``index`` claims, in reading order."""
+    out: list[CodeRef] = []
+    for rule in rules:
+        for field in CODE_FIELDS:
+            value = rule.fields.get(field)
+            if not value:
+                continue
+            start = rule.field_lines.get(field, rule.line)
+            for m in _CODE_SPAN_RE.finditer(value):
+                name = index.claim(m.group(1))
+                if name is not None:
+                    line = start + value.count("\n", 0, m.start())
+                    out.append(
+                        CodeRef(
+                            text=m.group(1),
+                            name=name,
+                            rule=rule.id,
+                            field=field,
+                            where=f"spec/{rule.file}:{line}",
+                        )
+                    )
     return out
 
 

@@ -1,6 +1,7 @@
 # The rulebook (spec/*.md), the tests and the code must agree: every rule well-formed, every
 # marker naming a real rule, every binding rule we claim to keep proved by a test, every
-# rule id cited in trio_mcp/ existing, and spec/README.md's table current.
+# rule id cited in trio_mcp/ existing, every name of trio_mcp a rule puts between backticks
+# existing, and spec/README.md's table current.
 # Everything is read statically by tests/spec_rules.py, so the result does not depend on
 # which tests a run selects.
 
@@ -167,6 +168,23 @@ def test_rule_ids_cited_in_the_code_exist() -> None:
     assert [] == dangling, _listing(dangling)
 
 
+def test_code_named_in_the_rules_exists() -> None:
+    """Every code reference into trio_mcp in a rule's We do, Reason or Discussion resolves."""
+    index = spec_rules.CodeIndex()
+    refs = spec_rules.code_references(rules(), index)
+    dangling = [
+        f"{ref.where}: {ref.rule} {ref.field}: `{ref.text}`"
+        for ref in refs
+        if not index.resolve(ref.name)
+    ]
+
+    assert refs, "the recognizer claims no code reference at all"
+    assert [] == dangling, (
+        f"{len(dangling)} of {len(refs)} code references name nothing in trio_mcp/ "
+        "(read with ast; see spec_rules.CodeIndex):" + _listing(dangling)
+    )
+
+
 def test_readme_table_is_current() -> None:
     """
     The generated block of spec/README.md is what `python tests/spec_rules.py --write`
@@ -245,3 +263,69 @@ def test_marker_scan_finds_functions_classes_pytestmark_and_params(tmp_path: Pat
     assert ["O-1"] == [m.rule_id for m in scan.markers if m.test is None]
     assert 1 == len(scan.problems)
     assert "string literals" in scan.problems[0]
+
+
+def test_code_reference_recognizer_claims_only_names_it_can_anchor(tmp_path: Path) -> None:
+    """
+    CodeIndex claims a backticked name only when its first part is the package, one of its
+    modules (a path from a package too), or one of its classes followed by an attribute,
+    and resolves the rest through submodules with or without their underscore, imports,
+    methods, properties, class-level and `self.x` assignments, attrs fields, enum members
+    and bases.
+    """
+    code = tmp_path / "pkg"
+    (code / "_sub").mkdir(parents=True)
+    (code / "__init__.py").write_text(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n"
+        "    from ._core import Thing as Thing\n",
+        encoding="utf-8",
+    )
+    (code / "_core.py").write_text(
+        "import enum\n"
+        "import attrs\n"
+        "LIMIT = 3\n"
+        "class Kind(enum.IntEnum):\n"
+        "    A = 1\n"
+        "class Base:\n"
+        "    def inherited(self): ...\n"
+        "@attrs.define\n"
+        "class Thing(Base):\n"
+        "    size: int = 0\n"
+        "    def __attrs_post_init__(self):\n"
+        "        self.extra = 1\n"
+        "        object.__setattr__(self, 'hidden', 2)\n"
+        "    @property\n"
+        "    def prop(self): ...\n"
+        "    class Inner:\n"
+        "        X = 1\n"
+        "def helper(): ...\n",
+        encoding="utf-8",
+    )
+    (code / "_sub" / "__init__.py").write_text("", encoding="utf-8")
+    (code / "_sub" / "_leaf.py").write_text(
+        "from .._core import Thing\nfrom .._core import helper as aid\n", encoding="utf-8"
+    )
+    index = spec_rules.CodeIndex(code)
+
+    ignored = [
+        "Mcp-Session-Id", "resultType", '"complete"', "--host", "tools/call", "T-POST-4",
+        "tests/unit/test_x.py", "os.execve", "resources.subscribe", "core.Thing", "Thing",
+        "_core", "helper.x", "Unknown.attr", "pkg", "a/b.c",
+    ]  # fmt: skip
+    resolving = [
+        "pkg.Thing", "pkg._core.LIMIT", "pkg/_sub/_leaf.py", "_core.Thing.size",
+        "_core.Thing.extra", "_core.Thing.hidden", "_core.Thing.prop", "_core.Thing.Inner.X",
+        "Thing.inherited", "Thing.__init__", "Kind.A", "Kind.value", "_leaf.Thing.size",
+        "_leaf.aid", "_sub.leaf.Thing", "_sub/_leaf.Thing", 'Thing.prop("x")',
+    ]  # fmt: skip
+    dangling = [
+        "pkg.Missing", "_core.Thing.missing", "_core.helper.x", "Thing.Inner.Y",
+        "Kind.B", "_leaf.helper", "_sub._gone", "pkg/_sub/_gone.py",
+    ]  # fmt: skip
+
+    assert [] == [text for text in ignored if index.claim(text) is not None]
+    claimed = {text: index.claim(text) for text in resolving + dangling}
+    assert [] == [text for text, name in claimed.items() if name is None]
+    assert [] == [text for text in resolving if not index.resolve(claimed[text] or "")]
+    assert [] == [text for text in dangling if index.resolve(claimed[text] or "")]

@@ -200,6 +200,16 @@ class ASGIApp:
 
     async def _respond(self, scope: Scope, receive: Receive, responder: ASGIResponder) -> None:
         path = scope.get("path", "")
+        headers = Headers(list(scope.get("headers", [])))
+        server_addr = scope.get("server")
+        local_host = str(server_addr[0]) if server_addr else None
+        try:
+            # T-SEC-1 (MUST): Origin (and Host) are validated on every request, before
+            # anything else is answered: a foreign page learns nothing, not even a 404 or 413.
+            self.runtime.policy_for(local_host).check(headers)
+        except RemoteProtocolError as exc:
+            await responder.reply(error_reply(exc))
+            return
         if path.rstrip("/") != self.config.path.rstrip("/"):
             await responder.reply(
                 error_reply(
@@ -226,18 +236,17 @@ class ASGIApp:
                 )
             )
             return
-        server_addr = scope.get("server")
         request = HttpRequest(
             method=scope["method"].upper(),
             path=path,
-            headers=Headers(list(scope.get("headers", []))),
+            headers=headers,
             body=body or b"",
-            local_host=str(server_addr[0]) if server_addr else None,
+            local_host=local_host,
         )
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_watch_disconnect, receive, responder)
             try:
-                await self.runtime.handle(request, responder)
+                await self.runtime.serve(request, responder)
             except Exception:
                 # Never a 500 with a traceback: log it, answer a JSON-RPC internal error.
                 logger.exception("unexpected error serving %s", request.method)

@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import base64
+import binascii
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, TypeAlias
 
@@ -30,6 +32,44 @@ def _b64(data: bytes | str) -> str:
     return data if isinstance(data, str) else base64.b64encode(data).decode("ascii")
 
 
+#: RFC 6838 §4.2: a media type is a type and a subtype of restricted-name characters, with
+#: optional parameters after ";".
+_RESTRICTED_NAME = r"[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}"
+_MEDIA_TYPE = re.compile(rf"{_RESTRICTED_NAME}/{_RESTRICTED_NAME}(?:\s*;.*)?")
+#: RFC 3986 §3: a scheme (a letter, then letters, digits, "+", "-", "."), then characters a
+#: URI may hold: no space, control or the characters RFC 3986 leaves out (they are
+#: percent-encoded).
+_URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:[^\s\x00-\x1f\x7f<>\"\\^`|{}]*")
+
+
+def check_media_type(mime_type: str, kind: str | None = None) -> None:
+    """Refuse a MIME type that is not one (U-PROMPT-5, U-PROMPT-6): ``type/subtype``, and of
+    the top-level ``kind`` when given ("image", "audio")."""
+    if not isinstance(mime_type, str) or not _MEDIA_TYPE.fullmatch(mime_type):
+        raise ValueError(f"{mime_type!r} is not a MIME type (type/subtype)")
+    if kind is not None and mime_type.split("/", 1)[0].lower() != kind:
+        raise ValueError(f"{mime_type!r} is not an {kind}/* MIME type")
+
+
+def check_base64(data: bytes | str) -> None:
+    """Refuse text given as base64 data that is not base64 (U-PROMPT-5, U-PROMPT-6)."""
+    if isinstance(data, str):
+        try:
+            base64.b64decode(data, validate=True)
+        except (binascii.Error, ValueError):
+            raise ValueError("data given as text must be base64") from None
+
+
+def check_uri(uri: str) -> None:
+    """Refuse what is not a URI (U-PROMPT-7, U-RES-6: RFC 3986 §3): a scheme, then no space,
+    control character or character RFC 3986 excludes."""
+    if not isinstance(uri, str) or not _URI.fullmatch(uri):
+        raise ValueError(
+            f"{uri!r} is not a URI (RFC 3986): a scheme, as in test://x, and no spaces or "
+            "characters a URI cannot hold (percent-encode them)"
+        )
+
+
 @attrs.frozen
 class Text:
     """A text content block."""
@@ -47,6 +87,10 @@ class Image:
     data: bytes | str
     mime_type: str = "image/png"
 
+    def __attrs_post_init__(self) -> None:
+        check_base64(self.data)
+        check_media_type(self.mime_type, "image")
+
     def to_dict(self) -> dict[str, Any]:
         return {"type": "image", "data": _b64(self.data), "mimeType": self.mime_type}
 
@@ -57,6 +101,10 @@ class Audio:
 
     data: bytes | str
     mime_type: str = "audio/wav"
+
+    def __attrs_post_init__(self) -> None:
+        check_base64(self.data)
+        check_media_type(self.mime_type, "audio")
 
     def to_dict(self) -> dict[str, Any]:
         return {"type": "audio", "data": _b64(self.data), "mimeType": self.mime_type}
@@ -97,7 +145,8 @@ class Blob:
 
 @attrs.frozen(kw_only=True)
 class EmbeddedResource:
-    """A resource's contents inside a result: ``text`` or binary ``blob``."""
+    """A resource's contents inside a result: ``text`` or binary ``blob``, with its URI and
+    MIME type (``text/plain`` or ``application/octet-stream`` unless given)."""
 
     uri: str
     text: str | None = None
@@ -107,11 +156,14 @@ class EmbeddedResource:
     def __attrs_post_init__(self) -> None:
         if (self.text is None) == (self.blob is None):
             raise ValueError("an embedded resource has exactly one of text and blob")
+        check_uri(self.uri)
+        if self.mime_type is not None:
+            check_media_type(self.mime_type)
 
     def contents(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"uri": self.uri}
-        if self.mime_type is not None:
-            d["mimeType"] = self.mime_type
+        # U-PROMPT-7 (MUST): an embedded resource carries the appropriate MIME type.
+        default = "text/plain" if self.text is not None else "application/octet-stream"
+        d: dict[str, Any] = {"uri": self.uri, "mimeType": self.mime_type or default}
         if self.text is not None:
             d["text"] = self.text
         else:

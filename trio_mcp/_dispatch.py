@@ -17,7 +17,7 @@ from ._prompts import PromptRegistry
 from ._resources import ResourceRegistry
 from ._tools import ToolRegistry
 from .protocol import ErrorCode, RemoteProtocolError, Request
-from .protocol._modern import METHOD_CAPABILITY
+from .protocol._capabilities import METHOD_CAPABILITY
 
 __all__ = ["Dispatcher", "NotificationHook"]
 

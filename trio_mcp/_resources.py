@@ -13,7 +13,7 @@ from typing import Any
 import attrs
 
 from . import _schema
-from ._content import Audio, Blob, EmbeddedResource, Image, Text, json_text
+from ._content import Audio, Blob, EmbeddedResource, Image, Text, check_uri, json_text
 from ._context import Context
 from ._pagination import list_result
 from .protocol import ErrorCode, RemoteProtocolError
@@ -175,6 +175,9 @@ def make_resource(
         fn, name=name, description=description, context_type=Context, structured_output=False
     )
     template = UriTemplate.parse(uri) if is_template(uri) else None
+    # U-RES-6 (MUST): a URI, and a template once its {var} expressions are taken out, follow
+    # RFC 3986.
+    check_uri(_EXPRESSION.sub("x", uri))
     variables = set(template.variables) if template is not None else set()
     params = {p.name: p for p in sig.params}
     required = {p.name for p in sig.params if p.required}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import secrets
 import typing
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -202,10 +203,16 @@ class ToolRegistry:
             return {"content": to_content_list(str(exc)), "isError": True}
         except (LocalProtocolError, RemoteProtocolError):
             raise
-        except Exception as exc:
-            logger.exception("tool %s raised", name)
+        except Exception:
+            # TM-TOOL-RAISE / U-TOOL-8: the model learns that the tool failed, not what the
+            # exception says (it may hold paths, queries or secrets); the log has it all, under
+            # a reference the result names.
+            reference = secrets.token_hex(4)
+            logger.exception("tool %s raised (reference %s)", name, reference)
             return {
-                "content": to_content_list(f"Tool {name} failed: {type(exc).__name__}: {exc}"),
+                "content": to_content_list(
+                    f"Tool {name} failed with an unexpected error (reference {reference})."
+                ),
                 "isError": True,
             }
         return _tool_result(tool, value)

@@ -300,10 +300,12 @@ async def apply(mem: MemoryServer, world: World, step: tuple[Any, ...]) -> None:
             await settle()
             assert session.get.status == 200
         else:
-            # TM-GET-ONE: a second standalone stream is refused (but the client was heard).
-            responder = mem.get(session.id)
+            # TM-GET-ONE: a second GET takes the standalone stream over; the first ends.
+            old = session.get
+            session.get = mem.get(session.id)
             await settle()
-            assert responder.status == 409
+            assert session.get.status == 200
+            assert old.connection_closed.is_set()
         session.heard(now)
     elif kind == "close-get":
         if session.get is not None:

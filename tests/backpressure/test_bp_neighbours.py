@@ -43,6 +43,7 @@ async def _messages(stream: SSEStream) -> AsyncIterator[dict[str, Any]]:
             yield json.loads(event.data)
 
 
+@pytest.mark.slow
 @pytest.mark.spec("TM-BP-STALL", "TM-BP-BOUNDED")
 async def test_stalled_stream_leaves_its_neighbours_throughput_alone(
     live_server: StartServer,
@@ -59,7 +60,7 @@ async def test_stalled_stream_leaves_its_neighbours_throughput_alone(
     with trio.fail_after(40):
         # Both calls side by side, as they will run next to the stalled one: the client
         # and the server share this process, so the baseline must be just as crowded.
-        alone = await both_rates(a, b, "0")
+        alone = await best_rates(a, b, "0")
 
         stalled = rpc_request(
             "tools/call", {"name": "stream", "arguments": {"n": 400, "size": 2000, "tag": "x"}}
@@ -77,13 +78,21 @@ async def test_stalled_stream_leaves_its_neighbours_throughput_alone(
                     if s != 0
                 )
             )
-            beside = await both_rates(a, b, "1")
+            beside = await best_rates(a, b, "1")
             # Still held, not cut: the measurement ran next to a stalled stream.
             assert 0 == live.manager.statistics()["streams_cut"]
             assert [s for s in sess.views if s != 0]
 
     assert beside["a"] >= 0.5 * alone["a"], (beside, alone)
     assert beside["b"] >= 0.5 * alone["b"], (beside, alone)
+
+
+async def best_rates(a: McpSession, b: McpSession, suffix: str) -> dict[str, float]:
+    """The best of three side-by-side runs: one run lasts a fraction of a second, which a
+    collection or another process on this two-core machine can halve on its own, while a
+    stalled neighbour that slowed its session down would slow all three."""
+    runs = [await both_rates(a, b, f"{suffix}.{i}") for i in range(3)]
+    return {key: max(run[key] for run in runs) for key in ("a", "b")}
 
 
 async def both_rates(a: McpSession, b: McpSession, suffix: str) -> dict[str, float]:

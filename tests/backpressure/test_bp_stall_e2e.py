@@ -189,3 +189,30 @@ async def test_stopped_reader_is_closed_and_everything_it_held_is_released(
     # While it lasted, the stalled stream held at most the session's window.
     assert peak <= config.retention.max_bytes * 2 + 300_000
     assert after - before <= 150_000, (before, after, peak)
+
+
+@pytest.mark.slow
+@pytest.mark.spec("T-PSSE-15", "TM-BP-OLDREV")
+@pytest.mark.xfail(
+    strict=True,
+    reason="TM-BP-OLDREV: the stall cut closes a stalled stream before its response whatever "
+    "the session's revision: memory bounded by the window wins over this SHOULD NOT",
+)
+async def test_a_2025_06_18_stream_is_not_closed_before_its_response_when_its_reader_stalls(
+    live_server: StartServer,
+) -> None:
+    """T-PSSE-15 as 2025-06-18 words it: the server does not close a request's SSE stream
+    before sending its response, even to a client that stopped reading."""
+    server, _ = make_server()
+    live = await live_server(server, ServerConfig(stall_budget=1.0, signal_timeout=0.5))
+    with trio.fail_after(30):
+        session = await open_session(live.url, protocol_version="2025-06-18")
+        _, cm = start_call(session, live.port, {"n": 300, "size": 2000, "tag": "old"})
+        async with cm as client:
+            await client.read_head()
+            await wait_until(lambda: bool(request_writers(live.manager, session.id)))
+            with trio.move_on_after(8):
+                await wait_until(lambda: live.manager.statistics()["streams_cut"] > 0)
+            cut = live.manager.statistics()["streams_cut"]
+
+    assert 0 == cut

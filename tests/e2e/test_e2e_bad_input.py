@@ -439,7 +439,8 @@ async def test_initialize_with_bad_params_gets_invalid_params(
     env: Env, params: dict[str, Any] | None
 ) -> None:
     """An initialize without a string protocolVersion, an object capabilities and an object
-    clientInfo is refused with -32602 and creates no session."""
+    clientInfo is answered in-band, HTTP 200 with a -32602 JSON-RPC error, and creates no
+    session."""
     created = env.live.manager.stats.sessions_created
     with trio.fail_after(TIMEOUT):
         response = await request(
@@ -447,8 +448,9 @@ async def test_initialize_with_bad_params_gets_invalid_params(
         )
         await env.check_undisturbed()
 
-    refused = assert_refused(response, 400, -32602)
+    refused = assert_refused(response, 200, -32602)
     assert refused["id"] == 9
+    assert response.header("mcp-session-id") is None
     assert env.live.manager.stats.sessions_created == created
 
 

@@ -332,34 +332,30 @@ async def test_response_post_gets_202_with_no_body(live_server: StartServer) -> 
 # -- GET -----------------------------------------------------------------------------------
 
 
-@pytest.mark.spec("T-GET-3", "TM-GET-ONE")
-async def test_get_opens_the_standalone_stream_and_a_second_fresh_get_is_refused(
+@pytest.mark.spec("T-GET-3", "TM-GET-ONE", "T-MULTI-2")
+async def test_get_opens_the_standalone_stream_and_a_second_fresh_get_takes_it_over(
     live_server: StartServer,
 ) -> None:
     """GET answers with a text/event-stream (primed in a 2025-11-25 session). While it is
-    open, a second GET without Last-Event-ID gets 409 Conflict; once the client closes the
-    first, a new GET is accepted again."""
+    open, a second GET without Last-Event-ID is answered with a stream too, and takes the
+    standalone stream over: the first connection ends, one stream never has two."""
     with trio.fail_after(TIMEOUT):
         live = await live_server()
         session = await open_session(live.url)
         async with session.open_get() as first:
             priming = await first.next_event()
             async with session.open_get() as second:
-                second_status = second.status
-                second_body = json.loads(await second.read_body())
-            await first.aclose()
-        # The server learns of the close asynchronously; wait until it has detached.
-        state = live.manager.sessions[session.id]
-        await wait_until(lambda: STANDALONE_STREAM not in state.views)
-        async with session.open_get() as third:
-            third_status = third.status
+                second_head = (second.status, second.content_type)
+                first_rest = await first.read_body()
+                state = live.manager.sessions[session.id]
+                views = list(state.views)
 
     assert first.status == 200
     assert first.content_type == "text/event-stream"
     assert priming is not None and priming.id and priming.data == ""
-    assert second_status == 409
-    assert second_body["error"]["code"] == -32600
-    assert third_status == 200
+    assert (200, "text/event-stream") == second_head
+    assert b"data:" not in first_rest
+    assert [STANDALONE_STREAM] == views
 
 
 @pytest.mark.spec("TM-HTTP-KEEPALIVE", "T-GET-3", "J-MSG-1")
@@ -516,6 +512,28 @@ async def test_foreign_origin_gets_403_on_every_method(
     assert error_code(response) == -32600
     assert "id" not in response.json()
     assert still == {}
+
+
+@pytest.mark.spec("T-SEC-1", "T-SEC-2", "MT-SEC-1")
+@pytest.mark.parametrize("case", ["wrong-path", "body-too-large"])
+async def test_a_foreign_origin_gets_403_before_anything_else_is_answered(
+    live_server: StartServer, case: str
+) -> None:
+    """Origin is checked first: a foreign page gets 403 for a request to a path that is not
+    the endpoint (not 404) and for a body over the limit (not 413), so it learns nothing
+    else about the server."""
+    config = ServerConfig(max_body_bytes=1024)
+    with trio.fail_after(TIMEOUT):
+        live = await live_server(config=config)
+        url = live.url + "-elsewhere" if case == "wrong-path" else live.url
+        body = json_body(rpc_request("ping")) if case == "wrong-path" else b"x" * 4096
+        foreign = await request(
+            url, "POST", [*post_headers(), ("origin", "http://evil.example")], body
+        )
+        ours = await request(url, "POST", post_headers(), body)
+
+    assert 403 == foreign.status and -32600 == error_code(foreign)
+    assert (404 if case == "wrong-path" else 413) == ours.status
 
 
 @pytest.mark.spec("T-SEC-1", "TM-SEC-ORIGIN")
@@ -850,10 +868,13 @@ async def test_invalid_tool_arguments_are_a_tool_error(
     assert "structuredContent" not in result
 
 
-@pytest.mark.spec("U-TOOL-7", "TM-TOOL-RAISE")
-async def test_tool_error_is_a_result_with_is_error(live_server: StartServer) -> None:
+@pytest.mark.spec("U-TOOL-7", "TM-TOOL-RAISE", "U-TOOL-8")
+async def test_tool_error_is_a_result_with_is_error(
+    live_server: StartServer, caplog: pytest.LogCaptureFixture
+) -> None:
     """A ToolError raised by a tool is a result with isError true carrying its message; an
-    unexpected exception is too, and the session keeps working."""
+    unexpected exception is too, but its text stays in the server log, under the reference
+    the result names; and the session keeps working."""
     server = Server("errors")
 
     @server.tool()
@@ -864,7 +885,7 @@ async def test_tool_error_is_a_result_with_is_error(live_server: StartServer) ->
     @server.tool()
     async def crash() -> str:
         """Always crashes."""
-        raise RuntimeError("boom")
+        raise RuntimeError("boom: /srv/secret.db")
 
     with trio.fail_after(TIMEOUT):
         live = await live_server(server)
@@ -877,10 +898,15 @@ async def test_tool_error_is_a_result_with_is_error(live_server: StartServer) ->
         "content": [{"type": "text", "text": "refused on purpose"}],
         "isError": True,
     }
-    assert crashed == {
-        "content": [{"type": "text", "text": "Tool crash failed: RuntimeError: boom"}],
-        "isError": True,
-    }
+    [block] = crashed["content"]
+    shown = re.fullmatch(
+        r"Tool crash failed with an unexpected error \(reference ([0-9a-f]{8})\)\.",
+        block["text"],
+    )
+    assert shown is not None and crashed["isError"] is True, crashed
+    assert "secret" not in json.dumps(crashed)
+    [logged] = [r for r in caplog.records if shown.group(1) in r.getMessage()]
+    assert logged.exc_info is not None and "boom: /srv/secret.db" in str(logged.exc_info[1])
     assert pong == {}
 
 

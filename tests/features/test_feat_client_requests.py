@@ -271,6 +271,38 @@ async def test_progress_from_the_client_does_not_extend_the_timeout(autojump_clo
         assert elapsed == [pytest.approx(5, abs=0.01)]
 
 
+@pytest.mark.spec("L-TIME-4")
+async def test_each_request_to_the_client_may_have_its_own_timeout(autojump_clock, mem):
+    """Requests a handler sends time out after their own timeouts, not the configured one."""
+    from trio_mcp import ServerConfig
+
+    server = Server("per-request-timeouts")
+    elapsed: list[float] = []
+
+    @server.tool()
+    async def ask(ctx: Context) -> str:
+        """Pings with a 2 s timeout, then lists roots with a 7 s one."""
+        for call in (lambda: ctx.ping(timeout=2), lambda: ctx.list_roots(timeout=7)):
+            t0 = trio.current_time()
+            with pytest.raises(ClientTimeoutError):
+                await call()
+            elapsed.append(trio.current_time() - t0)
+        return "done"
+
+    ms = await mem(server, ServerConfig(client_request_timeout=60))
+    s = await ms.open_session(ALL_CAPS)
+    with trio.fail_after(30):
+        answer, before = await s.call("tools/call", {"name": "ask"})
+        assert answer["result"]["content"] == [{"type": "text", "text": "done"}]
+        assert [m["method"] for m in before] == [
+            "ping",
+            "notifications/cancelled",
+            "roots/list",
+            "notifications/cancelled",
+        ]
+        assert elapsed == [pytest.approx(2, abs=0.01), pytest.approx(7, abs=0.01)]
+
+
 async def test_the_default_timeout_is_the_config_value(autojump_clock, mem):
     """Without a timeout argument, ServerConfig.client_request_timeout applies."""
     from trio_mcp import ServerConfig

@@ -114,7 +114,12 @@ def content_server() -> Server:
                     "type": "resource",
                     "resource": {"uri": "test://t", "mimeType": "text/plain", "text": "t"},
                 },
-                {"type": "resource", "resource": {"uri": "test://b", "blob": "AAE="}},
+                {
+                    "type": "resource",
+                    "resource": {
+                        "uri": "test://b", "mimeType": "application/octet-stream", "blob": "AAE="
+                    },
+                },
             ],
         ),
         (
@@ -207,3 +212,129 @@ def test_tool_names_are_checked_at_registration(name):
         server.add_tool(fn, name=name)
     server.add_tool(fn, name="ok.name-1_" + "x" * 118)
     assert len(next(iter(server.tools))) == 128
+
+
+def _named_tool() -> Any:
+    async def fn() -> str:
+        """A tool."""
+        return "x"
+
+    return fn
+
+
+@pytest.mark.spec("U-TOOL-11")
+@pytest.mark.parametrize("char", [*"!\"#$%&'()*+/:;<=>?@[\\]^`{|}~", "é", "\t", "\x00"])
+def test_only_the_allowed_characters_make_a_tool_name(char):
+    """A-Z a-z 0-9 _ - . make a tool name; any other character refuses it at registration."""
+    server = Server("names")
+    server.add_tool(_named_tool(), name="AZaz09_-.")
+    for name in (f"{char}tool", f"to{char}ol", f"tool{char}"):
+        with pytest.raises(ValueError, match="1-128 characters"):
+            server.add_tool(_named_tool(), name=name)
+    assert list(server.tools) == ["AZaz09_-."]
+
+
+@pytest.mark.spec("U-TOOL-12")
+@pytest.mark.parametrize("name", ["get user", "get,user", " getUser", "getUser ", "a, b"])
+def test_a_tool_name_with_a_space_or_a_comma_is_refused(name):
+    """A tool name with a space or a comma is refused at registration."""
+    server = Server("names")
+    with pytest.raises(ValueError, match="1-128 characters"):
+        server.add_tool(_named_tool(), name=name)
+    assert dict(server.tools) == {}
+
+
+@pytest.mark.spec("U-TOOL-10")
+async def test_tool_names_are_case_sensitive(autojump_clock, mem):
+    """getUser and getuser are two tools; another spelling is an unknown tool (-32602)."""
+    server = Server("case")
+
+    async def upper() -> str:
+        """Upper."""
+        return "upper"
+
+    async def lower() -> str:
+        """Lower."""
+        return "lower"
+
+    server.add_tool(upper, name="getUser")
+    server.add_tool(lower, name="getuser")
+    ms = await mem(server)
+    s = await ms.open_session()
+    with trio.fail_after(10):
+        names = [t["name"] for t in (await s.result("tools/list"))["tools"]]
+        assert sorted(names) == ["getUser", "getuser"]
+        upper_result = await s.result("tools/call", {"name": "getUser"})
+        lower_result = await s.result("tools/call", {"name": "getuser"})
+        assert upper_result["content"] == [{"type": "text", "text": "upper"}]
+        assert lower_result["content"] == [{"type": "text", "text": "lower"}]
+        error = await s.error("tools/call", {"name": "GETUSER"})
+        assert error["code"] == -32602
+
+
+@pytest.mark.spec("U-TOOL-13")
+async def test_a_tool_name_is_listed_once(autojump_clock, mem):
+    """A second tool under a taken name replaces the first: the name is listed once."""
+    server = Server("unique")
+
+    async def first() -> str:
+        """First."""
+        return "first"
+
+    async def second() -> str:
+        """Second."""
+        return "second"
+
+    server.add_tool(first, name="tool")
+    server.add_tool(second, name="tool")
+    ms = await mem(server)
+    s = await ms.open_session()
+    with trio.fail_after(10):
+        tools = (await s.result("tools/list"))["tools"]
+        assert [t["name"] for t in tools] == ["tool"]
+        assert tools[0]["description"] == "Second."
+        result = await s.result("tools/call", {"name": "tool"})
+        assert result["content"] == [{"type": "text", "text": "second"}]
+
+
+@pytest.mark.spec("U-TASK-2")
+@pytest.mark.parametrize("version", ["2025-11-25", "2025-06-18", "2025-03-26"])
+async def test_a_task_param_is_ignored_and_the_call_answered_normally(
+    autojump_clock, mem, version
+):
+    """Without the tasks capability, a tools/call with a task param gets its plain result."""
+    from feat_support import request
+
+    ms = await mem(content_server())
+    init = await ms.post(
+        request(
+            "initialize",
+            {
+                "protocolVersion": version,
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "0"},
+            },
+        ),
+        version=None,
+    )
+    answer = await init.next_message()
+    assert answer is not None and answer["result"]["protocolVersion"] == version
+    assert "tasks" not in answer["result"]["capabilities"]
+    sid = init.headers["mcp-session-id"]
+    with trio.fail_after(10):
+        call = request(
+            "tools/call",
+            {
+                "name": "point",
+                "arguments": {},
+                "task": {"ttl": 60000},
+                "_meta": {"io.modelcontextprotocol/related-task": {"taskId": "t-1"}},
+            },
+        )
+        ex = await ms.post(call, session_id=sid, version=version)
+        assert ex.status == 200
+        messages = await ex.messages()
+        assert [m.get("id") for m in messages] == [call["id"]]
+        result = messages[0]["result"]
+        assert result["structuredContent"] == {"x": 1, "y": 2}
+        assert "task" not in result

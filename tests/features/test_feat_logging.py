@@ -144,3 +144,37 @@ async def test_logging_is_allowed_before_initialized(autojump_clock, mem):
         assert server.log("error", "early") == 1
         message = await get.next_message()
         assert message is not None and message["params"]["data"] == "early"
+
+
+@pytest.mark.spec("U-LOG-7")
+async def test_a_handler_log_reaches_only_its_own_client_and_levels_are_checked(
+    autojump_clock, mem
+):
+    """A handler's log goes to its own request's client only; an unknown level sends nothing."""
+    server = Server("log-access")
+
+    @server.tool()
+    async def secretive(ctx: Context) -> str:
+        """Logs once, then tries a level that does not exist."""
+        await ctx.log("error", "for my client only")
+        try:
+            await ctx.log("verbose", "never sent")
+        except ValueError:
+            return "refused"
+        return "sent"
+
+    ms = await mem(server)
+    mine = await ms.open_session()
+    other = await ms.open_session()
+    with trio.fail_after(10):
+        for s in (mine, other):
+            await s.result("logging/setLevel", {"level": "debug"})
+        mine_get = await mine.get()
+        other_get = await other.get()
+        answer, before = await mine.call("tools/call", {"name": "secretive"})
+        assert answer["result"]["content"] == [{"type": "text", "text": "refused"}]
+        assert [m["params"] for m in before] == [{"level": "error", "data": "for my client only"}]
+    for get in (mine_get, other_get):
+        with trio.move_on_after(1) as idle:
+            await get.next_message()
+        assert idle.cancelled_caught, "a log message went to a GET stream"

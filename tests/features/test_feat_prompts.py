@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import re
 from typing import Any, Literal
 
 import pytest
@@ -61,7 +63,7 @@ def prompt_server() -> Server:
     return server
 
 
-@pytest.mark.spec("U-PROMPT-1")
+@pytest.mark.spec("U-PROMPT-1", "U-PROMPT-9")
 async def test_the_capability_is_declared_only_with_prompts(autojump_clock, mem):
     """A server with prompts declares prompts {listChanged} and completions; one without
     declares neither and answers prompts/* with -32601."""
@@ -202,6 +204,7 @@ async def test_a_failing_prompt_is_an_internal_error(autojump_clock, mem):
         assert error["code"] == -32603 and "secret" not in str(error)
 
 
+@pytest.mark.spec("U-PROMPT-4")
 async def test_prompts_list_changed(autojump_clock, mem):
     """Adding or removing a prompt sends notifications/prompts/list_changed on the GET
     stream."""
@@ -214,6 +217,15 @@ async def test_prompts_list_changed(autojump_clock, mem):
         message = await get.next_message()
         assert message == {"jsonrpc": "2.0", "method": "notifications/prompts/list_changed"}
         assert "broken" not in server.prompts
+
+        async def fresh() -> str:
+            """A new prompt."""
+            return "new"
+
+        server.add_prompt(fresh)
+        message = await get.next_message()
+        assert message == {"jsonrpc": "2.0", "method": "notifications/prompts/list_changed"}
+        assert "fresh" in server.prompts
 
 
 def test_prompt_arguments_must_be_strings():
@@ -231,3 +243,172 @@ def test_prompt_arguments_must_be_strings():
         @server.prompt()
         def sync() -> str:  # type: ignore[type-var]
             return "x"
+
+
+MIME_TYPE = re.compile(r"[a-z]+/[a-z0-9][a-z0-9.+-]*")
+PNG = b"\x89PNG\r\n\x1a\n\x00\xff"
+WAV = b"RIFF\x00\x01\xfe\xffWAVE"
+
+
+def media_server() -> Server:
+    server = Server("media")
+
+    @server.prompt()
+    async def media() -> list[Any]:
+        """An image, an audio clip and embedded resources, from raw bytes."""
+        return [
+            UserMessage(Image(PNG)),
+            UserMessage(Audio(WAV)),
+            UserMessage(EmbeddedResource(uri="x://doc", text="hello", mime_type="text/plain")),
+            UserMessage(
+                EmbeddedResource(uri="x://pdf", blob=b"%PDF\xff", mime_type="application/pdf")
+            ),
+        ]
+
+    return server
+
+
+@pytest.mark.spec("U-PROMPT-5", "U-PROMPT-6")
+async def test_image_and_audio_data_is_base64_with_a_mime_type(autojump_clock, mem):
+    """Raw image and audio bytes go out as strict base64 with a type/subtype MIME type."""
+    ms = await mem(media_server())
+    s = await ms.open_session()
+    with trio.fail_after(10):
+        messages = (await s.result("prompts/get", {"name": "media"}))["messages"]
+    image, audio = messages[0]["content"], messages[1]["content"]
+    assert (image["type"], audio["type"]) == ("image", "audio")
+    assert base64.b64decode(image["data"], validate=True) == PNG
+    assert base64.b64decode(audio["data"], validate=True) == WAV
+    assert (image["mimeType"], audio["mimeType"]) == ("image/png", "audio/wav")
+    assert MIME_TYPE.fullmatch(image["mimeType"]) and MIME_TYPE.fullmatch(audio["mimeType"])
+
+
+@pytest.mark.spec("U-PROMPT-7")
+async def test_embedded_resources_carry_uri_mime_type_and_their_data(autojump_clock, mem):
+    """An embedded resource has its URI, its MIME type, and text or base64 blob data."""
+    ms = await mem(media_server())
+    s = await ms.open_session()
+    with trio.fail_after(10):
+        messages = (await s.result("prompts/get", {"name": "media"}))["messages"]
+    text, blob = messages[2]["content"], messages[3]["content"]
+    assert text == {
+        "type": "resource",
+        "resource": {"uri": "x://doc", "mimeType": "text/plain", "text": "hello"},
+    }
+    assert blob["resource"]["uri"] == "x://pdf"
+    assert blob["resource"]["mimeType"] == "application/pdf"
+    assert base64.b64decode(blob["resource"]["blob"], validate=True) == b"%PDF\xff"
+    assert "text" not in blob["resource"]
+    with pytest.raises(ValueError, match="exactly one of text and blob"):
+        EmbeddedResource(uri="x://none")
+    with pytest.raises(ValueError, match="exactly one of text and blob"):
+        EmbeddedResource(uri="x://both", text="t", blob=b"b")
+
+
+@pytest.mark.spec("U-PROMPT-8")
+@pytest.mark.parametrize(
+    "arguments",
+    [None, {"style": "kind"}, {"code": "x", "style": "rude"}, {"code": "x", "extra": "y"}],
+)
+async def test_prompt_arguments_are_validated_before_the_prompt_runs(
+    autojump_clock, mem, arguments
+):
+    """Invalid prompt arguments are -32602, and the prompt function never runs."""
+    server = Server("validate")
+    runs: list[str] = []
+
+    @server.prompt()
+    async def review(code: str, style: Literal["terse", "kind"] = "kind") -> str:
+        """Review."""
+        runs.append(code)
+        return code
+
+    ms = await mem(server)
+    s = await ms.open_session()
+    params: dict[str, Any] = {"name": "review"}
+    if arguments is not None:
+        params["arguments"] = arguments
+    with trio.fail_after(10):
+        error = await s.error("prompts/get", params)
+        assert error["code"] == -32602
+        assert runs == []
+        await s.result("prompts/get", {"name": "review", "arguments": {"code": "ok"}})
+        assert runs == ["ok"]
+
+
+@pytest.mark.spec("U-PROMPT-5", "U-PROMPT-6")
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: Image("not base64!", "image/png"),
+        lambda: Image(PNG, "png"),
+        lambda: Image(PNG, "audio/wav"),
+        lambda: Audio("%%%", "audio/wav"),
+        lambda: Audio(WAV, "image/png"),
+        lambda: Audio(WAV, "audio/"),
+    ],
+    ids=["image-text-not-base64", "image-no-subtype", "image-of-audio-type",
+         "audio-text-not-base64", "audio-of-image-type", "audio-empty-subtype"],
+)
+def test_image_and_audio_refuse_data_that_is_not_base64_or_a_mime_type_of_their_kind(
+    make: Any,
+) -> None:
+    """Image and audio content refuse, when made, text that is not base64 and a MIME type
+    that is not one of their kind: nothing invalid can go out."""
+    with pytest.raises(ValueError):
+        make()
+
+
+@pytest.mark.spec("U-PROMPT-7")
+def test_an_embedded_resource_needs_a_uri_and_always_names_a_mime_type() -> None:
+    """An embedded resource refuses what is not a URI, and one made without a MIME type goes
+    out with the type of its data: text/plain for text, application/octet-stream for a
+    blob."""
+    for uri in ("no-scheme", "/path/only", "test://a b"):
+        with pytest.raises(ValueError, match="not a URI"):
+            EmbeddedResource(uri=uri, text="t")
+    with pytest.raises(ValueError, match="MIME type"):
+        EmbeddedResource(uri="x://t", text="t", mime_type="plain")
+
+    assert [("text/plain", "t"), ("application/octet-stream", "AAE=")] == [
+        (c["mimeType"], c.get("text", c.get("blob")))
+        for c in (
+            EmbeddedResource(uri="x://t", text="t").contents(),
+            EmbeddedResource(uri="x://b", blob=b"\x00\x01").contents(),
+        )
+    ]
+
+
+@pytest.mark.spec("U-PROMPT-9", "L-CAP-1", "U-PROMPT-4")
+async def test_a_session_keeps_to_the_capabilities_its_initialize_declared(autojump_clock, mem):
+    """A session initialized before the server had any prompt negotiated no prompts
+    capability: when a prompt is registered later, it is not told of the change and is not
+    served prompts/*, while a session initialized after is, on both counts."""
+    server = Server("late-prompts")
+    ms = await mem(server)
+    early = await ms.open_session()
+    with trio.fail_after(10):
+        early_get = await early.get()
+
+        async def late() -> str:
+            """A prompt that came late."""
+            return "late"
+
+        server.add_prompt(late)
+        later = await ms.open_session()
+        later_get = await later.get()
+        server.remove_prompt("late")
+        told = await later_get.next_message()
+        server.add_prompt(late)
+        early_told = None
+        with trio.move_on_after(1):
+            early_told = await early_get.next_message()
+        refused = await early.error("prompts/list")
+        served = await later.result("prompts/list")
+
+    assert "prompts" not in early.initialize_result["capabilities"]
+    assert {"listChanged": True} == later.initialize_result["capabilities"]["prompts"]
+    assert {"jsonrpc": "2.0", "method": "notifications/prompts/list_changed"} == told
+    assert early_told is None
+    assert -32601 == refused["code"]
+    assert ["late"] == [p["name"] for p in served["prompts"]]

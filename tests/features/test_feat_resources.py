@@ -414,3 +414,42 @@ def test_return_values_become_contents():
     assert [c.get("text") for c in to_contents(u, ["a", "b"])] == ["a", "b"]
     assert to_contents(u, [1, 2]) == [{"uri": u, "mimeType": "application/json", "text": "[1, 2]"}]
     assert to_contents(u, {"k": "v"})[0]["text"] == '{"k": "v"}'
+
+
+@pytest.mark.spec("U-RES-6", "U-RES-3")
+@pytest.mark.parametrize(
+    "uri", ["no-scheme/static", "/etc/static", "test://with space", "1x://digit-first",
+            "test://{name} and more"],
+)
+def test_a_resource_uri_that_is_not_an_rfc_3986_uri_is_refused_at_registration(uri: str) -> None:
+    """A resource (or template, once its {var} expressions are taken out) is registered only
+    under a URI as RFC 3986 has it: a scheme first, and no character a URI cannot hold."""
+    server = Server("uris")
+
+    async def read() -> str:
+        return "x"
+
+    async def read_name(name: str) -> str:
+        return name
+
+    with pytest.raises(ValueError, match="not a URI"):
+        server.add_resource(read_name if "{" in uri else read, uri)
+
+
+@pytest.mark.spec("U-RES-6")
+def test_custom_schemes_and_templates_that_follow_rfc_3986_register() -> None:
+    """Custom schemes such as test: and a+b.c-d:, and templates, register."""
+    server = Server("uris")
+
+    async def read() -> str:
+        return "x"
+
+    async def read_id(id: str) -> str:
+        return id
+
+    server.add_resource(read, "test://static")
+    server.add_resource(read, "a+b.c-d:opaque/path?q=1#f")
+    server.add_resource(read_id, "file:///data/{id}.txt")
+
+    assert {"test://static", "a+b.c-d:opaque/path?q=1#f"} == set(server.resources)
+    assert {"file:///data/{id}.txt"} == set(server.resource_templates)

@@ -225,9 +225,9 @@ def test_batch_with_a_malformed_member_is_invalid() -> None:
     assert ErrorCode.INVALID_REQUEST == exc.code
 
 
-@pytest.mark.spec("TM-RPC-BATCH")
+@pytest.mark.spec("TM-RPC-BATCH", "L-INIT-7")
 def test_initialize_in_a_batch_is_invalid() -> None:
-    """2025-03-26 § Batching: initialize must not be part of a batch."""
+    """2025-03-26 lifecycle § Initialization: initialize must not be part of a batch."""
     exc = _post_error(
         _request("POST", [INIT, {"jsonrpc": "2.0", "method": "n"}], **{"mcp-session-id": None})
     )

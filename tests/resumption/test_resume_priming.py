@@ -187,6 +187,28 @@ async def test_no_early_close_before_an_event_id_in_an_unprimed_session(
     assert [] == wire.retries
 
 
+@pytest.mark.spec("T-PSSE-15", "TM-BP-OLDREV")
+@pytest.mark.parametrize("version", ["2025-06-18", "2025-03-26"])
+async def test_no_early_close_at_all_in_a_session_before_2025_11_25(
+    live_server: StartServer, version: str
+) -> None:
+    """Before 2025-11-25 the server does not close a request's stream before its response:
+    a handler that asks to close its connection after messages with ids went out is
+    refused, and every message and the response arrive on the same connection."""
+    live = await live_server(server)
+    with trio.fail_after(TIMEOUT):
+        session = await open_session(live.url, protocol_version=version)
+        request = call(4, close_after=2)
+        wire = Wire()
+        async with open_call(session, request) as stream:
+            ended = await read_until(stream, wire)
+
+    assert ended and [False] == CLOSES
+    assert [0, 1, 2, 3] == wire.numbers
+    assert request["id"] == wire.messages[-1]["id"] and "result" in wire.messages[-1]
+    assert [] == wire.retries
+
+
 @pytest.mark.spec("T-PSSE-10", "T-PSSE-6")
 async def test_a_stream_ends_after_its_response_without_retry(live_server: StartServer) -> None:
     """A POST stream ends right after the request's response, and without a retry field:

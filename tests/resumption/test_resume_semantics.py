@@ -3,8 +3,6 @@
 # fresh-GET and take-over rules. Real hypercorn on loopback, the raw h11 client.
 from __future__ import annotations
 
-import json
-
 import pytest
 import trio
 from support.client import McpSession, open_session, rpc_request
@@ -257,37 +255,34 @@ async def test_fresh_get_delivers_what_was_queued_and_replays_nothing_delivered(
     assert len(set(first.ids + second.ids)) == len(first.ids + second.ids)
 
 
-@pytest.mark.spec("TM-GET-ONE", "TM-RES-TAKEOVER", "T-RESUME-7", "T-MULTI-2")
-async def test_a_second_fresh_get_is_refused_but_last_event_id_takes_the_stream_over(
+@pytest.mark.spec("TM-GET-ONE", "TM-RES-TAKEOVER", "T-RESUME-7", "T-MULTI-2", "T-GET-3")
+async def test_a_second_get_takes_the_standalone_stream_over_fresh_or_resuming(
     live_server: StartServer,
 ) -> None:
-    """While the standalone stream has a connection, a second GET without Last-Event-ID gets
-    409 Conflict with a JSON-RPC error body. A GET with the Last-Event-ID of an event of the
-    standalone stream re-attaches it instead: the old connection ends, the new one gets what
-    follows that event, and later messages go to the new connection only."""
+    """While the standalone stream has a connection, a second GET without Last-Event-ID takes
+    it over: the old connection ends, the new one gets what no connection took yet. A GET
+    with the Last-Event-ID of an event of the standalone stream takes it over too, and gets
+    what follows that event. Later messages go to the newest connection only."""
     live = await live_server(server)
     with trio.fail_after(TIMEOUT):
         session = await open_session(live.url)
-        old, new = Wire(), Wire()
+        first, second, third = Wire(), Wire(), Wire()
         async with session.open_get() as get:
             standalone_note(live, session, 0)
-            await read_until(get, old, messages=1)
-            async with session.open_get() as refused:
-                conflict = (refused.status, refused.content_type, await refused.read_body())
-            standalone_note(live, session, 1)
-            await read_until(get, old, messages=1)
-            assert old.last_id is not None
-            async with resume(session, old.ids[1]) as takeover:  # the id of message 0
-                status = takeover.status
-                await read_until(takeover, new, messages=1)  # message 1 again, as asked
-                old_ended = await read_until(get, old)
-                standalone_note(live, session, 2)
-                await read_until(takeover, new, messages=1)
+            await read_until(get, first, messages=1)
+            async with session.open_get() as fresh:
+                fresh_status = fresh.status
+                first_ended = await read_until(get, first)
+                standalone_note(live, session, 1)
+                await read_until(fresh, second, messages=1)
+                assert second.last_id is not None
+                async with resume(session, second.last_id) as takeover:
+                    status = takeover.status
+                    second_ended = await read_until(fresh, second)
+                    standalone_note(live, session, 2)
+                    await read_until(takeover, third, messages=1)
 
-    assert 409 == conflict[0] and "application/json" == conflict[1]
-    body = json.loads(conflict[2])
-    assert "2.0" == body["jsonrpc"] and isinstance(body["error"]["code"], int)
-    assert 200 == status and old_ended
-    assert [0, 1] == old.numbers
-    assert [1, 2] == new.numbers
-    assert new.comments and new.comments[0].startswith("attached stream=0")
+    assert (200, True, [0]) == (fresh_status, first_ended, first.numbers)
+    assert (200, True, [1]) == (status, second_ended, second.numbers)
+    assert [2] == third.numbers
+    assert third.comments and third.comments[0].startswith("attached stream=0")

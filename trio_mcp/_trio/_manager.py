@@ -19,7 +19,6 @@ from ..protocol import (
     Entry,
     EntryKind,
     ErrorCode,
-    ErrorResponse,
     Notification,
     RemoteProtocolError,
     Request,
@@ -28,6 +27,7 @@ from ..protocol import (
 )
 from ..protocol._lifecycle import Admission, initialize_result
 from ..protocol._transport import (
+    SSE_HEADERS,
     GetPlan,
     HttpRequest,
     PostPlan,
@@ -248,10 +248,13 @@ class SessionManager:
         if not isinstance(requested, str) or not isinstance(caps, Mapping) or not isinstance(
             info, Mapping
         ):
+            # TM-LIFE-INIT: an in-band JSON-RPC error (HTTP 200, application/json): it needs
+            # no session, and a 4xx would send dual-transport clients to the old transport.
             raise RemoteProtocolError(
                 "Invalid params: initialize needs protocolVersion (string), capabilities "
                 "(object) and clientInfo (object).",
                 code=ErrorCode.INVALID_PARAMS,
+                http_status=200,
                 request_id=message.id,
             )
         if plan.version_header is not None:
@@ -268,12 +271,14 @@ class SessionManager:
         # T-SESS-2 / T-SEC-9 / T-SEC-10: 192 bits from the OS CSPRNG; T-SESS-3: base64url is
         # visible ASCII.
         session_id = secrets.token_urlsafe(24)
+        capabilities = self.app.capabilities()
         session = Session(
             manager=self,
             session_id=session_id,
             version=version,
             client_info=info,
             client_capabilities=caps,
+            server_capabilities=capabilities,
             config=self.config,
             codec=self.codec,
         )
@@ -283,7 +288,7 @@ class SessionManager:
         self.stats.sessions_created += 1
         result = initialize_result(
             version,
-            capabilities=self.app.capabilities(),
+            capabilities=capabilities,
             server_info=self.app.server_info(),
             instructions=self.app.instructions,
         )
@@ -372,17 +377,10 @@ class SessionManager:
                 raise session_not_found()
             if not outcomes:
                 # TM-CANCEL-JSON: every request was cancelled by the client. U-CANCEL-4
-                # (SHOULD) asks for no response, but T-POST-7 (MUST) asks a request's POST
-                # for a JSON body or a stream; the MUST wins: an error the client ignores
-                # (U-CANCEL-6). An SSE answer satisfies both by ending without a response.
-                outcomes = [
-                    ErrorResponse(
-                        id=f.request.id,
-                        code=ErrorCode.REQUEST_CANCELLED,
-                        message="Request cancelled by the client.",
-                    )
-                    for f in flights
-                ]
+                # (SHOULD) asks for no response, and T-POST-7 (MUST) for a JSON body or a
+                # stream, in any mode: a stream that ends with no response keeps both.
+                await responder.reply(Reply(status=200, headers=SSE_HEADERS))
+                return
             body: Any = (
                 [o.to_dict() for o in outcomes] if plan.batch else outcomes[0].to_dict()
             )
@@ -419,15 +417,9 @@ class SessionManager:
         if plan.last_event_id is not None:
             await self._resume(session, plan, responder)
             return
-        if STANDALONE_STREAM in session.views:
-            # TM-GET-ONE: one standalone stream per session; a second fresh GET is refused
-            # (resuming with Last-Event-ID takes the stream over instead).
-            raise RemoteProtocolError(
-                "Conflict: this session already has a standalone SSE stream open; resume it "
-                "with Last-Event-ID or close it first.",
-                code=ErrorCode.INVALID_REQUEST,
-                http_status=409,
-            )
+        # TM-GET-ONE: a second fresh GET takes the standalone stream over, as a resume
+        # does (TM-RES-TAKEOVER): the older connection is detached (T-MULTI-2), and every
+        # GET is answered with a stream (T-GET-3).
         state = session.log.stream(STANDALONE_STREAM)
         assert state is not None
         # TM-GET-FRESH: a fresh GET delivers what no connection has taken yet, and replays

@@ -94,23 +94,29 @@ class Runtime:
     def broadcast(self, method: str, params: Mapping[str, JSON] | None = None) -> int:
         sent = self.listeners.broadcast(method, params)
         notification = Notification(method=method, params=params)
-        uri = (params or {}).get("uri") if method == "notifications/resources/updated" else None
         for session in list(self.manager.sessions.values()):
-            if uri is not None and uri not in session.subscriptions:
-                continue
             # T-GET-5: it relates to no request, so it goes on the standalone stream.
-            if session.send(notification):
+            if session.takes(notification) and session.send(notification):
                 sent += 1
         return sent
 
     # -- HTTP entry -------------------------------------------------------------------------
 
     async def handle(self, request: HttpRequest, responder: Responder) -> None:
-        """Serve one request to the MCP endpoint."""
+        """Serve one request to the MCP endpoint, Origin and Host first."""
         try:
             # T-SEC-1 / MT-SEC-1 (MUST): Origin is validated on every request, before its
             # era is known.
             self.policy_for(request.local_host).check(request.headers)
+        except RemoteProtocolError as exc:
+            await responder.reply(error_reply(exc))
+            return
+        await self.serve(request, responder)
+
+    async def serve(self, request: HttpRequest, responder: Responder) -> None:
+        """Serve one request whose Origin and Host the caller has checked (the ASGI adapter
+        does, before the path and the body: T-SEC-1)."""
+        try:
             if not self.running or self.manager.shutting_down:
                 raise RemoteProtocolError(
                     "Service Unavailable: the server is not running.",

@@ -31,6 +31,7 @@ from ..protocol import (
     StreamClosedError,
     dumps,
 )
+from ..protocol._capabilities import announces, declares
 from ..protocol._errors import resource_not_found
 from ..protocol._eventlog import EventLog
 from ..protocol._lifecycle import Admission, admit
@@ -119,6 +120,7 @@ class Session:
         version: str,
         client_info: Mapping[str, Any],
         client_capabilities: Mapping[str, Any],
+        server_capabilities: Mapping[str, Any],
         config: ServerConfig,
         codec: CursorCodec,
     ) -> None:
@@ -128,6 +130,9 @@ class Session:
         self.version = version
         self.client_info = dict(client_info)
         self.client_capabilities = dict(client_capabilities)
+        #: What the server declared in this session's InitializeResult: the session holds to
+        #: it, whatever is registered later (L-CAP-1).
+        self.server_capabilities = dict(server_capabilities)
         self.config = config
         self.codec = codec
         self.phase = Phase.AWAITING_INITIALIZED
@@ -243,6 +248,16 @@ class Session:
         """A connection took an event: producers waiting on a slow reader may go on."""
         self._progress.set()
         self._progress = trio.Event()
+
+    def takes(self, notification: Notification) -> bool:
+        """Whether a broadcast notification is for this session: a change its initialize
+        announced (L-CAP-1), and for a resource update, one it subscribed to."""
+        if not announces(self.server_capabilities, notification.method):
+            return False
+        if notification.method == "notifications/resources/updated":
+            uri = (notification.params or {}).get("uri")
+            return isinstance(uri, str) and uri in self.subscriptions
+        return True
 
     def wrote(self, events: int) -> None:
         self.stats.events_written += events
@@ -436,11 +451,13 @@ class Session:
         if method == "logging/setLevel":
             self.log_level = requested_level(params)
             return {}
+        if not declares(self.server_capabilities, method):
+            # L-CAP-1 (MUST) / U-PROMPT-9: only what this session negotiated is served; a
+            # capability that came after its initialize is not its own.
+            raise RemoteProtocolError(
+                f"Method not found: {method}", code=ErrorCode.METHOD_NOT_FOUND
+            )
         if method in ("resources/subscribe", "resources/unsubscribe"):
-            if "resources" not in self.app.capabilities():
-                raise RemoteProtocolError(
-                    f"Method not found: {method}", code=ErrorCode.METHOD_NOT_FOUND
-                )
             uri = params.get("uri")
             if not isinstance(uri, str) or not uri:
                 raise RemoteProtocolError(
@@ -651,10 +668,14 @@ class Session:
         T-PSSE-2 (MAY): once an event id has gone out, the server may close the connection
         without ending the stream; the client resumes with GET and Last-Event-ID.
         """
+        if not self.primes:
+            # T-PSSE-15 (SHOULD NOT, before 2025-11-25): a stream is not closed before its
+            # response; polling (SEP-1699) came with 2025-11-25, as priming did.
+            return False
         view = self.views.get(stream)
         if view is None or view.delivered < 0:
-            # Without an event id the client has no cursor to resume from (sessions before
-            # 2025-11-25 are not primed): closing would lose the stream, so it stays open.
+            # Without an event id the client has no cursor to resume from: closing would
+            # lose the stream, so it stays open.
             return False
         view.stop(ViewEnd.SERVER_CLOSED)
         return True

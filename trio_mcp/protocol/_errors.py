@@ -46,9 +46,6 @@ class ErrorCode(IntEnum):
     RESUMPTION_FAILED = -31001
     #: trio-mcp: the server has too many sessions or requests in flight right now.
     SERVER_BUSY = -31002
-    #: trio-mcp: the answer to a request the client cancelled, where an answer is required
-    #: (a JSON-mode POST, TM-CANCEL-JSON).
-    REQUEST_CANCELLED = -31003
 
 
 class ProtocolError(Exception):

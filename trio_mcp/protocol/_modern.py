@@ -71,20 +71,6 @@ CACHEABLE_METHODS: Final = frozenset(
     }
 )
 
-#: The server capability a method needs declared before it is served (MT-HDR-4: a method
-#: behind an undeclared capability is not implemented here).
-METHOD_CAPABILITY: Final = {
-    "tools/list": "tools",
-    "tools/call": "tools",
-    "prompts/list": "prompts",
-    "prompts/get": "prompts",
-    "resources/list": "resources",
-    "resources/templates/list": "resources",
-    "resources/read": "resources",
-    "completion/complete": "completions",
-}
-
-
 class CacheScope(enum.Enum):
     """Who may reuse a cached result (MU-CACHE-1)."""
 

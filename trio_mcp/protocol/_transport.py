@@ -191,7 +191,8 @@ def plan_legacy_post(headers: Headers, decoded: JSON) -> PostPlan:
     )
     if plan.is_initialize:
         if batch:
-            # 2025-03-26 basic § Batching: the initialize request MUST NOT be part of a batch.
+            # L-INIT-7 (2025-03-26 basic/lifecycle § Initialization): initialize MUST NOT be
+            # part of a batch.
             raise RemoteProtocolError(
                 "Invalid Request: initialize cannot be sent in a batch.",
                 code=ErrorCode.INVALID_REQUEST,
