@@ -50,6 +50,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--certfile", help="TLS certificate (PEM); serves HTTPS with --keyfile")
     serve.add_argument("--keyfile", help="TLS private key (PEM)")
     serve.add_argument(
+        "--server", dest="http_server", choices=("trio-mcp", "hypercorn"), default="trio-mcp",
+        help="the HTTP server: trio-mcp's own HTTP/1.1 server (default), or hypercorn, which "
+        "hosts the ASGI app (and speaks HTTP/2 over TLS)",
+    )
+    serve.add_argument(
         "--json-response", action="store_true",
         help="answer requests with application/json instead of an SSE stream",
     )
@@ -117,7 +122,7 @@ def main(argv: Sequence[str] | None = None, *, own_command_line: bool | None = N
                         host=args.host, port=args.port, config=config,
                         certfile=args.certfile, keyfile=args.keyfile,
                         shutdown_trigger=on_signal, stats_port=args.stats_port,
-                        task_status=task_status,
+                        http_server=args.http_server, task_status=task_status,
                     )
                 )
                 for url in urls:

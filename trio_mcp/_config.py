@@ -100,6 +100,17 @@ class ServerConfig:
     refused; give every process the same key to accept it there (ML-STATE-2)."""
     max_listen_resources: int = 256
     """Resource URIs one subscriptions/listen request may subscribe to."""
+    http_header_timeout: float = 10.0
+    """trio-mcp's own HTTP server (TM-HTTP-OWN): how long a new connection may take to send a
+    request's head (and a TLS handshake): slowloris is cut here."""
+    http_idle_timeout: float = 5.0
+    """How long a kept-alive connection may wait for its next request."""
+    http_body_timeout: float = 30.0
+    """How long a request's body may take to arrive, once its head has."""
+    http_max_header_bytes: int = 16 * 1024
+    """The request line and headers of one request; beyond, 431 and the connection closes."""
+    http_max_connections: int = 4096
+    """Connections open at once; beyond, a new one gets 503 and is closed."""
 
     def __attrs_post_init__(self) -> None:
         if self.request_state_key is not None and len(self.request_state_key) < 32:

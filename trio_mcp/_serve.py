@@ -1,5 +1,6 @@
-# Serving over HTTP with hypercorn's trio worker: the embedding API (`await serve(...)`, with
-# task_status for nursery.start) used by the command line too.
+# Serving over HTTP: the embedding API (`await serve(...)`, with task_status for
+# nursery.start) used by the command line too, on trio-mcp's own HTTP/1.1 server (the
+# default, TM-HTTP-OWN) or under hypercorn's trio worker (the ASGI app; HTTP/2 over TLS).
 from __future__ import annotations
 
 import contextlib
@@ -9,7 +10,7 @@ import math
 import os
 import socket
 from collections.abc import Awaitable, Callable, MutableMapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import trio
 from hypercorn.config import Config as HypercornConfig
@@ -22,7 +23,11 @@ if TYPE_CHECKING:
     from ._ports import App
     from ._trio._runtime import Runtime
 
-__all__ = ["serve"]
+__all__ = ["HTTP_SERVERS", "serve"]
+
+#: The HTTP servers `serve` runs on: trio-mcp's own, or hypercorn.
+HTTP_SERVERS = ("trio-mcp", "hypercorn")
+HttpServerName = Literal["trio-mcp", "hypercorn"]
 
 logger = logging.getLogger("trio_mcp.serve")
 
@@ -106,6 +111,7 @@ async def serve(
     keyfile: str | None = None,
     shutdown_trigger: Callable[[], Awaitable[None]] | None = None,
     stats_port: int | None = None,
+    http_server: HttpServerName = "trio-mcp",
     task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve ``server`` over HTTP until cancelled, or until ``shutdown_trigger`` returns.
@@ -113,16 +119,115 @@ async def serve(
     T-SEC-4 (SHOULD): the default bind is loopback only. ``task_status.started`` reports
     the bound URLs (port 0 picks a free port), so this works with ``nursery.start``.
 
+    ``http_server`` chooses the HTTP server: ``"trio-mcp"`` (the default), trio-mcp's own
+    HTTP/1.1 server, which owns its connections (TM-HTTP-OWN); or ``"hypercorn"``, which
+    hosts the ASGI app (and speaks HTTP/2 over TLS).
+
     When ``shutdown_trigger`` returns, the shutdown is graceful (TM-SESS-SHUTDOWN): every
     SSE connection gets a ``retry`` field and is closed, running handlers get
     ``config.shutdown_grace`` seconds to finish, then every session ends.
 
-    With ``stats_port``, the counters of ``SessionManager.statistics()`` are served as JSON
-    on ``http://127.0.0.1:<stats_port>/`` (always loopback, whatever ``host`` is).
+    With ``stats_port``, the counters of ``Runtime.statistics()`` are served as JSON on
+    ``http://127.0.0.1:<stats_port>/`` (always loopback, whatever ``host`` is).
     """
+    cfg = config or ServerConfig()
+    if http_server == "hypercorn":
+        await _serve_hypercorn(
+            server, host, port, cfg, certfile, keyfile, shutdown_trigger, stats_port, task_status
+        )
+        return
+    await _serve_own(
+        server, host, port, cfg, certfile, keyfile, shutdown_trigger, stats_port, task_status
+    )
+
+
+async def _serve_own(
+    server: App,
+    host: str,
+    port: int,
+    cfg: ServerConfig,
+    certfile: str | None,
+    keyfile: str | None,
+    shutdown_trigger: Callable[[], Awaitable[None]] | None,
+    stats_port: int | None,
+    task_status: trio.TaskStatus[list[str]],
+) -> None:
+    from ._http import HttpServer
+    from ._trio._runtime import Runtime
+
+    runtime = Runtime(server, cfg, bind_hosts=[host])
+    sock = listening_socket(host, port, user_timeout_ms=int(user_timeout(cfg) * 1000))
+    sock.listen(1024)
+    listener = trio.SocketListener(trio.socket.from_stdlib_socket(sock))
+    ssl_context = None
+    if certfile is not None:
+        import ssl
+
+        ssl_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        ssl_context.load_cert_chain(certfile, keyfile)
+        # HTTP/1.1 only: no h2 on this server (TM-HTTP-OWN).
+        ssl_context.set_alpn_protocols(["http/1.1"])
+    http = HttpServer(runtime, cfg)
+    bound = sock.getsockname()
+    scheme = "https" if ssl_context is not None else "http"
+    shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
+    stopped = trio.Event()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(runtime.run)
+        await nursery.start(lambda task_status: http.serve(
+            [listener], ssl_context=ssl_context, task_status=task_status
+        ))
+        urls = [f"{scheme}://{shown}:{bound[1]}"]
+        if stats_port is not None:
+            urls += await nursery.start(_serve_stats, runtime, stats_port, stopped)
+        task_status.started(urls)
+        if shutdown_trigger is None:
+            await trio.sleep_forever()
+        await shutdown_trigger()
+        # TM-SESS-SHUTDOWN: no new connection, idle ones closed, streams told to retry,
+        # running requests given the grace; then what is left ends.
+        http.stop_accepting()
+        await runtime.shutdown(cfg.shutdown_grace)
+        with trio.move_on_after(1.0):
+            await http.drain()
+        stopped.set()
+        nursery.cancel_scope.cancel()
+
+
+async def _serve_stats(
+    runtime: Runtime,
+    port: int,
+    stopped: trio.Event,
+    *,
+    task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    stats_hc = hypercorn_config(host="127.0.0.1", port=port)
+    stats_app: Any = StatsApp(runtime)
+    urls: list[str] = []
+
+    async def run(task_status: trio.TaskStatus[list[str]]) -> None:
+        await hypercorn_serve(
+            stats_app, stats_hc, shutdown_trigger=stopped.wait, task_status=task_status
+        )
+
+    async with trio.open_nursery() as nursery:
+        urls = await nursery.start(run)
+        task_status.started([u + "/stats" for u in urls])
+
+
+async def _serve_hypercorn(
+    server: App,
+    host: str,
+    port: int,
+    cfg: ServerConfig,
+    certfile: str | None,
+    keyfile: str | None,
+    shutdown_trigger: Callable[[], Awaitable[None]] | None,
+    stats_port: int | None,
+    task_status: trio.TaskStatus[list[str]],
+) -> None:
     from ._asgi import ASGIApp
 
-    cfg = config or ServerConfig()
     app = ASGIApp(server, cfg, bind_hosts=[host])
     sock = listening_socket(host, port, user_timeout_ms=int(user_timeout(cfg) * 1000))
     # hypercorn wraps the descriptor it is given and closes it when it stops: it gets a
@@ -152,17 +257,7 @@ async def serve(
             )
             started = True
             if stats_port is not None:
-                stats_hc = hypercorn_config(host="127.0.0.1", port=stats_port)
-                stats_app: Any = StatsApp(app.runtime)
-                urls += [
-                    u + "/stats"
-                    for u in await nursery.start(
-                        lambda task_status: hypercorn_serve(
-                            stats_app, stats_hc, shutdown_trigger=stopped.wait,
-                            task_status=task_status,
-                        )
-                    )
-                ]
+                urls += await nursery.start(_serve_stats, app.runtime, stats_port, stopped)
             task_status.started(urls)
     finally:
         if not started:

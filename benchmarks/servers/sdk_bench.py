@@ -2,12 +2,16 @@
 ``MCPServer`` in streamable-http mode under uvicorn, with the same tools as trio-mcp's.
 
     python benchmarks/servers/sdk_bench.py --port 8000 [--json-response] [--session-ttl S]
+        [--loop {asyncio,uvloop}] [--http {h11,httptools}]
 
 Stateful sessions (the default), resumability on: the SDK ships no event store, so this file
 has a minimal bounded one, ``BoundedEventStore``, written against the SDK's ``EventStore``
 ABC. Everything else is the SDK's default (``streamable_http_app``'s arguments), uvicorn's
-too (asyncio loop and h11 here: uvloop and httptools are not installed, as with a plain
-``pip install mcp``).
+too, but for its event loop and HTTP parser: ``--loop uvloop --http httptools`` is what
+``pip install 'uvicorn[standard]'`` gives (uvicorn's "auto" picks them when installed; they
+are named here so that a missing one fails instead of falling back), and benchmarks/run.py's
+primary SDK contender; the defaults, asyncio and h11, are what a plain ``pip install mcp``
+gives.
 """
 
 from __future__ import annotations
@@ -131,6 +135,10 @@ def main() -> None:
     parser.add_argument("--json-response", action="store_true")
     parser.add_argument("--session-ttl", type=float, default=None,
                         help="session_idle_timeout (default: the SDK's, 1800 s)")
+    parser.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio",
+                        help="uvicorn's event loop (uvloop: as with uvicorn[standard])")
+    parser.add_argument("--http", choices=("h11", "httptools"), default="h11",
+                        help="uvicorn's HTTP/1.1 parser (httptools: as with uvicorn[standard])")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     # ctx.log is deprecated in the SDK's newest protocol revision; the 2025-11-25 wire has it.
@@ -145,7 +153,8 @@ def main() -> None:
         **kwargs,
     )
     release.install()
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)
+    uvicorn.run(app, host=args.host, port=args.port, loop=args.loop, http=args.http,
+                log_level="warning", access_log=False)
 
 
 if __name__ == "__main__":

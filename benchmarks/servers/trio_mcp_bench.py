@@ -1,8 +1,10 @@
-"""trio-mcp as a benchmark contender: the benchmark tools, served by ``trio_mcp.serve``
-(hypercorn's trio worker, TCP_USER_TIMEOUT on its listening socket) on loopback.
+"""trio-mcp as a benchmark contender: the benchmark tools, served by ``trio_mcp.serve`` on
+loopback, on trio-mcp's own HTTP/1.1 server (trio and h11, the default, as ``trio-mcp serve``
+runs) or, with ``--server hypercorn``, under hypercorn's trio worker hosting the ASGI app
+(``serve(http_server=...)``); TCP_USER_TIMEOUT on the listening socket either way.
 
-    python benchmarks/servers/trio_mcp_bench.py [--port 0] [--json-response]
-        [--session-ttl S] [--stats-port PORT] [--stall-budget S]
+    python benchmarks/servers/trio_mcp_bench.py [--port 0] [--server {trio-mcp,hypercorn}]
+        [--json-response] [--session-ttl S] [--stats-port PORT] [--stall-budget S]
         [--window-events N] [--window-bytes N]
 
 ``benchmarks/run.py`` gives it a port and waits for it; ``benchmarks/bench_memory.py`` (through
@@ -33,6 +35,7 @@ import trio
 
 from trio_mcp import Context, ResponseMode, Server, ServerConfig, serve, use_allocator
 from trio_mcp._allocator import running_allocator
+from trio_mcp._serve import HTTP_SERVERS
 from trio_mcp.protocol import Retention
 
 server = Server("bench-trio-mcp", version="0.1.0")
@@ -139,6 +142,7 @@ async def run(args: argparse.Namespace) -> None:
                 port=args.port,
                 config=config,
                 stats_port=args.stats_port,
+                http_server=args.server,
                 shutdown_trigger=stop.wait,
                 task_status=task_status,
             )
@@ -147,7 +151,7 @@ async def run(args: argparse.Namespace) -> None:
             "url": urls[0] + config.path,
             "stats_url": urls[1] if len(urls) > 1 else None,
             "pid": os.getpid(),
-            "server": "trio-mcp",
+            "server": "trio-mcp" if args.server == "trio-mcp" else f"trio-mcp/{args.server}",
             "allocator": running_allocator(),
             "config": describe(config),
         }
@@ -163,6 +167,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="port (0: any free one)")
+    parser.add_argument("--server", choices=HTTP_SERVERS, default="trio-mcp",
+                        help="the HTTP server: trio-mcp's own (default) or hypercorn")
     parser.add_argument("--json-response", action="store_true")
     parser.add_argument("--session-ttl", type=float, default=None, help="session_idle_ttl, s")
     parser.add_argument("--stats-port", type=int, default=None,

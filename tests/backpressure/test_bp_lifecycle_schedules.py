@@ -157,8 +157,9 @@ async def settle() -> None:
 
 def answers(responder: PacedResponder) -> list[dict[str, Any]]:
     """The JSON-RPC messages of a response, JSON or SSE."""
-    if responder.reply_ is not None and responder.reply_.body:
-        body = json.loads(responder.reply_.body)
+    reply = responder.reply_
+    if reply is not None and reply.body and ("content-type", "application/json") in reply.headers:
+        body = json.loads(reply.body)
         return body if isinstance(body, list) else [body]
     return responder.messages()
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
+from typing import Any
 
 import pytest
 import trio
@@ -24,6 +25,7 @@ from support.slow import (
 )
 
 import trio_mcp._asgi
+import trio_mcp._http
 from trio_mcp import ServerConfig
 from trio_mcp._trio._pacer import RELEASE_AT
 from trio_mcp._trio._writer import ConnectionWriter
@@ -199,19 +201,29 @@ async def test_a_reader_that_keeps_up_is_released_from_pacing(
 
 @pytest.mark.spec("TM-BP-PACE")
 async def test_small_responses_never_look_their_socket_up(
-    live_server: StartServer, monkeypatch: pytest.MonkeyPatch
+    live_server: StartServer, http_server: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """SSE responses that write no more than a kilobyte (here, tools/call answers of
-    `echo`) are never paced: not one socket lookup is made for them. A stream that writes
-    more looks its socket up once."""
+    `echo`) are never paced: not one socket lookup is made for them (under hypercorn, a
+    scan for the socket; on trio-mcp's own server, a probe of the socket it owns). A stream
+    that writes more looks its socket up once."""
     lookups: list[object] = []
-    real = trio_mcp._asgi.find_tcp_socket
+    if http_server == "hypercorn":
+        real = trio_mcp._asgi.find_tcp_socket
 
-    def counted(local: object, peer: object) -> object:
-        lookups.append(peer)
-        return real(local, peer)
+        def counted(local: object, peer: object) -> object:
+            lookups.append(peer)
+            return real(local, peer)
 
-    monkeypatch.setattr(trio_mcp._asgi, "find_tcp_socket", counted)
+        monkeypatch.setattr(trio_mcp._asgi, "find_tcp_socket", counted)
+    else:
+        made = trio_mcp._http.TcpProbe.of_socket
+
+        def counted_probe(sock: Any) -> object:
+            lookups.append(sock)
+            return made(sock)
+
+        monkeypatch.setattr(trio_mcp._http.TcpProbe, "of_socket", counted_probe)
     server, _record = make_server()
     live = await live_server(server, ServerConfig())
     session = await open_session(live.url)

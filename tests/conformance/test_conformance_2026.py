@@ -102,12 +102,14 @@ def requirements(node_modules: Path) -> dict[str, Any]:
     return parsed
 
 
-@pytest.fixture(scope="module")
-def demo_server_url() -> Iterator[str]:
-    """`python -m trio_mcp serve --port 0` as a subprocess; yields the URL it prints. Its
-    later output is drained by a thread, so that a full pipe can never stall it."""
+@pytest.fixture(scope="module", params=["trio-mcp", "hypercorn"])
+def demo_server_url(request: pytest.FixtureRequest) -> Iterator[str]:
+    """`python -m trio_mcp serve --port 0 --server NAME` as a subprocess, on each HTTP
+    server; yields the URL it prints. Its later output is drained by a thread, so that a
+    full pipe can never stall it."""
     proc, match, lines = start_until(
-        [sys.executable, "-m", "trio_mcp", "serve", "--port", "0", "--log-level", "warning"],
+        [sys.executable, "-m", "trio_mcp", "serve", "--port", "0", "--log-level", "warning",
+         "--server", request.param],
         r"serving \S+ at (http://\S+)", cwd=ROOT,
     )
     assert proc.stdout is not None

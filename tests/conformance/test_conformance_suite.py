@@ -37,11 +37,13 @@ def conformance_cli() -> Path:
     return cli
 
 
-@pytest.fixture(scope="module")
-def demo_server_url() -> Iterator[str]:
-    """`python -m trio_mcp serve --port 0` as a subprocess; yields the URL it prints."""
+@pytest.fixture(scope="module", params=["trio-mcp", "hypercorn"])
+def demo_server_url(request: pytest.FixtureRequest) -> Iterator[str]:
+    """`python -m trio_mcp serve --port 0 --server NAME` as a subprocess, on each HTTP
+    server; yields the URL it prints."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "trio_mcp", "serve", "--port", "0", "--log-level", "warning"],
+        [sys.executable, "-m", "trio_mcp", "serve", "--port", "0", "--log-level", "warning",
+         "--server", request.param],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT,
     )
     try:

@@ -25,6 +25,7 @@ from support.client import (
     open_session,
     open_stream,
 )
+from support.fixtures import HTTP_SERVERS
 from support.resume import serve_in
 
 from trio_mcp import Context, Server, ServerConfig
@@ -329,9 +330,10 @@ def check_answer(response: Response) -> None:
     database=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
+@pytest.mark.parametrize("http_server", HTTP_SERVERS)
 @given(attempt=ATTEMPTS)
 async def test_no_request_gets_a_500_a_malformed_answer_or_disturbs_a_neighbour(
-    attempt: Attempt,
+    http_server: str, attempt: Attempt,
 ) -> None:
     """Whatever the method, headers and body, the server answers with a status an MCP
     endpoint may give, a refusal carries a JSON-RPC error object, a stream carries only
@@ -340,7 +342,9 @@ async def test_no_request_gets_a_500_a_malformed_answer_or_disturbs_a_neighbour(
     with no_server_errors(), trio.fail_after(4 * TIMEOUT):
         async with trio.open_nursery() as nursery:
             # A server per example: Hypothesis runs each in a trio run of its own.
-            url, _ = await serve_in(nursery, server, ServerConfig(session_idle_ttl=60))
+            url, _ = await serve_in(
+                nursery, server, ServerConfig(session_idle_ttl=60), http_server=http_server
+            )
             await exchange(url, attempt)
             nursery.cancel_scope.cancel()
 

@@ -12,6 +12,7 @@ import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.client import McpSession, SSEStream, open_session, rpc_request
+from support.fixtures import HTTP_SERVERS
 from support.resume import Gate, Wire, open_call, resume, serve_in
 
 from trio_mcp import Context, Server
@@ -166,9 +167,10 @@ async def run_schedule(
     database=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
+@pytest.mark.parametrize("http_server", HTTP_SERVERS)
 @given(schedule=SCHEDULES)
 async def test_any_schedule_of_drops_and_reattaches_delivers_each_message_once(
-    schedule: list[tuple[str, int]],
+    http_server: str, schedule: list[tuple[str, int]],
 ) -> None:
     """Whatever the order of sends, client drops, server-side closes (with retry) and
     re-attaches of a second connection while the first is still open, the client gets
@@ -178,7 +180,7 @@ async def test_any_schedule_of_drops_and_reattaches_delivers_each_message_once(
     gate = GATES[key] = Gate()
     with trio.fail_after(20):
         async with trio.open_nursery() as nursery:
-            url, app = await serve_in(nursery, server)
+            url, app = await serve_in(nursery, server, http_server=http_server)
             client, request = await run_schedule(url, app, key, gate, schedule)
             nursery.cancel_scope.cancel()
     wire = client.wire

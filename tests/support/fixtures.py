@@ -12,21 +12,53 @@ from hypercorn.trio import serve as hypercorn_serve
 
 from trio_mcp import Server, ServerConfig
 from trio_mcp._asgi import ASGIApp
-from trio_mcp._serve import hypercorn_config
+from trio_mcp._http import HttpServer
+from trio_mcp._serve import hypercorn_config, listening_socket
 from trio_mcp._trio._manager import SessionManager
+from trio_mcp._trio._runtime import Runtime
 
-__all__ = ["LiveServer", "StartServer", "demo_url", "live_server", "wait_until"]
+__all__ = [
+    "HTTP_SERVERS",
+    "LiveServer",
+    "OwnApp",
+    "StartServer",
+    "demo_url",
+    "http_server",
+    "live_server",
+    "start_live",
+    "wait_until",
+]
+
+
+#: The HTTP servers a live server runs on (issue 19: the suite passes on both).
+HTTP_SERVERS = ("trio-mcp", "hypercorn")
+
+
+@attrs.frozen(kw_only=True)
+class OwnApp:
+    """What the tests look at of a server on trio-mcp's own HTTP server, with the names an
+    ASGIApp has (``runtime``, ``manager``, ``server``, ``config``)."""
+
+    server: Server
+    config: ServerConfig
+    runtime: Runtime
+
+    @property
+    def manager(self) -> SessionManager:
+        return self.runtime.manager
 
 
 @attrs.frozen(kw_only=True)
 class LiveServer:
-    """A server running under real hypercorn on loopback, for the length of one test."""
+    """A server running on a real HTTP server on loopback, for the length of one test."""
 
-    app: ASGIApp
+    app: ASGIApp | OwnApp
     host: str
     port: int
     url: str
     """The MCP endpoint, e.g. ``http://127.0.0.1:PORT/mcp``."""
+    http_server: str = "hypercorn"
+    """Which HTTP server: "trio-mcp" (its own) or "hypercorn"."""
 
     @property
     def base_url(self) -> str:
@@ -34,7 +66,7 @@ class LiveServer:
 
     @property
     def server(self) -> Server:
-        return self.app.server
+        return self.app.server  # type: ignore[return-value]
 
     @property
     def manager(self) -> SessionManager:
@@ -65,28 +97,69 @@ async def _serve(
         await hypercorn_serve(asgi, hc, task_status=task_status)
 
 
-@pytest.fixture
-async def live_server(nursery: trio.Nursery) -> StartServer:
-    """A factory: ``await live_server(server=None, config=None)`` starts a server (the demo
-    server by default) in the test's nursery and returns a LiveServer. It stops when the
-    test ends."""
+async def _serve_own(
+    runtime: Runtime,
+    host: str,
+    *,
+    task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    # What trio_mcp.serve(http_server="trio-mcp") does, with the runtime in our hands.
+    sock = listening_socket(host, 0, user_timeout_ms=None)
+    sock.listen(128)
+    listener = trio.SocketListener(trio.socket.from_stdlib_socket(sock))
+    http = HttpServer(runtime, runtime.config)
+    port = sock.getsockname()[1]
+    async with trio.open_nursery() as nursery:
+        await nursery.start(runtime.run)
+        await nursery.start(lambda task_status: http.serve([listener], task_status=task_status))
+        task_status.started([f"http://{host}:{port}"])
 
-    async def start(server: Server | None = None, config: ServerConfig | None = None) -> LiveServer:
-        if server is None:
-            from trio_mcp.demo import server as demo
 
-            server = demo
-        config = config or ServerConfig()
-        host = "127.0.0.1"
+async def start_live(
+    nursery: trio.Nursery,
+    server: Server | None = None,
+    config: ServerConfig | None = None,
+    *,
+    http_server: str = "hypercorn",
+) -> LiveServer:
+    """Start ``server`` (the demo server by default) on ``http_server`` in ``nursery``."""
+    if server is None:
+        from trio_mcp.demo import server as demo
+
+        server = demo
+    config = config or ServerConfig()
+    host = "127.0.0.1"
+    app: ASGIApp | OwnApp
+    if http_server == "hypercorn":
         app = ASGIApp(server, config, bind_hosts=[host])
         binds = await nursery.start(_serve, app, host)
-        port = int(binds[0].rsplit(":", 1)[1])
-        return LiveServer(
-            app=app,
-            host=host,
-            port=port,
-            url=f"http://{host}:{port}{config.path}",
-        )
+    else:
+        runtime = Runtime(server, config, bind_hosts=[host])
+        app = OwnApp(server=server, config=config, runtime=runtime)
+        binds = await nursery.start(_serve_own, runtime, host)
+    port = int(binds[0].rsplit(":", 1)[1])
+    return LiveServer(
+        app=app, host=host, port=port, url=f"http://{host}:{port}{config.path}",
+        http_server=http_server,
+    )
+
+
+@pytest.fixture(params=HTTP_SERVERS)
+def http_server(request: pytest.FixtureRequest) -> str:
+    """Which HTTP server a test's live server runs on: the suite runs on both."""
+    name: str = request.param
+    return name
+
+
+@pytest.fixture
+async def live_server(nursery: trio.Nursery, http_server: str) -> StartServer:
+    """A factory: ``await live_server(server=None, config=None)`` starts a server (the demo
+    server by default) in the test's nursery, on the HTTP server of this run of the test
+    (``http_server``: each test runs on trio-mcp's own and on hypercorn), and returns a
+    LiveServer. It stops when the test ends."""
+
+    async def start(server: Server | None = None, config: ServerConfig | None = None) -> LiveServer:
+        return await start_live(nursery, server, config, http_server=http_server)
 
     return start
 

@@ -11,13 +11,12 @@ from typing import Any
 
 import attrs
 import trio
-from hypercorn.trio import serve as hypercorn_serve
 
 from support.client import McpSession, SSEStream, open_stream, rpc_request
 from support.client import dumps as json_body
+from support.fixtures import OwnApp, start_live
 from trio_mcp import Context, Server, ServerConfig
 from trio_mcp._asgi import ASGIApp
-from trio_mcp._serve import hypercorn_config
 from trio_mcp.protocol import SSEEvent
 
 __all__ = [
@@ -80,23 +79,19 @@ class Gate:
 
 
 async def serve_in(
-    nursery: trio.Nursery, server: Server, config: ServerConfig | None = None
-) -> tuple[str, ASGIApp]:
-    """Serve ``server`` under hypercorn on 127.0.0.1:0 in ``nursery``; the MCP URL and app.
+    nursery: trio.Nursery,
+    server: Server,
+    config: ServerConfig | None = None,
+    *,
+    http_server: str = "hypercorn",
+) -> tuple[str, ASGIApp | OwnApp]:
+    """Serve ``server`` on 127.0.0.1:0 on ``http_server`` in ``nursery``; the MCP URL and app.
 
     What the ``live_server`` fixture does, for tests that cannot use a function-scoped
     fixture (a Hypothesis test runs each example in a trio run of its own).
     """
-    config = config or ServerConfig()
-    app = ASGIApp(server, config, bind_hosts=["127.0.0.1"])
-
-    async def run(*, task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED) -> None:
-        async with app.running():
-            hc = hypercorn_config(host="127.0.0.1", port=0)
-            await hypercorn_serve(app, hc, task_status=task_status)
-
-    binds = await nursery.start(run)
-    return f"{binds[0]}{config.path}", app
+    live = await start_live(nursery, server, config, http_server=http_server)
+    return live.url, live.app
 
 
 @contextlib.asynccontextmanager

@@ -273,6 +273,10 @@ class PacedResponder:
 
     # -- the server's side (the Responder protocol) ------------------------------------------
 
+    @property
+    def finished(self) -> bool:
+        return self.ended
+
     async def reply(self, reply: Reply) -> None:
         self.reply_ = reply
         self.status = reply.status

@@ -24,8 +24,10 @@ from ..protocol import (
     Request,
     Response,
     dumps,
+    encode_event,
 )
 from ..protocol._lifecycle import Admission, initialize_result
+from ..protocol._sse import encode_message_event
 from ..protocol._transport import (
     SSE_HEADERS,
     GetPlan,
@@ -53,6 +55,11 @@ if TYPE_CHECKING:
 __all__ = ["ManagerStats", "SessionManager"]
 
 logger = logging.getLogger("trio_mcp.manager")
+
+#: The most message bytes a request stream may hold to go out as one complete response
+#: (TM-POST-ATONCE): any socket's buffers take this much at once, so the reply cannot wait
+#: on its reader; a larger answer goes through a View, whose writer judges the reader.
+_AT_ONCE_BYTES = 16384
 
 
 @attrs.define
@@ -388,8 +395,55 @@ class SessionManager:
             return
         state = session.log.open_stream([r.id for r in requests])
         priming = self._prime(session, state.number)
-        session.start_requests(requests, stream=state.number)
+        flights = session.start_requests(requests, stream=state.number)
+        # Handlers that answer without waiting on anything have done so after two turns of
+        # the scheduler (trio runs a batch in either order). Their stream is then complete
+        # before its first byte goes out, and needs no view, writer or watcher.
+        for _ in range(2):
+            await trio.lowlevel.checkpoint()
+            if all(f.done.is_set() for f in flights):
+                if await self._reply_complete(session, state.number, priming, responder):
+                    return
+                break
         await self._serve_view(session, state.number, -1, responder, priming=priming)
+
+    async def _reply_complete(
+        self, session: Session, stream: int, priming: Entry | None, responder: Responder
+    ) -> bool:
+        """Send a request stream that has ended before a connection took anything from it as
+        one complete SSE response (the same events a View would write: TM-POST-ATONCE), if it
+        is small; False, having sent nothing, when it is not."""
+        state = session.log.stream(stream)
+        entries = session.log.read_after(stream, -1 if priming is None else priming.seq)
+        if state is None or not state.ended or not isinstance(entries, list):
+            return False
+        taken = [e for e in entries if e.kind is not EntryKind.PRIMING]
+        if sum(len(e.data) for e in taken) > _AT_ONCE_BYTES:
+            # A large answer goes through a View: its writer watches the reader's speed.
+            return False
+        codec = session.codec
+        # T-PSSE-1 (SHOULD): the priming event first, as on any stream.
+        events = [] if priming is None else [
+            encode_event(id=codec.event_id(session.id, stream, priming.seq), data="")
+        ]
+        events += [
+            encode_message_event(id=codec.event_id(session.id, stream, e.seq), data=e.data)
+            for e in taken
+        ]
+        body = b"".join(events)
+        self.stats.streams_opened += 1
+        # Within the stall budget, as a View's writes are: a reader that takes nothing for
+        # that long loses the connection, and the response stays in the log to resume.
+        with trio.move_on_after(self.config.stall_budget):
+            await responder.reply(Reply(status=200, headers=SSE_HEADERS, body=body))
+        if responder.finished and not responder.disconnected.is_set():
+            # Marked only once the connection took them (TM-RES-PIN), as a View does.
+            for entry in taken:
+                session.log.mark_written(entry)
+            session.wrote(len(taken))
+            session.notify_progress()
+        session.heard()
+        return True
 
     async def _serve_view(
         self,

@@ -20,6 +20,8 @@ __all__ = ["Responder", "TcpProbing", "watching_disconnect"]
 class Responder(Protocol):
     disconnected: trio.Event
     """Set when the client has closed the connection."""
+    finished: bool
+    """Whether the whole response has gone out (a reply, or a stream's end)."""
 
     async def reply(self, reply: Reply) -> None:
         """Send a complete response."""

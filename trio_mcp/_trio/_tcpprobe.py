@@ -19,10 +19,23 @@ import stat
 import struct
 import sys
 import time
+from typing import Any, Protocol
 
 import attrs
 
 __all__ = ["SocketIndex", "TcpProbe", "TcpSample", "find_tcp_socket"]
+
+
+class _GetSockOpt(Protocol):
+    """A socket as a probe uses it: a stdlib socket, or trio's."""
+
+    def getsockopt(self, level: int, option: int, buflen: int) -> bytes: ...
+
+    def getsockname(self) -> Any: ...
+
+    def getpeername(self) -> Any: ...
+
+    def close(self) -> None: ...
 
 #: getsockopt(IPPROTO_TCP, TCP_INFO); Python names it on Linux.
 _TCP_INFO = getattr(socket, "TCP_INFO", 11)
@@ -116,10 +129,28 @@ class TcpProbe:
     it: ``close()`` it as soon as the connection is given up.
     """
 
-    def __init__(self, sock: socket.socket, local: Address, peer: Address) -> None:
-        self._sock: socket.socket | None = sock
+    def __init__(
+        self, sock: _GetSockOpt, local: Address, peer: Address, *, owned: bool = True
+    ) -> None:
+        self._sock: _GetSockOpt | None = sock
+        self._owned = owned
         self.local = local
         self.peer = peer
+
+    @classmethod
+    def of_socket(cls, sock: _GetSockOpt) -> TcpProbe | None:
+        """A probe of a connection's own socket, which the server owns and closes itself:
+        no lookup, no duplicate (TM-HTTP-OWN). None off Linux or for a socket that is not
+        TCP."""
+        if not sys.platform.startswith("linux"):
+            return None
+        try:
+            local, peer = _key(sock.getsockname()), _key(sock.getpeername())
+        except OSError:
+            return None
+        if local is None or peer is None:
+            return None
+        return cls(sock, local, peer, owned=False)
 
     @property
     def closed(self) -> bool:
@@ -159,7 +190,7 @@ class TcpProbe:
 
     def close(self) -> None:
         sock, self._sock = self._sock, None
-        if sock is not None:
+        if sock is not None and self._owned:
             sock.close()
 
 

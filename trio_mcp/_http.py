@@ -1,0 +1,547 @@
+# trio-mcp's own HTTP/1.1 server: trio sockets and h11, two tasks per connection (its reader,
+# and the one that serves its requests in turn), none per request (spec/transport.md
+# TM-HTTP-OWN). It owns each connection: the runtime's writes to it are
+# cancellable, the stall detector reads the kernel's figures from its socket directly, and a
+# cut closes it at once. hypercorn remains the way to host the ASGI app (trio_mcp._asgi).
+#
+# One connection's life: read a request head within the header deadline (or the idle
+# deadline between keep-alive requests), check Origin and Host, the path and the declared
+# size, answer `Expect: 100-continue`, read the body within the body deadline and the size
+# limit, then serve it while the reader watches for the client leaving; keep the connection for
+# the next request when both sides allow it, else close it.
+from __future__ import annotations
+
+import contextlib
+import http
+import logging
+import ssl
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Final
+
+import h11
+import trio
+
+from ._trio._runtime import Runtime
+from ._trio._tcpprobe import TcpProbe, TcpSample
+from .protocol import ErrorCode, Headers, HttpRequest, RemoteProtocolError, Reply
+from .protocol._transport import error_reply
+
+if TYPE_CHECKING:
+    from ._config import ServerConfig
+
+__all__ = ["H11Responder", "HttpServer"]
+
+logger = logging.getLogger("trio_mcp.http")
+
+#: What one read asks of the socket.
+_READ_SIZE: Final = 65536
+#: Bytes of a next, pipelined request buffered while a response goes out; beyond, the
+#: connection stops reading until the response is done (so a client cannot make it hold more).
+_PIPELINE_BUFFER: Final = 65536
+
+
+class _Closed(Exception):
+    """The connection is over: the client left, broke the protocol, or a deadline passed."""
+
+
+class H11Responder:
+    """The Responder of one request on a connection this server owns (trio_mcp._trio.
+    _responder.Responder, with TcpProbing and on_disconnect)."""
+
+    def __init__(self, connection: _Connection) -> None:
+        self._connection = connection
+        self.disconnected = trio.Event()
+        self.started = False
+        self.finished = False
+        self._on_disconnect: list[Callable[[], None]] = []
+        self._probing = True
+
+    # -- the client's leaving --------------------------------------------------------------
+
+    def on_disconnect(self, callback: Callable[[], None]) -> None:
+        if self.disconnected.is_set():
+            callback()
+        else:
+            self._on_disconnect.append(callback)
+
+    def gone(self) -> None:
+        if not self.disconnected.is_set():
+            self.disconnected.set()
+            callbacks, self._on_disconnect = self._on_disconnect, []
+            for callback in callbacks:
+                callback()
+
+    # -- the kernel's view of the reader (TcpProbing) ------------------------------------------
+
+    def tcp_sample(self) -> TcpSample | None:
+        """The kernel's figures for the connection's socket, read directly: the probe is
+        made at the first sample of the connection's life, never for small answers."""
+        if not self._probing:
+            return None
+        probe = self._connection.probe()
+        return None if probe is None else probe.sample()
+
+    def release_tcp_probe(self) -> None:
+        self._probing = False
+
+    # -- writing ---------------------------------------------------------------------------
+
+    async def _send(self, event: h11.Event) -> None:
+        try:
+            await self._connection.send(event)
+        except _Closed:
+            self.gone()
+
+    async def reply(self, reply: Reply) -> None:
+        if self.started:
+            return
+        self.started = True
+        headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in reply.headers]
+        if reply.status != 204:
+            headers.append((b"content-length", str(len(reply.body)).encode()))
+        events: list[h11.Event] = [
+            h11.Response(status_code=reply.status, headers=headers, reason=_reason(reply.status))
+        ]
+        if reply.body:
+            events.append(h11.Data(data=reply.body))
+        events.append(h11.EndOfMessage())
+        # One write for the whole answer: a system call each for head, body and end cost more
+        # than the rest of a small answer's trip through this server.
+        try:
+            await self._connection.send(*events)
+        except _Closed:
+            self.gone()
+            return
+        self.finished = True
+
+    async def start_stream(self, status: int, headers: Sequence[tuple[str, str]]) -> None:
+        self.started = True
+        encoded = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers]
+        await self._send(h11.Response(status_code=status, headers=encoded, reason=_reason(status)))
+
+    async def write(self, data: bytes) -> None:
+        if self.finished or self.disconnected.is_set():
+            return
+        await self._send(h11.Data(data=data))
+
+    async def end(self) -> None:
+        if self.finished:
+            return
+        await self._send(h11.EndOfMessage())
+        self.finished = True
+
+
+class _Connection:
+    """One accepted connection: its stream, its h11 state machine, its socket, and the task
+    that reads it (``read``), which feeds h11 and notices the client leaving at any time."""
+
+    def __init__(self, stream: trio.abc.Stream, config: ServerConfig) -> None:
+        self.stream = stream
+        self.config = config
+        self.conn = h11.Connection(
+            h11.SERVER, max_incomplete_event_size=config.http_max_header_bytes
+        )
+        self._send_lock = trio.StrictFIFOLock()
+        self.closed = False
+        self._probe: TcpProbe | None = None
+        self._probed = False
+        #: When the connection is between requests (a keep-alive idle): shutdown closes it.
+        self.idle = True
+        #: The request being served, told when the client leaves.
+        self.responder: H11Responder | None = None
+        #: The client closed its side (or the connection broke): nothing more will arrive.
+        self.eof = False
+        #: Set by the reader when it has fed h11 (or seen the end); replaced by whoever waits.
+        self._arrived = trio.Event()
+        #: Bytes fed to h11 since the serving side last ran out of them, and the event that
+        #: lets a reader paused at _PIPELINE_BUFFER go on.
+        self._unread = 0
+        self._wanted = trio.Event()
+        #: Where the connection arrived (the Host policy's key), read once.
+        self.local_host = _local_host(stream)
+
+    def probe(self) -> TcpProbe | None:
+        """A probe of the connection's own socket (TM-BP-STALL), when it is a TCP socket:
+        made once, when first asked for."""
+        if not self._probed:
+            self._probed = True
+            stream = self.stream
+            if isinstance(stream, trio.SSLStream):
+                stream = stream.transport_stream
+            if isinstance(stream, trio.SocketStream):
+                self._probe = TcpProbe.of_socket(stream.socket)
+        return self._probe
+
+    async def send(self, *events: h11.Event) -> None:
+        """Send ``events`` in one write (raises _Closed if the connection is over)."""
+        try:
+            data = b"".join(self.conn.send(event) or b"" for event in events)
+        except h11.LocalProtocolError as exc:
+            raise _Closed from exc
+        if not data:
+            return
+        async with self._send_lock:
+            if self.closed:
+                raise _Closed
+            try:
+                await self.stream.send_all(data)
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+                self.closed = True
+                raise _Closed from exc
+
+    async def read(self) -> None:
+        """The connection's reader, for its whole life: feeds h11 what arrives, holding at
+        most _PIPELINE_BUFFER bytes the serving side has not asked for (a client pipelining
+        requests while one is served cannot make it hold more), and tells the request being
+        served when the client leaves. One task per connection, none per request."""
+        while True:
+            while self._unread >= _PIPELINE_BUFFER:
+                self._wanted = trio.Event()
+                await self._wanted.wait()
+            try:
+                data = bytes(await self.stream.receive_some(_READ_SIZE))
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                data = b""
+            self.conn.receive_data(data)  # b"": the end of the client's side
+            self._unread += len(data)
+            self._arrived.set()
+            if not data:
+                self.eof = True
+                if self.responder is not None:
+                    self.responder.gone()
+                return
+
+    async def next_event(self) -> h11.Event:
+        """The next h11 event, waiting for the reader as needed (raises _Closed at EOF or on
+        bad input)."""
+        while True:
+            try:
+                event = self.conn.next_event()
+            except h11.RemoteProtocolError as exc:
+                await self.refuse(exc)
+                raise _Closed from exc
+            if event is h11.NEED_DATA:
+                if self.eof:
+                    raise _Closed
+                self._unread = 0
+                self._wanted.set()
+                self._arrived = trio.Event()
+                await self._arrived.wait()
+                continue
+            if isinstance(event, h11.ConnectionClosed):
+                raise _Closed
+            return event  # type: ignore[return-value]
+
+    async def refuse(self, exc: h11.RemoteProtocolError) -> None:
+        """Answer a request h11 could not parse (a header block over the limit: 431), when
+        no response has started; then the connection closes."""
+        if self.conn.our_state not in (h11.IDLE, h11.SEND_RESPONSE):
+            return
+        status = exc.error_status_hint
+        if "exceeded" in str(exc) and status == 400:
+            status = 431
+        refusal = RemoteProtocolError(
+            f"Bad Request: {exc}." if status != 431 else "Request Header Fields Too Large.",
+            code=ErrorCode.INVALID_REQUEST,
+            http_status=status,
+        )
+        reply = error_reply(refusal)
+        with contextlib.suppress(_Closed, h11.LocalProtocolError):
+            headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in reply.headers]
+            headers += [(b"content-length", str(len(reply.body)).encode()),
+                        (b"connection", b"close")]
+            await self.send(
+                h11.Response(status_code=status, headers=headers, reason=_reason(status))
+            )
+            await self.send(h11.Data(data=reply.body))
+            await self.send(h11.EndOfMessage())
+
+    async def close(self) -> None:
+        """Close the connection now, whatever it was doing (a stuck write fails with it)."""
+        if not self.closed:
+            self.closed = True
+        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            await trio.aclose_forcefully(self.stream)
+
+
+class HttpServer:
+    """Serves a Runtime over HTTP/1.1 on listeners this server owns (TM-HTTP-OWN)."""
+
+    def __init__(self, runtime: Runtime, config: ServerConfig) -> None:
+        self.runtime = runtime
+        self.config = config
+        self.connections: set[_Connection] = set()
+        self._emptied = trio.Event()
+        self._stopping = False
+        self._nursery: trio.Nursery | None = None
+        #: Connections in their TLS handshake, not yet in ``connections``.
+        self._handshaking = 0
+
+    async def serve(
+        self,
+        listeners: Sequence[trio.SocketListener],
+        *,
+        ssl_context: ssl.SSLContext | None = None,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Accept connections on ``listeners`` until cancelled."""
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            for listener in listeners:
+                nursery.start_soon(self._accept, listener, ssl_context)
+            task_status.started()
+
+    async def _accept(
+        self, listener: trio.SocketListener, ssl_context: ssl.SSLContext | None
+    ) -> None:
+        assert self._nursery is not None
+        async with listener:
+            while not self._stopping:
+                try:
+                    stream: trio.abc.Stream = await listener.accept()
+                except OSError as exc:
+                    # Out of descriptors, say: wait a moment instead of spinning on it.
+                    logger.warning("accept failed: %s", exc)
+                    await trio.sleep(0.1)
+                    continue
+                self._nursery.start_soon(self._connection, stream, ssl_context)
+
+    def stop_accepting(self) -> None:
+        """Shutdown: accept no more connections, and close the ones between requests."""
+        self._stopping = True
+        for connection in list(self.connections):
+            if connection.idle:
+                connection.closed = True
+                with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+                    stream = connection.stream
+                    if isinstance(stream, trio.SSLStream):
+                        stream = stream.transport_stream
+                    if isinstance(stream, trio.SocketStream):
+                        stream.socket.close()
+
+    async def _connection(
+        self, stream: trio.abc.Stream, ssl_context: ssl.SSLContext | None
+    ) -> None:
+        cfg = self.config
+        if len(self.connections) + self._handshaking >= cfg.http_max_connections:
+            # TM-HTTP-OWN: a cap on open connections (those in their TLS handshake count);
+            # past it, a clear refusal, then close.
+            await self._refuse_busy(stream)
+            return
+        if ssl_context is not None:
+            stream = trio.SSLStream(stream, ssl_context, server_side=True)
+            self._handshaking += 1
+            try:
+                with trio.move_on_after(cfg.http_header_timeout) as handshake:
+                    await stream.do_handshake()
+            except (trio.BrokenResourceError, ssl.SSLError, OSError):
+                await trio.aclose_forcefully(stream)
+                return
+            finally:
+                self._handshaking -= 1
+            if handshake.cancelled_caught:
+                await trio.aclose_forcefully(stream)
+                return
+        connection = _Connection(stream, cfg)
+        self.connections.add(connection)
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(connection.read)
+                with contextlib.suppress(_Closed):
+                    await self._serve_connection(connection)
+                nursery.cancel_scope.cancel()
+        finally:
+            self.connections.discard(connection)
+            if not self.connections:
+                self._emptied.set()
+                self._emptied = trio.Event()
+            await connection.close()
+
+    async def drain(self) -> None:
+        """Wait until no connection is open."""
+        while self.connections:
+            await self._emptied.wait()
+
+    async def _refuse_busy(self, stream: trio.abc.Stream) -> None:
+        reply = error_reply(
+            RemoteProtocolError(
+                "Service Unavailable: too many open connections; retry later.",
+                code=ErrorCode.SERVER_BUSY,
+                http_status=503,
+                headers=(("retry-after", "1"),),
+            )
+        )
+        head = (
+            f"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
+            f"retry-after: 1\r\ncontent-length: {len(reply.body)}\r\nconnection: close\r\n\r\n"
+        ).encode()
+        with trio.move_on_after(1), contextlib.suppress(
+            trio.BrokenResourceError, trio.ClosedResourceError, OSError
+        ):
+            await stream.send_all(head + reply.body)
+        await trio.aclose_forcefully(stream)
+
+    async def _serve_connection(self, connection: _Connection) -> None:
+        cfg = self.config
+        first = True
+        # Shutdown closes a connection between requests: one whose request finished meanwhile
+        # is closed now, not kept for a next request (nor left to drain()'s timeout); one
+        # accepted meanwhile has its first request answered (503, TM-SESS-SHUTDOWN).
+        while first or not self._stopping:
+            connection.idle = True
+            # TM-HTTP-OWN: a head must come within the header deadline (slowloris), and a
+            # kept-alive connection may wait for its next request only so long.
+            deadline = cfg.http_header_timeout if first else cfg.http_idle_timeout
+            head: h11.Event | None = None
+            with trio.move_on_after(deadline):
+                head = await connection.next_event()
+            if not isinstance(head, h11.Request):
+                return
+            if _head_size(head) > cfg.http_max_header_bytes:
+                # h11 bounds only a head still incomplete: one that arrived whole in a single
+                # read is measured here (TM-HTTP-OWN: 431).
+                await connection.refuse(
+                    h11.RemoteProtocolError("header block too large", error_status_hint=431)
+                )
+                return
+            connection.idle = False
+            first = False
+            await self._serve_request(connection, head)
+            states = (connection.conn.our_state, connection.conn.their_state)
+            if connection.closed or states != (h11.DONE, h11.DONE):
+                return
+            connection.conn.start_next_cycle()
+
+    async def _serve_request(self, connection: _Connection, head: h11.Request) -> None:
+        cfg = self.config
+        responder = H11Responder(connection)
+        headers = Headers([(bytes(k), bytes(v)) for k, v in head.headers])
+        local = connection.local_host
+        target = head.target.decode("latin-1")
+        path = target.split("?", 1)[0]
+        try:
+            # T-SEC-1 (MUST): Origin and Host first, before the path and the body.
+            self.runtime.policy_for(local).check(headers)
+            if path.rstrip("/") != cfg.path.rstrip("/"):
+                raise RemoteProtocolError(
+                    f"Not Found: the MCP endpoint is {cfg.path}.",
+                    code=ErrorCode.INVALID_REQUEST,
+                    http_status=404,
+                )
+            declared = headers.get("content-length")
+            if declared is not None and declared.isdigit() and int(declared) > cfg.max_body_bytes:
+                # No 100 Continue for a body the server would refuse anyway.
+                raise _too_large(cfg.max_body_bytes)
+        except RemoteProtocolError as exc:
+            await responder.reply(error_reply(exc))
+            await self._discard_body(connection)
+            return
+        body = await self._read_body(connection, head, responder)
+        if body is None:
+            return
+        request = HttpRequest(
+            method=head.method.decode("ascii").upper(),
+            path=path,
+            headers=headers,
+            body=body,
+            local_host=local,
+        )
+        # The connection's reader tells the responder if the client leaves meanwhile.
+        connection.responder = responder
+        if connection.eof:
+            responder.gone()
+        try:
+            await self.runtime.serve(request, responder)
+        except Exception:
+            logger.exception("unexpected error serving %s", request.method)
+            if not responder.started:
+                await responder.reply(
+                    error_reply(
+                        RemoteProtocolError(
+                            "Internal error.", code=ErrorCode.INTERNAL_ERROR, http_status=500
+                        )
+                    )
+                )
+        finally:
+            connection.responder = None
+        if not responder.finished:
+            # A response left unfinished (a cut stream, a client gone): the connection ends
+            # here, which also releases a write stuck on it (TM-BP-RELEASE).
+            await connection.close()
+
+    async def _read_body(
+        self, connection: _Connection, head: h11.Request, responder: H11Responder
+    ) -> bytes | None:
+        """The request's body, within the size limit and the body deadline; None when the
+        request was refused (413, 408) or the client left."""
+        cfg = self.config
+        expects = any(
+            k.lower() == b"expect" and v.lower() == b"100-continue" for k, v in head.headers
+        )
+        if expects and connection.conn.they_are_waiting_for_100_continue:
+            await connection.send(h11.InformationalResponse(status_code=100, headers=[]))
+        chunks: list[bytes] = []
+        size = 0
+        with trio.move_on_after(cfg.http_body_timeout) as body_deadline:
+            while True:
+                event = await connection.next_event()
+                if isinstance(event, h11.Data):
+                    size += len(event.data)
+                    if size > cfg.max_body_bytes:
+                        # TM-HTTP-OWN: the limit holds while the body streams in.
+                        await responder.reply(error_reply(_too_large(cfg.max_body_bytes)))
+                        await connection.close()
+                        return None
+                    chunks.append(bytes(event.data))
+                elif isinstance(event, h11.EndOfMessage):
+                    return b"".join(chunks)
+        if body_deadline.cancelled_caught:
+            await responder.reply(
+                error_reply(
+                    RemoteProtocolError(
+                        "Request Timeout: the body did not arrive in time.",
+                        code=ErrorCode.INVALID_REQUEST,
+                        http_status=408,
+                    )
+                )
+            )
+            await connection.close()
+        return None
+
+    async def _discard_body(self, connection: _Connection) -> None:
+        """After refusing a request before its body: a connection that would have to read a
+        body it does not want is closed instead."""
+        if connection.conn.their_state is not h11.DONE:
+            await connection.close()
+
+
+#: The reason phrase of each status (RFC 9110 §15), for readers of the wire.
+_REASONS: Final = {s.value: s.phrase.encode("ascii") for s in http.HTTPStatus}
+
+
+def _reason(status: int) -> bytes:
+    return _REASONS.get(status, b"")
+
+
+def _head_size(head: h11.Request) -> int:
+    """The size of a request line and header block as sent (give or take whitespace)."""
+    line = len(head.method) + len(head.target) + len(b" HTTP/1.1\r\n") + 1
+    return line + sum(len(k) + len(v) + 4 for k, v in head.headers.raw_items()) + 2
+
+
+def _too_large(limit: int) -> RemoteProtocolError:
+    return RemoteProtocolError(
+        f"Payload Too Large: the body exceeds {limit} bytes.",
+        code=ErrorCode.INVALID_REQUEST,
+        http_status=413,
+    )
+
+
+def _local_host(stream: trio.abc.Stream) -> str | None:
+    if isinstance(stream, trio.SSLStream):
+        stream = stream.transport_stream
+    if isinstance(stream, trio.SocketStream):
+        with contextlib.suppress(OSError):
+            return str(stream.socket.getsockname()[0])
+    return None
+
