@@ -12,14 +12,26 @@ from __future__ import annotations
 import json
 import statistics
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-TRIO_MCP, SDK, BARE = "trio-mcp", "python-sdk", "hypercorn-bare"
-TRIO_PYMALLOC = "trio-mcp/pymalloc"
-TRIO_CONTENDERS = (TRIO_MCP, TRIO_PYMALLOC)
-CONTENDERS = (TRIO_MCP, SDK, BARE)
-COLORS = {TRIO_MCP: "#1f77b4", SDK: "#ff7f0e", BARE: "#7f7f7f", TRIO_PYMALLOC: "#2ca02c"}
+# The contenders' names, as benchmarks/run.py gives them (its module docstring says who is who).
+TRIO_MCP, TRIO_HYPERCORN, TRIO_PYMALLOC = "trio-mcp", "trio-mcp/hypercorn", "trio-mcp/pymalloc"
+SDK, SDK_PLAIN = "sdk/uvicorn-standard", "sdk/uvicorn"
+BARE_H11, BARE_HYPERCORN = "bare-h11", "bare-hypercorn"
+TRIO_CONTENDERS = (TRIO_MCP, TRIO_HYPERCORN, TRIO_PYMALLOC)
+#: Every contender, in the order of the tables and the plots.
+CONTENDERS = (TRIO_MCP, TRIO_HYPERCORN, TRIO_PYMALLOC, SDK, SDK_PLAIN, BARE_H11, BARE_HYPERCORN)
+COLORS = {TRIO_MCP: "#1f77b4", TRIO_HYPERCORN: "#17becf", TRIO_PYMALLOC: "#2ca02c",
+          SDK: "#ff7f0e", SDK_PLAIN: "#d62728", BARE_H11: "#7f7f7f", BARE_HYPERCORN: "#bcbd22"}
+#: The ratios the tables show, where they have both figures: (numerator, denominator). Where
+#: plain uvicorn's SDK stood in for the primary peer (uvloop or httptools missing), it takes
+#: the primary peer's place (``ratio_pairs``).
+RATIOS = (
+    (TRIO_MCP, SDK), (TRIO_MCP, SDK_PLAIN), (TRIO_HYPERCORN, SDK), (TRIO_MCP, TRIO_HYPERCORN),
+    (TRIO_MCP, BARE_H11), (TRIO_HYPERCORN, BARE_HYPERCORN), (TRIO_MCP, TRIO_PYMALLOC),
+)
 HERE = Path(__file__).resolve().parent
 
 #: trio-mcp's defaults the targets refer to (ServerConfig, Retention).
@@ -29,6 +41,18 @@ STALL_BUDGET = 10.0
 #: Sampling and checking granularity allowed on top of the stall budget (the server looks at
 #: its writers every 0.25 s, this benchmark at the server's socket every 0.5 s).
 CUT_GRACE = 1.0
+
+#: Issue 19's done-when (trio-mcp's own HTTP server), as ratios within one run: trio-mcp's
+#: requests/s at the most clients over the primary SDK peer's, and over its floor's (bare-h11);
+#: trio-mcp/hypercorn's over its floor's (bare-hypercorn); trio-mcp's stream events/s over
+#: the primary SDK peer's. At one client, trio-mcp's p50 and p99 latencies are to be below the
+#: primary SDK peer's.
+RPS_VS_SDK = 2.5
+RPS_VS_BARE_H11 = 0.5
+RPS_HYPERCORN_VS_BARE = 0.6
+STREAM_VS_SDK = 3.0
+#: A load generator this busy (share of its CPU) may have limited the figure beside it.
+LOADGEN_BUSY = 0.9
 
 
 def load(raw: Path) -> dict[str, Any]:
@@ -97,32 +121,91 @@ def find(rows: list[dict[str, Any]], **where: Any) -> dict[str, Any] | None:
     return None
 
 
-def targets(data: dict[str, Any]) -> list[list[str]]:
+def picker(rows: list[dict[str, Any]], **where: Any) -> Callable[[str], dict[str, Any] | None]:
+    """A contender's row among ``rows`` that match ``where``."""
+    return lambda contender: find(rows, contender=contender, **where)
+
+
+def ratio_pairs(present: set[str]) -> list[tuple[str, str]]:
+    """The ``RATIOS`` a table can show, given the contenders it has figures for."""
+    sdk = SDK if SDK in present else SDK_PLAIN
+    pairs = dict.fromkeys((a, sdk if b == SDK else b) for a, b in RATIOS)
+    return [(a, b) for a, b in pairs if a in present and b in present]
+
+
+def skipped_of(data: dict[str, Any]) -> dict[str, str]:
+    """The contenders the run could not have, and why."""
+    return dict(data.get("machine", {}).get("machine", {}).get("skipped", {}))
+
+
+def compare(
+    what: str, pick: Callable[[str], dict[str, Any] | None], a: str, b: str, key: str,
+    target: float | None, skipped: dict[str, str],
+) -> list[str]:
+    """One row of issue 19's targets, [what, measured, target, met]: ``a``'s figure ``key``
+    over ``b``'s, to be at least ``target``; or, without a target, ``a``'s figure (a
+    latency) below ``b``'s."""
+    wanted = f">= {target:g}x" if target is not None else f"below {b}'s"
+    ra, rb = pick(a), pick(b)
+    if ra is None or rb is None or ra.get(key) is None or rb.get(key) is None:
+        gone = [c for c, row in ((a, ra), (b, rb)) if row is None or row.get(key) is None]
+        return [what, "; ".join(f"{c} not run" + (f" ({skipped[c]})" if c in skipped else "")
+                                for c in gone), wanted, "n/a"]
+    va, vb = ra[key], rb[key]
+    met: bool | None
+    if target is None:
+        measured, met = f"{va:.2f} vs {vb:.2f} ms", va < vb
+    else:
+        r = ratio(va, vb)
+        measured = f"{ratio_s(r)} ({num(va)} vs {num(vb)})"
+        met = None if r is None else r >= target
+    busy = max(ra.get("loadgen_cpu") or 0.0, rb.get("loadgen_cpu") or 0.0)
+    if busy >= LOADGEN_BUSY:
+        measured += f"; load generator at {busy:.0%} of its CPU"
+    errors = [f"{row['contender']} {row['errors']}" for row in (ra, rb) if row.get("errors")]
+    if errors:
+        measured += f"; errors: {', '.join(errors)}"
+    return [what, measured, wanted, {True: "yes", False: "**no**", None: "n/a"}[met]]
+
+
+def issue19(data: dict[str, Any]) -> list[list[str]]:
+    """Issue 19's done-when, from this run's medians (``RPS_VS_SDK`` and the others)."""
+    skipped = skipped_of(data)
     rows: list[list[str]] = []
     if "rps" in data:
         summary = data["rps"]["summary"]
-        for mode in ("sse", "json"):
-            for conc in sorted({r["concurrency"] for r in summary}):
-                t = find(summary, mode=mode, concurrency=conc, contender=TRIO_MCP)
-                s = find(summary, mode=mode, concurrency=conc, contender=SDK)
-                b = find(summary, mode=mode, concurrency=conc, contender=BARE)
-                r1 = ratio(t and t["rps"], s and s["rps"])
-                r2 = ratio(t and t["rps"], b and b["rps"])
-                rows.append([f"rps {mode.upper()} c={conc}: trio-mcp >= 1.5x python-sdk",
-                             ratio_s(r1), verdict(None if r1 is None else r1 >= 1.5),
-                             margin(r1, 1.5)])
-                rows.append([f"rps {mode.upper()} c={conc}: trio-mcp >= 60% of hypercorn-bare",
-                             pct(r2), verdict(None if r2 is None else r2 >= 0.6),
-                             margin(r2, 0.6)])
+        concs = sorted({r["concurrency"] for r in summary})
+        one, many = concs[0], concs[-1]
+        for mode in ("json", "sse"):
+            m = mode.upper()
+            at_many = picker(summary, mode=mode, concurrency=many)
+            rows.append(compare(f"rps {m} c={many}: {TRIO_MCP} / {SDK}, req/s", at_many,
+                                TRIO_MCP, SDK, "rps", RPS_VS_SDK, skipped))
+            rows.append(compare(f"rps {m} c={many}: {TRIO_MCP} / {BARE_H11}, req/s", at_many,
+                                TRIO_MCP, BARE_H11, "rps", RPS_VS_BARE_H11, skipped))
+            for key in ("p50_ms", "p99_ms"):
+                rows.append(compare(
+                    f"rps {m} c={one}: {TRIO_MCP} {key[:3]} latency",
+                    picker(summary, mode=mode, concurrency=one), TRIO_MCP, SDK, key, None,
+                    skipped))
+            for conc in concs:
+                rows.append(compare(
+                    f"rps {m} c={conc}: {TRIO_HYPERCORN} / {BARE_HYPERCORN}, req/s",
+                    picker(summary, mode=mode, concurrency=conc), TRIO_HYPERCORN,
+                    BARE_HYPERCORN, "rps", RPS_HYPERCORN_VS_BARE, skipped))
     if "stream" in data:
         summary = data["stream"]["summary"]
-        t, s = find(summary, contender=TRIO_MCP), find(summary, contender=SDK)
-        r = ratio(t and t["events_per_s"], s and s["events_per_s"])
-        rows.append(["stream: trio-mcp events/s >= 2x python-sdk", ratio_s(r),
-                     verdict(None if r is None else r >= 2), margin(r, 2)])
+        rows.append(compare(f"stream: {TRIO_MCP} / {SDK}, events/s", picker(summary),
+                            TRIO_MCP, SDK, "events_per_s", STREAM_VS_SDK, skipped))
+    return rows
+
+
+def targets(data: dict[str, Any]) -> list[list[str]]:
+    """The memory, backpressure and resumption targets (issue 19's are ``issue19``)."""
+    rows: list[list[str]] = []
     if "abandoned" in data:
         for row in data["abandoned"]["summary"]:
-            if row["contender"] != TRIO_MCP:  # the pymalloc run is a comparison, not a target
+            if row["contender"] != TRIO_MCP:  # the other trio-mcp runs are comparisons
                 continue
             n = row["sessions"]
             bound = n * (WINDOW_KIB + SLACK_KIB)
@@ -188,9 +271,12 @@ def render(data: dict[str, Any], *, quick: bool, command: str, plots: dict[str, 
         f"Generated by `{command}` ({kind}); re-render with `python benchmarks/report.py`. "
         "Do not edit by hand: the analysis comes from `benchmarks/ANALYSIS.md`.\n")
     out.append(section_machine(m, settings))
+    rows = issue19(data)
+    if rows:
+        out.append(section_issue19(rows, skipped_of(data), settings.get("skip", [])))
     rows = targets(data)
     if rows:
-        out.append("## Targets\n")
+        out.append("## Targets: memory, backpressure, resumption\n")
         out.append("Ratios are between medians taken in the same invocation.\n")
         out.append(table(["target", "measured", "verdict", "margin"], rows) + "\n")
     analysis = HERE / "ANALYSIS.md"
@@ -217,6 +303,22 @@ def render(data: dict[str, Any], *, quick: bool, command: str, plots: dict[str, 
     return "\n".join(out)
 
 
+def section_issue19(rows: list[list[str]], skipped: dict[str, str], left_out: list[str]) -> str:
+    absent = [f"{c} ({why})" for c, why in skipped.items()]
+    absent += [f"{c} (left out in this mode)" for c in left_out]
+    note = f"Not run: {'; '.join(absent)}.\n" if absent else ""
+    return f"""## Targets: issue 19, trio-mcp's own HTTP server
+
+Each figure against another taken in the same invocation (medians of its runs); the
+measured column has the ratio and the two figures, req/s, events/s or ms. **trio-mcp** is
+trio-mcp on its own HTTP server, the SDK is **{SDK}**, the primary peer. Where the load
+generator used {LOADGEN_BUSY:.0%} of its CPU or more for either figure, the row says so (it
+may have held the faster server back), and it names the contenders that had errors.
+{note}
+{table(["done when", "measured", "target", "met"], rows)}
+"""
+
+
 def section_machine(m: dict[str, Any], settings: dict[str, Any]) -> str:
     if not m:
         return ""
@@ -237,22 +339,31 @@ def section_machine(m: dict[str, Any], settings: dict[str, Any]) -> str:
 
 Contenders, in `benchmarks/servers/`:
 
-- **trio-mcp** (`trio_mcp_bench.py`): `trio_mcp.serve` (hypercorn, trio worker), `ServerConfig`
-  defaults except the response mode and, for the abandoned-session figures, `session_idle_ttl`.
-  Like `trio-mcp serve`, it runs under `PYTHONMALLOC=malloc`, which it chooses itself by
-  starting its interpreter again (TM-SESS-ALLOCATOR); allocators the servers ran under, read
-  from their processes' environments: {allocators}.
-- **trio-mcp/pymalloc** (where it appears): trio-mcp again, the same script and settings,
-  under CPython's own small-object allocator (`PYTHONMALLOC=pymalloc`): faster, but it keeps
-  each 1 MiB arena a surviving object lies in (TM-SESS-RELEASE). The targets are trio-mcp's,
-  as `trio-mcp serve` runs it; rows naming pymalloc are for comparison.
-- **python-sdk** (`sdk_bench.py`): `mcp` {m.get('versions', {}).get('mcp')}'s `MCPServer`,
-  `streamable_http_app()` under uvicorn (asyncio and h11: uvloop and httptools are not
-  installed), stateful sessions, resumability through `BoundedEventStore`, a minimal store on
-  the SDK's `EventStore` ABC (the SDK ships none) keeping 256 events per stream, as trio-mcp's
-  window does. For the abandoned-session figures, `session_idle_timeout`.
-- **hypercorn-bare** (`bare_hypercorn.py`): hypercorn's trio worker serving a fixed JSON-RPC
-  result (no parsing, no session): the floor of trio-mcp's stack.
+- **trio-mcp** (`trio_mcp_bench.py`): `trio_mcp.serve` on trio-mcp's own HTTP/1.1 server
+  (trio and h11), as `trio-mcp serve` runs it, `ServerConfig` defaults except the response
+  mode and, for the abandoned-session figures, `session_idle_ttl`. Like `trio-mcp serve`, it
+  runs under `PYTHONMALLOC=malloc`, which it chooses itself by starting its interpreter again
+  (TM-SESS-ALLOCATOR); allocators the servers ran under, read from their processes'
+  environments: {allocators}.
+- **trio-mcp/hypercorn**: the same script and settings, its ASGI app hosted by hypercorn's
+  trio worker (`--server hypercorn`).
+- **trio-mcp/pymalloc** (where it appears): trio-mcp on its own server again, the same script
+  and settings, under CPython's own small-object allocator (`PYTHONMALLOC=pymalloc`): faster,
+  but it keeps each 1 MiB arena a surviving object lies in (TM-SESS-RELEASE). The targets are
+  trio-mcp's, as `trio-mcp serve` runs it; rows naming pymalloc are for comparison.
+- **sdk/uvicorn-standard** (`sdk_bench.py`), the primary peer: `mcp`
+  {m.get('versions', {}).get('mcp')}'s `MCPServer`, `streamable_http_app()` under uvicorn
+  {m.get('versions', {}).get('uvicorn')} with uvloop {m.get('versions', {}).get('uvloop')} and
+  httptools {m.get('versions', {}).get('httptools')}, as `pip install 'uvicorn[standard]'`
+  gives it; stateful sessions, resumability through `BoundedEventStore`, a minimal store on
+  the SDK's `EventStore` ABC (the SDK ships none) keeping 256 events per stream, as
+  trio-mcp's window does. For the abandoned-session figures, `session_idle_timeout`.
+- **sdk/uvicorn** (the requests/s figures; elsewhere only in the primary peer's place when
+  uvloop or httptools is missing): the same under plain uvicorn, asyncio and h11, as
+  `pip install mcp` gives it.
+- **bare-h11** (`bare_h11.py`) and **bare-hypercorn** (`bare_hypercorn.py`): a fixed JSON-RPC
+  result (no parsing, no session) from trio and h11 alone, and from hypercorn's trio worker:
+  the floors of trio-mcp's own server and of trio-mcp/hypercorn.
 
 Both MCP servers have the same tools: `echo(text)`; `echo_progress(text)`, which reports one
 progress notification when the call has a progress token, then returns the text (the modern
@@ -262,31 +373,39 @@ as all calls here do) and returns.
 """  # noqa: E501
 
 
+def ratio_rows(
+    summary: list[dict[str, Any]], lead: list[str], keys: tuple[str, ...], width: int,
+    **where: Any,
+) -> list[list[str]]:
+    """A table's rows of the contenders matching ``where`` (``lead``, then the figures
+    ``keys``, then blanks up to ``width`` cells), then a row per ratio of ``RATIOS`` it has."""
+    here = {r["contender"]: r for r in summary if all(r.get(k) == v for k, v in where.items())}
+    rows = []
+    for a, b in ratio_pairs(set(here)):
+        cells = [ratio_s(ratio(here[a][k], here[b][k])) for k in keys]
+        rows.append([*lead, f"**{a} / {b}**", *cells, *[""] * (width - len(lead) - 1 - len(keys))])
+    return rows
+
+
+def contender_rows(summary: list[dict[str, Any]], **where: Any) -> list[dict[str, Any]]:
+    """The rows matching ``where``, in ``CONTENDERS`` order."""
+    rows = [r for r in summary if all(r.get(k) == v for k, v in where.items())]
+    return sorted(rows, key=lambda r: CONTENDERS.index(r["contender"]))
+
+
 def section_rps(rps: dict[str, Any], plots: dict[str, str]) -> str:
     summary = rps["summary"]
     rows = []
     for mode in ("sse", "json"):
         for conc in sorted({r["concurrency"] for r in summary}):
-            t = find(summary, mode=mode, concurrency=conc, contender=TRIO_MCP)
-            s = find(summary, mode=mode, concurrency=conc, contender=SDK)
-            b = find(summary, mode=mode, concurrency=conc, contender=BARE)
-            m = find(summary, mode=mode, concurrency=conc, contender=TRIO_PYMALLOC)
-            for row in (t, m, s, b):
-                if row is None:
-                    continue
-                rows.append([mode.upper(), str(conc), row["contender"], num(row["rps"]),
+            lead = [mode.upper(), str(conc)]
+            for row in contender_rows(summary, mode=mode, concurrency=conc):
+                rows.append([*lead, row["contender"], num(row["rps"]),
                              num(row["p50_ms"], 2), num(row["p99_ms"], 2),
                              pct(row["server_cpu"]), pct(row["loadgen_cpu"]),
                              str(row["errors"])])
-            rows.append([mode.upper(), str(conc), "**trio-mcp / python-sdk**",
-                         ratio_s(ratio(t and t["rps"], s and s["rps"])),
-                         ratio_s(ratio(t and t["p50_ms"], s and s["p50_ms"])),
-                         ratio_s(ratio(t and t["p99_ms"], s and s["p99_ms"])), "", "", ""])
-            rows.append([mode.upper(), str(conc), "**trio-mcp / hypercorn-bare**",
-                         pct(ratio(t and t["rps"], b and b["rps"])), "", "", "", "", ""])
-            if m is not None:
-                rows.append([mode.upper(), str(conc), "**trio-mcp / trio-mcp/pymalloc**",
-                             pct(ratio(t and t["rps"], m["rps"])), "", "", "", "", ""])
+            rows += ratio_rows(summary, lead, ("rps", "p50_ms", "p99_ms"), 9,
+                               mode=mode, concurrency=conc)
     text = f"""## Requests per second: `tools/call echo`
 
 Each client is one session on one keep-alive connection, opened before the clock starts,
@@ -294,7 +413,8 @@ sending its next request when the last response has ended. Warm-up,
 then a fixed window; requests/s counts responses completed in the window, latency is from
 the request's write to its response's end. SSE: every request answered with a
 text/event-stream; JSON: `application/json` (trio-mcp `--json-response`, the SDK
-`json_response=True`; hypercorn-bare answers alike in each mode).
+`json_response=True`; the floors answer alike in each mode). The ratio rows divide the
+first contender's figure by the second's, latencies included.
 
 {table(["mode", "clients", "contender", "req/s", "p50 ms", "p99 ms", "server CPU", "load gen CPU", "errors"], rows)}
 """  # noqa: E501
@@ -309,18 +429,14 @@ def section_modern(modern: dict[str, Any]) -> str:
     rows = []
     for shape in shapes:
         for conc in sorted({r["concurrency"] for r in summary}):
-            t = find(summary, shape=shape, concurrency=conc, contender=TRIO_MCP)
-            s = find(summary, shape=shape, concurrency=conc, contender=SDK)
-            for row in (t, s):
-                if row is None:
-                    continue
-                rows.append([shape.upper(), str(conc), row["contender"], num(row["rps"]),
+            lead = [shape.upper(), str(conc)]
+            for row in contender_rows(summary, shape=shape, concurrency=conc):
+                rows.append([*lead, row["contender"], num(row["rps"]),
                              num(row["p50_ms"], 2), num(row["p99_ms"], 2),
                              pct(row["server_cpu"]), pct(row["loadgen_cpu"]),
                              str(row["errors"]), str(row["reconnects"])])
-            rows.append([shape.upper(), str(conc), "**trio-mcp / python-sdk**",
-                         *(ratio_s(ratio(t[k] if t else None, s[k] if s else None))
-                           for k in ("rps", "p50_ms", "p99_ms")), "", "", "", ""])
+            rows += ratio_rows(summary, lead, ("rps", "p50_ms", "p99_ms"), 10,
+                               shape=shape, concurrency=conc)
     kinds = [f"{r['contender']} {r['shape'].upper()} c={r['concurrency']}: "
              + ", ".join(f"{n} {k}" for k, n in r["error_kinds"].items())
              for r in summary if r.get("error_kinds")]
@@ -331,11 +447,11 @@ def section_modern(modern: dict[str, Any]) -> str:
 itself (`MCP-Protocol-Version: 2026-07-28`, `Mcp-Method`, `Mcp-Name` and the `params._meta`
 envelope; no initialize, no session). Each client sends its next request when the last
 response has ended, on one keep-alive connection, opened again when the server closes it
-(hypercorn does after 1,000 requests: "reconnects"; the reopening is in that request's
-latency). Warm-up (20 calls of each shape, then a warm-up window), then a fixed window, each
+(hypercorn, under trio-mcp/hypercorn, does after 1,000 requests; trio-mcp's own server and
+uvicorn set no such limit: "reconnects"; the reopening is in that request's latency). Warm-up (20 calls of each shape, then a warm-up window), then a fixed window, each
 figure on a fresh server; latency is from the request's write to its response's end. JSON: `echo`, answered at once in an `application/json` body. SSE:
 `echo_progress` with a progress token; it reports one progress notification before it
-returns, so the answer is a `text/event-stream` (that notification, then the response). Both
+returns, so the answer is a `text/event-stream` (that notification, then the response). The
 servers run as in the other figures: trio-mcp as `trio-mcp serve` does, the SDK in its default
 (SSE) mode, whose modern path answers JSON until a handler's first notification, as
 trio-mcp's does. Every answer is checked: a status other than 200, another content type than
@@ -350,33 +466,22 @@ neither in req/s nor in the latencies.
 def section_stream(stream: dict[str, Any]) -> str:
     summary = stream["summary"]
     rows = []
-    for row in summary:
+    for row in contender_rows(summary):
         complete = row.get("complete")
         rows.append([row["contender"], num(row["events_per_s"]),
                      num(row["bytes_per_s"] / 1e6, 2), num(row["seconds"], 2),
                      str(row["duplicates"]), str(row["gaps"]),
                      "n/a" if complete is None else f"{complete}/{row['runs']}",
                      pct(row["server_cpu"]), pct(row["loadgen_cpu"])])
-    t, s, b = (find(summary, contender=c) for c in CONTENDERS)
-    rows.append(["**trio-mcp / python-sdk**",
-                 ratio_s(ratio(t and t["events_per_s"], s and s["events_per_s"])),
-                 ratio_s(ratio(t and t["bytes_per_s"], s and s["bytes_per_s"])), "", "", "",
-                 "", "", ""])
-    rows.append(["**trio-mcp / hypercorn-bare**",
-                 pct(ratio(t and t["events_per_s"], b and b["events_per_s"])), "", "", "", "",
-                 "", "", ""])
-    m = find(summary, contender=TRIO_PYMALLOC)
-    if m is not None:
-        rows.append(["**trio-mcp / trio-mcp/pymalloc**",
-                     pct(ratio(t and t["events_per_s"], m["events_per_s"])), "", "", "", "",
-                     "", "", ""])
+    rows += ratio_rows(summary, [], ("events_per_s", "bytes_per_s"), 9)
     return f"""## One stream to one client: `stream(n={stream['n']}, size={stream['size']})`
 
 One call with a progress token, read as fast as the client can: {stream['n']:,} progress
 notifications, then the result, on the POST's SSE response. Events/s counts the progress
-notifications, bytes/s the SSE body. hypercorn-bare streams {stream['n']:,} pre-formatted events
-of the same size, one ASGI send each. "complete" counts the runs whose client got every
-event and the response.
+notifications, bytes/s the SSE body. The floors stream {stream['n']:,} pre-formatted events of
+the same size, one socket write (bare-h11) or ASGI send (bare-hypercorn) each. "complete"
+counts the runs whose client got every event and the response. The ratio rows divide the
+first contender's events/s and MB/s by the second's.
 
 {table(["contender", "events/s", "MB/s", "seconds", "duplicates", "gaps", "complete", "server CPU", "load gen CPU"], rows)}
 """  # noqa: E501
@@ -586,12 +691,13 @@ def make_plots(out: Path, data: dict[str, Any]) -> dict[str, str]:
 def plot_rps(plt: Any, out: Path, rps: dict[str, Any]) -> str:
     summary = rps["summary"]
     concs = sorted({r["concurrency"] for r in summary})
-    fig, axes = plt.subplots(2, 2, figsize=(11, 7.5))
-    width = 0.26
+    present = [c for c in CONTENDERS if any(r["contender"] == c for r in summary)]
+    fig, axes = plt.subplots(2, 2, figsize=(12, 8))
+    width = 0.8 / len(present)
     for col, mode in enumerate(("sse", "json")):
         ax, lat = axes[0][col], axes[1][col]
-        for i, c in enumerate(CONTENDERS):
-            xs = [k + (i - 1) * width for k in range(len(concs))]
+        for i, c in enumerate(present):
+            xs = [k + (i - (len(present) - 1) / 2) * width for k in range(len(concs))]
             rows = [find(summary, mode=mode, concurrency=n, contender=c) for n in concs]
             ax.bar(xs, [r["rps"] if r else 0 for r in rows], width, label=c, color=COLORS[c])
             lat.bar(xs, [r["p99_ms"] if r else 0 for r in rows], width, color=COLORS[c],
@@ -606,7 +712,7 @@ def plot_rps(plt: Any, out: Path, rps: dict[str, Any]) -> str:
         lat.set_yscale("log")
         lat.set_ylabel("ms (log)")
     axes[0][0].legend(loc="upper left", fontsize=8)
-    fig.suptitle("tools/call echo: trio-mcp, python-sdk, bare hypercorn-trio (medians)")
+    fig.suptitle("tools/call echo: trio-mcp, the Python SDK, the bare floors (medians)")
     fig.tight_layout()
     path = out / "rps.png"
     fig.savefig(path, dpi=110)
@@ -617,7 +723,7 @@ def plot_rps(plt: Any, out: Path, rps: dict[str, Any]) -> str:
 def plot_abandoned(plt: Any, out: Path, ab: dict[str, Any]) -> str:
     fig, ax = plt.subplots(figsize=(8, 5))
     sizes = sorted({r["sessions"] for r in ab["summary"]})
-    for c in (TRIO_MCP, TRIO_PYMALLOC, SDK):
+    for c in (TRIO_MCP, TRIO_HYPERCORN, TRIO_PYMALLOC, SDK, SDK_PLAIN):
         rows = [find(ab["summary"], contender=c, sessions=n) for n in sizes]
         if not all(rows):
             continue

@@ -1,22 +1,32 @@
 """trio-mcp beside the official Python SDK server: every benchmark, one command, one run.
 
-    python benchmarks/run.py                 # full: 3 runs per figure, medians (about 38 min)
+    python benchmarks/run.py                 # full: 3 runs per figure, medians (about 1 hour)
     python benchmarks/run.py --quick         # 1 run, shorter loads (a few minutes); for CI
     python benchmarks/run.py --only rps,stream [--runs 5]
-    python benchmarks/run.py --only modern   # the 2026-07-28 path alone (about 3 min)
+    python benchmarks/run.py --only modern   # the 2026-07-28 path alone (about 4 min)
 
 Benchmarks: ``rps`` (tools/call echo in a 2025-11-25 session, SSE and JSON answers),
 ``modern`` (tools/call on the 2026-07-28 path, no session: answered at once in JSON, or after
 one progress notification in SSE), ``stream``, ``abandoned``, ``slow``, ``stopped``,
 ``resume``, ``profile``.
 
-Contenders (benchmarks/servers/): trio-mcp (``trio_mcp_bench.py``), the official SDK's
-``MCPServer`` under uvicorn with a bounded event store (``sdk_bench.py``), and bare
-hypercorn-trio serving a fixed answer (``bare_hypercorn.py``), the floor of trio-mcp's stack.
-trio-mcp runs as ``trio-mcp serve`` does, under ``PYTHONMALLOC=malloc`` (TM-SESS-ALLOCATOR),
-and a second time under CPython's own small-object allocator (``trio-mcp/pymalloc``) in the
-rps, stream and abandoned-session figures: what that faster allocator keeps after sessions
-end, and what doing without it costs.
+Contenders (benchmarks/servers/):
+
+- ``trio-mcp`` (``trio_mcp_bench.py``): trio-mcp as ``trio-mcp serve`` runs it, on its own
+  HTTP/1.1 server (trio and h11), under ``PYTHONMALLOC=malloc`` (TM-SESS-ALLOCATOR);
+- ``trio-mcp/hypercorn``: the same, its ASGI app hosted by hypercorn's trio worker;
+- ``trio-mcp/pymalloc``: the own server again, under CPython's own small-object allocator
+  (rps, stream and abandoned sessions): what that faster allocator keeps after sessions end,
+  and what doing without it costs;
+- ``sdk/uvicorn-standard`` (``sdk_bench.py``), the primary peer: the official SDK's
+  ``MCPServer`` under uvicorn with uvloop and httptools, as ``uvicorn[standard]`` installs it,
+  with a bounded event store; skipped, with a note, when uvloop or httptools is missing, and
+  then ``sdk/uvicorn`` stands in where it was the only SDK;
+- ``sdk/uvicorn``: the same under plain uvicorn (asyncio and h11), as ``pip install mcp``
+  gives it (rps only, beside the primary peer);
+- ``bare-h11`` (``bare_h11.py``) and ``bare-hypercorn`` (``bare_hypercorn.py``): a fixed
+  answer from trio and h11 alone, and from hypercorn's trio worker: the floors of trio-mcp's
+  two stacks (rps and stream).
 
 Every figure is taken on a fresh server process, contenders interleaved run by run, and the
 medians of the runs are reported; ratios are taken between medians of the same invocation,
@@ -26,7 +36,8 @@ and reported next to each figure, so a figure it limited can be told apart.
 
 The full run writes benchmarks/results/RESULTS.md, the PNG plots beside it and the raw
 figures under benchmarks/results/raw/ (git-ignored). ``--quick`` writes the same under
-benchmarks/results/raw/quick/ and always exits 0, whether or not the targets are met.
+benchmarks/results/raw/quick/ and always exits 0, whether or not the targets are met; it
+leaves ``trio-mcp/pymalloc`` out (``Settings.skip``).
 Plots need matplotlib (``pip install -e '.[bench]'``); without it they are skipped.
 """
 
@@ -36,6 +47,7 @@ import argparse
 import asyncio
 import atexit
 import contextlib
+import importlib.util
 import json
 import os
 import platform
@@ -46,7 +58,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -74,21 +86,46 @@ from client import (  # noqa: E402  (the benchmarks directory is not a package)
 
 HOST = "127.0.0.1"
 MCP_PATH = "/mcp"
-TRIO_MCP, SDK, BARE = "trio-mcp", "python-sdk", "hypercorn-bare"
+#: trio-mcp as ``trio-mcp serve`` runs it: its own HTTP/1.1 server, under malloc.
+TRIO_MCP = "trio-mcp"
+#: trio-mcp's ASGI app under hypercorn's trio worker (``serve(http_server="hypercorn")``).
+TRIO_HYPERCORN = "trio-mcp/hypercorn"
 #: trio-mcp again, under CPython's own small-object allocator rather than the malloc that
 #: trio-mcp chooses (rps, stream and abandoned sessions): what pymalloc keeps, and what doing
 #: without it costs (TM-SESS-ALLOCATOR, TM-SESS-RELEASE).
 TRIO_PYMALLOC = "trio-mcp/pymalloc"
-TRIO_CONTENDERS = (TRIO_MCP, TRIO_PYMALLOC)
+#: The SDK's server under uvicorn with uvloop and httptools (``uvicorn[standard]``): the
+#: primary peer, the one the targets name.
+SDK = "sdk/uvicorn-standard"
+#: The SDK's server under plain uvicorn (asyncio and h11), as ``pip install mcp`` gives it.
+SDK_PLAIN = "sdk/uvicorn"
+#: Fixed answers without MCP: from trio and h11 alone (the floor of trio-mcp's own server),
+#: and from hypercorn's trio worker (the floor of trio-mcp/hypercorn).
+BARE_H11, BARE_HYPERCORN = "bare-h11", "bare-hypercorn"
+BARE_CONTENDERS = (BARE_H11, BARE_HYPERCORN)
+TRIO_CONTENDERS = (TRIO_MCP, TRIO_HYPERCORN, TRIO_PYMALLOC)
 SERVER_SCRIPTS = {
     TRIO_MCP: HERE / "servers" / "trio_mcp_bench.py",
-    SDK: HERE / "servers" / "sdk_bench.py",
-    BARE: HERE / "servers" / "bare_hypercorn.py",
+    TRIO_HYPERCORN: HERE / "servers" / "trio_mcp_bench.py",
     TRIO_PYMALLOC: HERE / "servers" / "trio_mcp_bench.py",
+    SDK: HERE / "servers" / "sdk_bench.py",
+    SDK_PLAIN: HERE / "servers" / "sdk_bench.py",
+    BARE_H11: HERE / "servers" / "bare_h11.py",
+    BARE_HYPERCORN: HERE / "servers" / "bare_hypercorn.py",
+}
+#: A contender's arguments beside the port and the benchmark's own.
+SERVER_ARGS: dict[str, tuple[str, ...]] = {
+    TRIO_HYPERCORN: ("--server", "hypercorn"),
+    SDK: ("--loop", "uvloop", "--http", "httptools"),
 }
 #: Environment a contender's interpreter starts with, beside this process's (less any
 #: PYTHONMALLOC of its own: which allocator each server runs under is the benchmark's to say).
 SERVER_ENV: dict[str, dict[str, str]] = {TRIO_PYMALLOC: {"PYTHONMALLOC": "pymalloc"}}
+#: Modules a contender needs that the benchmark's own dependencies do not bring (the
+#: ``bench`` extra does): without them, it is skipped with a note (``lineup``).
+REQUIRES: dict[str, tuple[str, ...]] = {SDK: ("uvloop", "httptools")}
+#: Who stands in for a skipped contender in a benchmark that has no other of its kind.
+STAND_IN = {SDK: SDK_PLAIN}
 BENCHMARKS = ("rps", "modern", "stream", "abandoned", "slow", "stopped", "resume", "profile")
 
 #: trio-mcp's defaults that the targets refer to (ServerConfig / Retention).
@@ -120,6 +157,8 @@ class Settings:
     resume_read: int
     resume_delay: float
     profile_seconds: float
+    skip: tuple[str, ...] = ()
+    """Contenders left out of every benchmark."""
 
 
 FULL = Settings(
@@ -134,6 +173,7 @@ FULL = Settings(
 QUICK = attrs.evolve(
     FULL, runs=1, rps_warmup=0.5, rps_duration=2.0, stream_n=5000, abandoned_sessions=(200,),
     session_ttl=10.0, settle_timeout=60.0, slow_duration=14.0, profile_seconds=4.0,
+    skip=(TRIO_PYMALLOC,),
 )
 
 
@@ -258,10 +298,11 @@ async def server(
     log_name = contender.replace("/", "-")
     for attempt in range(3):
         port, stats_port = free_ports(2)
-        cmd = [sys.executable, str(SERVER_SCRIPTS[contender]), "--port", str(port)]
+        cmd = [sys.executable, str(SERVER_SCRIPTS[contender]), "--port", str(port),
+               *SERVER_ARGS.get(contender, ())]
         if json_response:
             cmd.append("--json-response")
-        if ttl is not None and contender != BARE:
+        if ttl is not None and contender not in BARE_CONTENDERS:
             cmd += ["--session-ttl", str(ttl)]
         if contender in TRIO_CONTENDERS:
             cmd += ["--stats-port", str(stats_port)]
@@ -348,6 +389,31 @@ def rotate(items: list[str], k: int) -> list[str]:
     """Contenders in a different order each run, so none always runs first."""
     k %= len(items)
     return items[k:] + items[:k]
+
+
+#: Contenders this run could not have, and why: noted in the log once, and in the report.
+SKIPPED: dict[str, str] = {}
+
+
+def lineup(cfg: Settings, contenders: Sequence[str]) -> list[str]:
+    """A benchmark's contenders as this run has them: less those ``cfg`` leaves out, and less
+    those whose modules (``REQUIRES``) are missing, for whom ``STAND_IN`` names a stand-in
+    when the benchmark has no other of its kind."""
+    out: list[str] = []
+    for contender in contenders:
+        if contender in cfg.skip:
+            continue
+        missing = [m for m in REQUIRES.get(contender, ()) if importlib.util.find_spec(m) is None]
+        if missing:
+            if contender not in SKIPPED:
+                SKIPPED[contender] = f"{', '.join(missing)} not installed"
+                log(f"{contender} skipped: {SKIPPED[contender]} (pip install -e '.[bench]')")
+            stand_in = STAND_IN.get(contender)
+            if stand_in is None or stand_in in contenders:
+                continue
+            contender = stand_in
+        out.append(contender)
+    return out
 
 
 def tool_call(rid: int, name: str, arguments: dict[str, Any], progress: bool = False) -> bytes:
@@ -458,18 +524,26 @@ async def measure_rps(
     }
 
 
+#: The contenders of the rps benchmark: trio-mcp on each HTTP server and under pymalloc, the
+#: SDK on uvicorn[standard] (the primary peer) and on plain uvicorn, and the two floors.
+RPS_CONTENDERS = (
+    TRIO_MCP, TRIO_HYPERCORN, TRIO_PYMALLOC, SDK, SDK_PLAIN, BARE_H11, BARE_HYPERCORN,
+)
+
+
 async def bench_rps(cfg: Settings, logs: Path) -> dict[str, Any]:
     runs: list[dict[str, Any]] = []
-    contenders = [TRIO_MCP, TRIO_PYMALLOC, SDK, BARE]
+    contenders = lineup(cfg, RPS_CONTENDERS)
     for run in range(cfg.runs):
         for mode in ("sse", "json"):
             for conc in cfg.concurrencies:
                 for contender in rotate(contenders, run):
                     async with server(contender, logs, json_response=mode == "json") as srv:
-                        if contender != BARE:
+                        bare = contender in BARE_CONTENDERS
+                        if not bare:
                             await warm_up(srv.port)
                         r = await measure_rps(
-                            srv, conc, cfg.rps_warmup, cfg.rps_duration, bare=contender == BARE
+                            srv, conc, cfg.rps_warmup, cfg.rps_duration, bare=bare
                         )
                     r.update(run=run, mode=mode, concurrency=conc, contender=contender)
                     runs.append(r)
@@ -653,14 +727,15 @@ async def measure_modern(
 
 
 #: The contenders of the modern benchmark: trio-mcp as ``trio-mcp serve`` runs it (its
-#: default response mode, under malloc), and the SDK's server as its other figures run it
-#: (SSE mode: in JSON mode it drops a modern request's notifications).
-MODERN_CONTENDERS = (TRIO_MCP, SDK)
+#: default response mode, under malloc), on its own server and under hypercorn, and the SDK's
+#: server as its other figures run it (SSE mode: in JSON mode it drops a modern request's
+#: notifications).
+MODERN_CONTENDERS = (TRIO_MCP, TRIO_HYPERCORN, SDK)
 
 
 async def bench_modern(cfg: Settings, logs: Path) -> dict[str, Any]:
     runs: list[dict[str, Any]] = []
-    contenders = list(MODERN_CONTENDERS)
+    contenders = lineup(cfg, MODERN_CONTENDERS)
     for run in range(cfg.runs):
         for shape in MODERN_SHAPES:
             for conc in cfg.concurrencies:
@@ -761,13 +836,14 @@ class StreamReader:
 
 async def bench_stream(cfg: Settings, logs: Path) -> dict[str, Any]:
     runs: list[dict[str, Any]] = []
-    contenders = [TRIO_MCP, TRIO_PYMALLOC, SDK, BARE]
+    contenders = lineup(
+        cfg, [TRIO_MCP, TRIO_HYPERCORN, TRIO_PYMALLOC, SDK, BARE_H11, BARE_HYPERCORN])
     n, size = cfg.stream_n, cfg.stream_size
     for run in range(cfg.runs):
         for contender in rotate(contenders, run):
             async with server(contender, logs) as srv:
                 reader = StreamReader(rid=None)
-                if contender == BARE:
+                if contender in BARE_CONTENDERS:
                     conn = await Connection.open(HOST, srv.port)
                     head = request_head(HOST, srv.port, f"/stream?n={n}&size={size}")
                     request = encode_request(head, b"{}")
@@ -802,7 +878,7 @@ async def bench_stream(cfg: Settings, logs: Path) -> dict[str, Any]:
                 "events": events, "bytes": reader.bytes, "seconds": elapsed,
                 "events_per_s": events / elapsed, "bytes_per_s": reader.bytes / elapsed,
                 "duplicates": reader.duplicates(), "gaps": reader.gaps(n),
-                "response": reader.response is not None or contender == BARE,
+                "response": reader.response is not None or contender in BARE_CONTENDERS,
                 "server_cpu": server_cpu, "loadgen_cpu": clock.utilisation(),
             }
             runs.append(r)
@@ -943,7 +1019,7 @@ async def wave_after_ttl(srv: ServerProcess, sessions: int, cfg: Settings, *, fi
 
 async def bench_abandoned(cfg: Settings, logs: Path) -> dict[str, Any]:
     runs: list[dict[str, Any]] = []
-    contenders = [TRIO_MCP, TRIO_PYMALLOC, SDK]
+    contenders = lineup(cfg, [TRIO_MCP, TRIO_HYPERCORN, TRIO_PYMALLOC, SDK])
     for run in range(cfg.runs):
         for sessions in cfg.abandoned_sessions:
             for contender in rotate(contenders, run):
@@ -1056,7 +1132,7 @@ async def slow_reader(
     """One client calls ``stream`` and reads ``rate`` bytes a second (0: nothing) for
     ``slow_duration``: the server's RSS over time, and when it cut the connection."""
     runs: list[dict[str, Any]] = []
-    contenders = [TRIO_MCP, SDK]
+    contenders = lineup(cfg, [TRIO_MCP, SDK])
     loop = asyncio.get_running_loop()
     for run in range(cfg.runs):
         for contender in rotate(contenders, run):
@@ -1225,7 +1301,7 @@ def summarize(status: int, headers: dict[str, str], body: bytes, timed_out: bool
 async def bench_resume(cfg: Settings, logs: Path) -> dict[str, Any]:
     runs: list[dict[str, Any]] = []
     cursors: list[dict[str, Any]] = []
-    contenders = [TRIO_MCP, SDK]
+    contenders = lineup(cfg, [TRIO_MCP, SDK])
     n = cfg.resume_n
     for run in range(cfg.runs):
         for contender in rotate(contenders, run):
@@ -1440,8 +1516,8 @@ def machine() -> dict[str, Any]:
     from importlib.metadata import PackageNotFoundError, version
 
     versions = {}
-    for pkg in ("trio-mcp", "trio", "hypercorn", "h11", "mcp", "uvicorn", "starlette", "anyio",
-                "sse-starlette", "pydantic"):
+    for pkg in ("trio-mcp", "trio", "hypercorn", "h11", "mcp", "uvicorn", "uvloop", "httptools",
+                "starlette", "anyio", "sse-starlette", "pydantic"):
         try:
             versions[pkg] = version(pkg)
         except PackageNotFoundError:
@@ -1498,6 +1574,7 @@ async def main_async(args: argparse.Namespace) -> int:
     results["seconds"] = time.perf_counter() - started
     command = " ".join(["python", "benchmarks/run.py", *sys.argv[1:]])
     results["machine"]["allocators"] = {c: sorted(a) for c, a in ALLOCATORS_SEEN.items()}
+    results["machine"]["skipped"] = SKIPPED
     (raw / "machine.json").write_text(json.dumps(
         {"machine": results["machine"], "quick": args.quick, "settings": results["settings"],
          "command": command}, indent=1))

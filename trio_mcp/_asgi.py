@@ -85,14 +85,17 @@ class ASGIResponder:
             for callback in callbacks:
                 callback()
 
-    async def _safe_send(self, message: MutableMapping[str, Any]) -> None:
+    async def _safe_send(self, message: MutableMapping[str, Any]) -> bool:
+        """Send ``message``; False when the connection failed under it."""
         if self.finished:
-            return
+            return False
         try:
             await self._send(message)
         except (OSError, trio.BrokenResourceError, trio.ClosedResourceError):
             # The client went away under us: the runtime learns it from `disconnected`.
             self.gone()
+            return False
+        return True
 
     async def reply(self, reply: Reply) -> None:
         if self.started:
@@ -113,8 +116,9 @@ class ASGIResponder:
                 ],
             }
         )
-        await self._safe_send({"type": "http.response.body", "body": reply.body})
-        self.finished = True
+        # Finished only if it went out: hypercorn reports the client's leaving once a
+        # response is complete, so `disconnected` cannot tell a reply that failed.
+        self.finished = await self._safe_send({"type": "http.response.body", "body": reply.body})
 
     async def start_stream(self, status: int, headers: Sequence[tuple[str, str]]) -> None:
         self.started = True

@@ -1,4 +1,4 @@
-"""The floor of trio-mcp's stack: hypercorn's trio worker serving a trivial ASGI app.
+"""The floor of trio-mcp under hypercorn: hypercorn's trio worker serving a trivial ASGI app.
 
 Every POST gets a fixed JSON-RPC result, as application/json (``--json-response``) or as a
 text/event-stream with that one event (the default), streamed the way trio-mcp streams

@@ -1,5 +1,6 @@
-"""The python-sdk contender of benchmarks/run.py: the official MCP Python SDK (``mcp`` 2.3.0),
-``MCPServer`` in streamable-http mode under uvicorn, with the same tools as trio-mcp's.
+"""The SDK contenders of benchmarks/run.py (``sdk/uvicorn-standard``, ``sdk/uvicorn``): the
+official MCP Python SDK (``mcp`` 2.3.0), ``MCPServer`` in streamable-http mode under uvicorn,
+with the same tools as trio-mcp's.
 
     python benchmarks/servers/sdk_bench.py --port 8000 [--json-response] [--session-ttl S]
         [--loop {asyncio,uvloop}] [--http {h11,httptools}]

@@ -140,3 +140,24 @@ async def test_complete_reply_that_never_got_through_stays_to_resume() -> None:
 
     [message] = resumed.messages()
     assert message["result"]["content"][0]["text"] == "kept", message
+
+
+@pytest.mark.spec("TM-POST-ATONCE", "TM-RES-PIN", "TM-SESS-INFLIGHT")
+async def test_answers_sent_whole_are_taken_and_pin_nothing(live_server: StartServer) -> None:
+    """Answers sent whole count as delivered once they went out: more calls on one
+    session than it may hold in flight all succeed, and none stays pinned in the log."""
+    config = ServerConfig(max_inflight_requests=8)
+    with trio.fail_after(TIMEOUT):
+        live = await live_server(at_once_server(), config)
+        session = await open_session(live.url)
+        for i in range(3 * config.max_inflight_requests):
+            response = await session.post(
+                rpc_request("tools/call", {"name": "quick", "arguments": {"text": f"{i}"}})
+            )
+            assert response.status == 200, response
+            [answer] = [json.loads(e.data) for e in response.events() if e.data]
+            assert answer["result"]["content"][0]["text"] == f"{i}", answer
+        # The server marks the last one once its write returned, which may come after the
+        # client has read it.
+        [state] = [s for s in live.app.manager.sessions.values() if s.id == session.id]
+        await wait_until(lambda: state.log.pinned_responses == 0)

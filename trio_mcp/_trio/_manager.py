@@ -432,17 +432,20 @@ class SessionManager:
         ]
         body = b"".join(events)
         self.stats.streams_opened += 1
+        session.heard()
+        if responder.disconnected.is_set():
+            # The client left already: its answer stays in the log for a resume.
+            return True
         # Within the stall budget, as a View's writes are: a reader that takes nothing for
         # that long loses the connection, and the response stays in the log to resume.
         with trio.move_on_after(self.config.stall_budget):
             await responder.reply(Reply(status=200, headers=SSE_HEADERS, body=body))
-        if responder.finished and not responder.disconnected.is_set():
+        if responder.finished:
             # Marked only once the connection took them (TM-RES-PIN), as a View does.
             for entry in taken:
                 session.log.mark_written(entry)
             session.wrote(len(taken))
             session.notify_progress()
-        session.heard()
         return True
 
     async def _serve_view(
