@@ -1,10 +1,10 @@
 # Window pacing: keep little unread in a new stream's reader's buffers (TM-BP-PACE).
 #
-# Why: behind large socket buffers (about 125 KB on loopback, autotuned), a reader that
-# stopped and one reading slowly look the same to the server for tens of seconds. Their
-# kernels take what fits, and then a slow reader's window opens again only once it has read
-# most of it. Kept to a few KB unread, a reader that reads shows it within a few seconds (its
-# window reopens), and one that stopped never does.
+# Why: behind large socket buffers, a reader that stopped and one reading slowly look the
+# same to the server for tens of seconds. Their kernels take what fits, and then a slow
+# reader's window opens again only once it has read most of it. Kept to a few KB unread, a
+# reader that reads shows it within a few seconds (its window reopens), and one that stopped
+# never does.
 #
 # How: before each write, TCP_INFO says how much of what we sent the reader has not read:
 # what is unsent or in flight, plus how far the window it advertises has shrunk below the
@@ -13,24 +13,26 @@
 # reader's kernel acknowledge, which reports its window as it is now (a receiver does not
 # announce a window that grew by reading alone until it has doubled).
 #
-# The window a receiver offers when its buffers are empty is not fixed: Linux (6.x) sizes it
-# by the ratio of payload to memory of the segments it received, so a run of small segments
-# lowers it. A fall of that ceiling looks like data left unread, and a reader that has read
+# The window a receiver offers when its buffers are empty is not fixed: Linux sizes it by the
+# ratio of payload to memory of the segments it received, so a run of small segments lowers
+# it. A fall of that ceiling looks like data left unread, and a reader that has read
 # everything can then be held for good: probes are too small to move its window. So, for a
 # reader that has proved fast once (its limit was doubled), a hold that sees no progress for
 # REBASE_STEPS steps' time at the minimum rate takes the window as it is now for the new
 # ceiling, and lets a limit's worth through. Readers still at the first limit are left as
-# they were: a rebase for them lets a slow reader's drain rate stray from what it reads
-# (counted, it hid a reader at half the minimum rate; not counted, readers at 1.25 times the
-# minimum were cut on loopback). A fast reader that then stopped gains nothing by it: its
-# window never grows back, so it shows no progress, and what it is given goes out as a probe
-# does, counted as nothing drained. It is given a limit's worth more each time, and is cut
-# all the same.
+# they were: a rebase for them lets a slow reader's drain rate stray from what it reads,
+# whether its bytes count as drained or not. A fast reader that then stopped gains nothing by
+# it: its window never grows back, so it shows no progress, and what it is given goes out as
+# a probe does, counted as nothing drained. It is given a limit's worth more each time, and
+# is cut all the same.
 #
 # A reader that takes each limit's worth quickly proves it is no slow reader: the limit
 # doubles, and past RELEASE_AT pacing stops for good, so fast streams pay for a few round
 # trips at their start and nothing after. A stream that never writes more than ENGAGE_AFTER
 # bytes never pays at all: no socket lookup, no sample.
+#
+# The pacer is the kernel judge's (trio_mcp/_trio/_judge.py, KernelJudge.admit); measurements
+# behind the constants here: benchmarks/BACKPRESSURE-NOTES.md.
 from __future__ import annotations
 
 import math
@@ -61,8 +63,8 @@ UNREAD_SHARE = 5
 #: A reader whose window is no larger than this (or than what a reader at the minimum rate
 #: takes in one stall budget, if more) is not paced: the stall detector's count of
 #: acknowledged bytes tells it from a stopped one within the budget at the defaults, and
-#: the windows of small receive buffers reopen too coarsely to pace by (a 4 KiB buffer's
-#: readers at 1.25 to 4 times the minimum were cut with a 1 s budget).
+#: the windows of small receive buffers reopen too coarsely to pace by (paced, readers well
+#: above the minimum behind them were cut).
 SMALL_WINDOW = 16 * 1024
 #: A limit this large means the reader has proved fast: pacing stops.
 RELEASE_AT = 64 * 1024
@@ -194,7 +196,7 @@ class WindowPacer:
             self.consumed = consumed
             self.progress_at = now
             # A receiver grows the window it offers as data arrives, early in a connection,
-            # whether or not its application reads (by about 15 KB with a 1448-byte MSS):
+            # whether or not its application reads (by some KB with a network's MSS):
             # that counts as progress (a reader that stopped shows it only at the start),
             # but not towards a ramp, which would hand a stopped reader more.
             self._ramp(now, sample.rtt, consumed - (self.largest - self.first_largest))

@@ -1,13 +1,14 @@
 # The runtime's view of one HTTP exchange: what it may do to answer (a complete reply, or a
 # stream of chunks), and an event that fires when the client goes away. The ASGI adapter
-# implements it; tests may implement it in memory. A responder may also offer what the kernel
-# knows about its connection's socket (`TcpProbing`); the stall detector then watches the
-# reader's acknowledgements, not only its own writes (TM-BP-STALL).
+# implements it, and so does trio-mcp's own HTTP server; tests may implement it in memory. A
+# responder may also offer what the kernel knows about its connection's socket (`TcpProbing`):
+# its connection is then judged by the kernel-informed judge, which watches the reader's
+# acknowledgements and window, not only the writes (trio_mcp/_trio/_judge.py, TM-BP-STALL).
 from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import trio
 
@@ -36,9 +37,12 @@ class Responder(Protocol):
         """Finish a streamed response."""
 
 
+@runtime_checkable
 class TcpProbing(Protocol):
     """What a responder whose connection is a TCP socket of this process may offer besides
-    (optional: a responder without these methods is watched by its writes alone)."""
+    (optional). A responder with both methods gets the kernel-informed judge
+    (``_judge.KernelJudge``); one without them is judged by its writes alone
+    (``_judge.WriteProgressJudge``): ``_judge.judge_for`` decides."""
 
     def tcp_sample(self) -> TcpSample | None:
         """The kernel's figures for the connection's socket now; None when they cannot be

@@ -24,8 +24,9 @@ from ..protocol import (
 )
 from ..protocol._sse import encode_message_event
 from ..protocol._transport import SSE_HEADERS
+from ._judge import judge_for
 from ._pacer import RAMP_FACTOR, SMALL_WINDOW, WindowPacer, pace_limit
-from ._responder import Responder, watching_disconnect
+from ._responder import Responder, TcpProbing, watching_disconnect
 from ._writer import ConnectionWriter
 
 if TYPE_CHECKING:
@@ -173,11 +174,18 @@ class View:
         self.delivered = self.cursor
         await self.responder.start_stream(200, (*SSE_HEADERS, *headers))
         cfg = session.config
+        gone = self.responder.disconnected
         writer = ConnectionWriter(
             self.responder,
             window=cfg.stall_budget,
             max_write=_max_write(cfg),
-            pacer=_pacer(self.responder, cfg),
+            # TM-BP-STALL: the judge is chosen by what the responder offers (judge_for); a
+            # kernel judge also paces the stream (TM-BP-PACE).
+            judge=judge_for(
+                self.responder,
+                window=cfg.stall_budget,
+                pacer=lambda probing: _pacer(probing, cfg, gone),
+            ),
         )
         self.writer = writer
         writer.on_progress = self.ring
@@ -397,10 +405,10 @@ class View:
         cfg = self.session.config
         with trio.move_on_after(_CHECK_EVERY):
             await bell.wait()
-        # TM-BP-STALL: busy for the whole budget and still under the minimum rate. This is
-        # also when the writer samples the kernel's count of bytes its reader acknowledged
-        # (and, once a write has been blocked for a while, looks its socket up), so a busy
-        # view is what keeps that count current.
+        # TM-BP-STALL: busy for the whole budget and still under the minimum rate, as the
+        # writer's judge sees it. This is also when a kernel judge samples the count of bytes
+        # the reader acknowledged (and, once a write has been blocked for a while, looks its
+        # socket up), so a busy view is what keeps that count current.
         stalled = writer.stalled_for(trio.current_time(), cfg.min_read_rate)
         if stalled >= cfg.stall_budget:
             self.session.stream_stalled()
@@ -408,19 +416,19 @@ class View:
         return False
 
 
-def _pacer(responder: Responder, cfg: ServerConfig) -> WindowPacer | None:
-    """TM-BP-PACE: a pacer for a responder that can read its socket's TCP_INFO."""
-    sample = getattr(responder, "tcp_sample", None)
-    if not cfg.window_pacing or sample is None:
+def _pacer(probing: TcpProbing, cfg: ServerConfig, gone: trio.Event) -> WindowPacer | None:
+    """TM-BP-PACE: a pacer for a responder that can read its socket's TCP_INFO (None with
+    ``window_pacing`` off). ``gone`` is set when the client leaves."""
+    if not cfg.window_pacing:
         return None
     return WindowPacer(
-        sample,
+        probing.tcp_sample,
         limit=pace_limit(cfg.min_read_rate, cfg.stall_budget),
         min_rate=cfg.min_read_rate,
         ramp_rate=RAMP_FACTOR * cfg.min_read_rate,
         probe_max=cfg.stall_budget / 40,
         small_window=max(SMALL_WINDOW, int(cfg.min_read_rate * cfg.stall_budget)),
-        gone=responder.disconnected,
+        gone=gone,
     )
 
 
