@@ -46,6 +46,20 @@ class ASGIResponder:
         self._on_disconnect: list[Callable[[], None]] = []
         self._addresses = (server, client) if server and client else None
         self._probe: TcpProbe | None = None
+        #: Starts the task that waits for http.disconnect; called once, when the runtime
+        #: first needs to know (TM-HTTP-OWN's lean path, under hypercorn).
+        self._start_watch: Callable[[], None] | None = None
+
+    def watch_with(self, start: Callable[[], None]) -> None:
+        """Give the responder the way to start watching for the client's leaving. It is
+        started when the runtime first asks to hear of it (``on_disconnect``) or starts a
+        stream; a complete answer sent without either needs no watching task."""
+        self._start_watch = start
+
+    def _watch(self) -> None:
+        start, self._start_watch = self._start_watch, None
+        if start is not None:
+            start()
 
     def tcp_sample(self) -> TcpSample | None:
         """TM-BP-STALL: the kernel's figures for this connection's socket, looked up (once,
@@ -76,6 +90,7 @@ class ASGIResponder:
             callback()
         else:
             self._on_disconnect.append(callback)
+            self._watch()
 
     def gone(self) -> None:
         """The client closed the connection."""
@@ -122,6 +137,7 @@ class ASGIResponder:
 
     async def start_stream(self, status: int, headers: Sequence[tuple[str, str]]) -> None:
         self.started = True
+        self._watch()
         await self._safe_send(
             {
                 "type": "http.response.start",
@@ -248,7 +264,7 @@ class ASGIApp:
             local_host=local_host,
         )
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(_watch_disconnect, receive, responder)
+            responder.watch_with(lambda: nursery.start_soon(_watch_disconnect, receive, responder))
             try:
                 await self.runtime.serve(request, responder)
             except Exception:

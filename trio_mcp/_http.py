@@ -415,7 +415,7 @@ class HttpServer:
     async def _serve_request(self, connection: _Connection, head: h11.Request) -> None:
         cfg = self.config
         responder = H11Responder(connection)
-        headers = Headers([(bytes(k), bytes(v)) for k, v in head.headers])
+        headers = Headers(list(head.headers))  # h11 gives them as bytes, names lower-cased
         local = connection.local_host
         target = head.target.decode("latin-1")
         path = target.split("?", 1)[0]

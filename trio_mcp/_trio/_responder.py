@@ -54,22 +54,31 @@ class TcpProbing(Protocol):
         """Close what ``tcp_sample`` holds open; it returns None from then on."""
 
 
-@contextlib.asynccontextmanager
-async def watching_disconnect(
+def watching_disconnect(
     responder: Responder, callback: Callable[[], None]
-) -> AsyncIterator[None]:
-    """Call ``callback`` if the client goes away while the block runs.
+) -> contextlib.AbstractAsyncContextManager[None]:
+    """Call ``callback`` if the client goes away while the block runs (or after it: the
+    callback must be harmless then).
 
-    A responder with an ``on_disconnect(callback)`` method (the ASGI one) calls it from the
-    task that already watches the connection; any other gets a task that waits for its
-    ``disconnected`` event. A nursery and a task per request cost more than the rest of a
-    small request's own work, which is why the first way exists.
+    A responder with an ``on_disconnect(callback)`` method (both HTTP edges') calls it from
+    the task that already watches the connection, and the block costs nothing more; any other
+    gets a task that waits for its ``disconnected`` event. A nursery and a task per request
+    cost more than the rest of a small request's own work, which is why the first way exists.
     """
     register = getattr(responder, "on_disconnect", None)
     if register is not None:
         register(callback)
-        yield
-        return
+        return _NOTHING
+    return _watching_task(responder, callback)
+
+
+_NOTHING: contextlib.nullcontext[None] = contextlib.nullcontext()
+
+
+@contextlib.asynccontextmanager
+async def _watching_task(
+    responder: Responder, callback: Callable[[], None]
+) -> AsyncIterator[None]:
     async with trio.open_nursery() as nursery:
 
         async def watch() -> None:
