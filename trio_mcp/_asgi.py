@@ -265,21 +265,11 @@ class ASGIApp:
         )
         async with trio.open_nursery() as nursery:
             responder.watch_with(lambda: nursery.start_soon(_watch_disconnect, receive, responder))
-            try:
-                await self.runtime.serve(request, responder)
-            except Exception:
-                # Never a 500 with a traceback: log it, answer a JSON-RPC internal error.
-                logger.exception("unexpected error serving %s", request.method)
-                if not responder.started:
-                    await responder.reply(
-                        error_reply(
-                            RemoteProtocolError(
-                                "Internal error.", code=ErrorCode.INTERNAL_ERROR, http_status=500
-                            )
-                        )
-                    )
-                elif not responder.finished:
-                    await responder.end()
+            served = await self.runtime.serve_guarded(request, responder)
+            if not served and responder.started and not responder.finished:
+                # A stream that failed midway ends (a response left unfinished on purpose,
+                # a cut stream, is closed by hypercorn instead).
+                await responder.end()
             nursery.cancel_scope.cancel()
 
 

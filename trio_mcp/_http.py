@@ -451,17 +451,7 @@ class HttpServer:
         if connection.eof:
             responder.gone()
         try:
-            await self.runtime.serve(request, responder)
-        except Exception:
-            logger.exception("unexpected error serving %s", request.method)
-            if not responder.started:
-                await responder.reply(
-                    error_reply(
-                        RemoteProtocolError(
-                            "Internal error.", code=ErrorCode.INTERNAL_ERROR, http_status=500
-                        )
-                    )
-                )
+            await self.runtime.serve_guarded(request, responder)
         finally:
             connection.responder = None
         if not responder.finished:

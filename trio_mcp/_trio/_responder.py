@@ -21,6 +21,8 @@ __all__ = ["Responder", "TcpProbing", "watching_disconnect"]
 class Responder(Protocol):
     disconnected: trio.Event
     """Set when the client has closed the connection."""
+    started: bool
+    """Whether a response has begun (a reply, or a stream's head)."""
     finished: bool
     """Whether the whole response has gone out (a reply, or a stream's end)."""
 

@@ -5,6 +5,7 @@
 # Hub the App reaches its clients through.
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -25,6 +26,8 @@ from ._session import SessionPort as LegacySessionPort
 
 if TYPE_CHECKING:
     from .._config import ServerConfig
+
+logger = logging.getLogger("trio_mcp.runtime")
 
 __all__ = ["Runtime"]
 
@@ -143,6 +146,25 @@ class Runtime:
                 await responder.reply(Reply(status=202))
         except RemoteProtocolError as exc:
             await responder.reply(error_reply(exc))
+
+    async def serve_guarded(self, request: HttpRequest, responder: Responder) -> bool:
+        """``serve``, with an error of our own (a bug) logged, and answered with a JSON-RPC
+        internal error if no response has started: never a traceback on the wire. False
+        when that happened."""
+        try:
+            await self.serve(request, responder)
+        except Exception:
+            logger.exception("unexpected error serving %s", request.method)
+            if not responder.started:
+                await responder.reply(
+                    error_reply(
+                        RemoteProtocolError(
+                            "Internal error.", code=ErrorCode.INTERNAL_ERROR, http_status=500
+                        )
+                    )
+                )
+            return False
+        return True
 
     def policy_for(self, local_host: str | None) -> OriginPolicy:
         """The Origin/Host policy for requests arriving on ``local_host``.
