@@ -256,6 +256,16 @@ class _Connection:
             await self.send(h11.Data(data=reply.body))
             await self.send(h11.EndOfMessage())
 
+    def close_now(self) -> None:
+        """Close the socket from outside the connection's tasks: its reader sees the end, and
+        a write on it fails."""
+        self.closed = True
+        stream = self.stream
+        if isinstance(stream, trio.SSLStream):
+            stream = stream.transport_stream
+        if isinstance(stream, trio.SocketStream):
+            stream.socket.close()
+
     async def close(self) -> None:
         """Close the connection now, whatever it was doing (a stuck write fails with it)."""
         if not self.closed:
@@ -311,13 +321,7 @@ class HttpServer:
         self._stopping = True
         for connection in list(self.connections):
             if connection.idle:
-                connection.closed = True
-                with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
-                    stream = connection.stream
-                    if isinstance(stream, trio.SSLStream):
-                        stream = stream.transport_stream
-                    if isinstance(stream, trio.SocketStream):
-                        stream.socket.close()
+                connection.close_now()
 
     async def _connection(
         self, stream: trio.abc.Stream, ssl_context: ssl.SSLContext | None
