@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from ._trio._manager import SessionManager
+from ._trio._responder import Departure
 from ._trio._runtime import Runtime
 from ._trio._tcpprobe import TcpProbe, TcpSample, find_tcp_socket
 from .protocol import ErrorCode, Headers, HttpRequest, RemoteProtocolError, Reply
@@ -40,10 +41,10 @@ class ASGIResponder:
         self, send: Send, *, server: object = None, client: object = None
     ) -> None:
         self._send = send
-        self.disconnected = trio.Event()
+        self._departure = Departure()
+        self.disconnected = self._departure.event
         self.started = False
         self.finished = False
-        self._on_disconnect: list[Callable[[], None]] = []
         self._addresses = (server, client) if server and client else None
         self._probe: TcpProbe | None = None
         #: Starts the task that waits for http.disconnect; called once, when the runtime
@@ -86,19 +87,13 @@ class ASGIResponder:
         The runtime uses it instead of a task of its own that waits for ``disconnected``
         (see trio_mcp._trio._responder.watching_disconnect).
         """
-        if self.disconnected.is_set():
-            callback()
-        else:
-            self._on_disconnect.append(callback)
+        self._departure.on(callback)
+        if not self.disconnected.is_set():
             self._watch()
 
     def gone(self) -> None:
         """The client closed the connection."""
-        if not self.disconnected.is_set():
-            self.disconnected.set()
-            callbacks, self._on_disconnect = self._on_disconnect, []
-            for callback in callbacks:
-                callback()
+        self._departure.happened()
 
     async def _safe_send(self, message: MutableMapping[str, Any]) -> bool:
         """Send ``message``; False when the connection failed under it."""

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Final
 import h11
 import trio
 
+from ._trio._responder import Departure
 from ._trio._runtime import Runtime
 from ._trio._tcpprobe import TcpProbe, TcpSample
 from .protocol import ErrorCode, Headers, HttpRequest, RemoteProtocolError, Reply
@@ -50,26 +51,19 @@ class H11Responder:
 
     def __init__(self, connection: _Connection) -> None:
         self._connection = connection
-        self.disconnected = trio.Event()
+        self._departure = Departure()
+        self.disconnected = self._departure.event
         self.started = False
         self.finished = False
-        self._on_disconnect: list[Callable[[], None]] = []
         self._probing = True
 
     # -- the client's leaving --------------------------------------------------------------
 
     def on_disconnect(self, callback: Callable[[], None]) -> None:
-        if self.disconnected.is_set():
-            callback()
-        else:
-            self._on_disconnect.append(callback)
+        self._departure.on(callback)
 
     def gone(self) -> None:
-        if not self.disconnected.is_set():
-            self.disconnected.set()
-            callbacks, self._on_disconnect = self._on_disconnect, []
-            for callback in callbacks:
-                callback()
+        self._departure.happened()
 
     # -- the kernel's view of the reader (TcpProbing) ------------------------------------------
 

@@ -15,7 +15,7 @@ import trio
 from ..protocol import Reply
 from ._tcpprobe import TcpSample
 
-__all__ = ["Responder", "TcpProbing", "watching_disconnect"]
+__all__ = ["Departure", "Responder", "TcpProbing", "watching_disconnect"]
 
 
 class Responder(Protocol):
@@ -54,6 +54,29 @@ class TcpProbing(Protocol):
 
     def release_tcp_probe(self) -> None:
         """Close what ``tcp_sample`` holds open; it returns None from then on."""
+
+
+class Departure:
+    """The client's leaving, as an HTTP edge learns it: an event, and callbacks run once when
+    it happens (at once for one registered after). Both edges' responders keep one, for
+    their ``disconnected`` and ``on_disconnect``."""
+
+    def __init__(self) -> None:
+        self.event = trio.Event()
+        self._callbacks: list[Callable[[], None]] = []
+
+    def on(self, callback: Callable[[], None]) -> None:
+        if self.event.is_set():
+            callback()
+        else:
+            self._callbacks.append(callback)
+
+    def happened(self) -> None:
+        if not self.event.is_set():
+            self.event.set()
+            callbacks, self._callbacks = self._callbacks, []
+            for callback in callbacks:
+                callback()
 
 
 def watching_disconnect(
