@@ -5,8 +5,6 @@
 from __future__ import annotations
 
 import json
-import logging
-from collections.abc import Iterator
 from typing import Any
 
 import attrs
@@ -28,6 +26,9 @@ from support.fixtures import LiveServer, StartServer, wait_until
 from trio_mcp import ResponseMode, ServerConfig
 
 TIMEOUT = 10
+
+# Every test here fails if the server logged an error while it ran.
+pytestmark = pytest.mark.usefixtures("no_server_errors")
 
 INITIALIZE = rpc_request(
     "initialize",
@@ -56,17 +57,6 @@ class Env:
                 "tools/call", {"name": "echo", "arguments": {"text": "still here"}}
             )
             assert echoed["content"] == [{"type": "text", "text": "still here"}]
-
-
-@pytest.fixture(autouse=True)
-def no_server_errors(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
-    """Fail the test if the server logged an error (an unexpected exception) while it ran."""
-    with caplog.at_level(logging.WARNING, logger="trio_mcp"):
-        yield
-    errors = [
-        r for r in caplog.records if r.name.startswith("trio_mcp") and r.levelno >= logging.ERROR
-    ]
-    assert errors == [], [r.getMessage() for r in errors]
 
 
 async def make_env(live_server: StartServer, config: ServerConfig | None = None) -> Env:

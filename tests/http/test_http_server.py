@@ -10,9 +10,8 @@ from __future__ import annotations
 import contextlib
 import datetime
 import ipaddress
-import logging
 import ssl
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +27,9 @@ from trio_mcp import ResponseMode, Server, ServerConfig, serve
 
 HOST = "127.0.0.1"
 TIMEOUT = 15
+
+# Every test here fails if the server logged an error while it ran.
+pytestmark = pytest.mark.usefixtures("no_server_errors")
 #: The deadlines the tests give the server, in seconds (the defaults are 10, 5 and 30).
 HEADER_DEADLINE = 0.5
 IDLE_DEADLINE = 0.5
@@ -39,17 +41,6 @@ INVALID_REQUEST = -32600
 SERVER_BUSY = -31002
 
 HeaderList = Sequence[tuple[str, str]]
-
-
-@pytest.fixture(autouse=True)
-def no_server_errors(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
-    """Fail the test if the server logged an error (an unexpected exception) while it ran."""
-    with caplog.at_level(logging.WARNING, logger="trio_mcp"):
-        yield
-    errors = [
-        r for r in caplog.records if r.name.startswith("trio_mcp") and r.levelno >= logging.ERROR
-    ]
-    assert errors == [], [r.getMessage() for r in errors]
 
 
 # -- the server ------------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import logging
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import attrs
@@ -168,3 +169,15 @@ async def live_server(nursery: trio.Nursery, http_server: str) -> StartServer:
 async def demo_url(live_server: StartServer) -> str:
     """The MCP endpoint URL of the demo server with the default configuration."""
     return (await live_server()).url
+
+
+@pytest.fixture
+def no_server_errors(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
+    """Fail the test if the server logged an error (an unexpected exception) while it ran;
+    a module asks for it with ``pytestmark = pytest.mark.usefixtures("no_server_errors")``."""
+    with caplog.at_level(logging.WARNING, logger="trio_mcp"):
+        yield
+    errors = [
+        r for r in caplog.records if r.name.startswith("trio_mcp") and r.levelno >= logging.ERROR
+    ]
+    assert errors == [], [r.getMessage() for r in errors]
