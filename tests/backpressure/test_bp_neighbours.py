@@ -1,7 +1,7 @@
-# Isolation end to end: a stalled stream costs its neighbours nothing. Real hypercorn on
-# loopback; one raw socket that stops reading, and fast readers whose throughput is
-# compared with and without the stalled neighbour. The ratio asserted is a generous
-# behavioural bound (a shared, noisy two-core machine), not a benchmark.
+# Isolation end to end: a stalled stream costs its neighbours nothing. A real server (each
+# HTTP edge) on loopback; one raw socket that stops reading, and fast readers whose throughput is
+# compared with and without the stalled neighbour. The ratios asserted are generous
+# behavioural bounds (a shared, noisy two-core machine), not a benchmark.
 from __future__ import annotations
 
 import gc
@@ -10,6 +10,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
+import attrs
 import pytest
 import trio
 import trio.lowlevel
@@ -50,8 +51,8 @@ async def test_stalled_stream_leaves_its_neighbours_throughput_alone(
 ) -> None:
     """With one stream of a session stalled (its client stopped reading, its writer stuck
     on a full socket), a second call in the same session and a call in another session
-    stream at no less than half the rate they reach alone, while the stalled one is still
-    held (not yet cut)."""
+    cost this thread no more than twice the CPU per event they cost alone, and neither is
+    starved, while the stalled one is still held (not yet cut)."""
     server, _record = make_server()
     config = ServerConfig(stall_budget=8.0)
     live = await live_server(server, config)
@@ -83,28 +84,50 @@ async def test_stalled_stream_leaves_its_neighbours_throughput_alone(
             assert 0 == live.manager.statistics()["streams_cut"]
             assert [s for s in sess.views if s != 0]
 
-    assert beside["a"] >= 0.5 * alone["a"], (beside, alone)
-    assert beside["b"] >= 0.5 * alone["b"], (beside, alone)
+    # The server and the client share this thread, so its CPU time per event is what a
+    # stalled neighbour could add (polling, retried writes); other processes on the machine
+    # do not count in it, unlike in the wall-clock rates.
+    assert beside.cpu_rate >= 0.5 * alone.cpu_rate, (beside, alone)
+    # Each stream's own wall-clock rate varies with how the two share the loop and with the
+    # machine's load; this looser bound still catches a stream held up by the stalled one.
+    assert beside.a >= 0.2 * alone.a, (beside, alone)
+    assert beside.b >= 0.2 * alone.b, (beside, alone)
 
 
-async def best_rates(a: McpSession, b: McpSession, suffix: str) -> dict[str, float]:
+@attrs.frozen
+class Rates:
+    """Events per second of the two side-by-side calls, by wall clock, and both calls'
+    events per second of this thread's CPU time."""
+
+    a: float
+    b: float
+    cpu_rate: float
+
+
+async def best_rates(a: McpSession, b: McpSession, suffix: str) -> Rates:
     """The best of three side-by-side runs: one run lasts a fraction of a second, which a
     collection or another process on this two-core machine can halve on its own, while a
     stalled neighbour that slowed its session down would slow all three."""
     runs = [await both_rates(a, b, f"{suffix}.{i}") for i in range(3)]
-    return {key: max(run[key] for run in runs) for key in ("a", "b")}
+    return Rates(
+        a=max(run.a for run in runs),
+        b=max(run.b for run in runs),
+        cpu_rate=max(run.cpu_rate for run in runs),
+    )
 
 
-async def both_rates(a: McpSession, b: McpSession, suffix: str) -> dict[str, float]:
+async def both_rates(a: McpSession, b: McpSession, suffix: str) -> Rates:
     rates: dict[str, float] = {}
 
     async def run(session: McpSession, key: str) -> None:
         rates[key] = await healthy_rate(session, key + suffix)
 
+    cpu = time.thread_time()
     async with trio.open_nursery() as nursery:
         nursery.start_soon(run, a, "a")
         nursery.start_soon(run, b, "b")
-    return {"a": rates["a"], "b": rates["b"]}
+    cpu = time.thread_time() - cpu
+    return Rates(a=rates["a"], b=rates["b"], cpu_rate=2 * N / cpu)
 
 
 @pytest.mark.spec("TM-BP-PRODUCER")

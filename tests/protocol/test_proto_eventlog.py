@@ -33,6 +33,7 @@ from trio_mcp.protocol import (
     Retention,
     StreamClosedError,
 )
+from trio_mcp.protocol._eventlog import StreamState
 
 
 def _data(got: list[Entry] | Gap) -> list[bytes]:
@@ -430,6 +431,49 @@ def test_written_response_unpins_and_can_then_be_evicted() -> None:
     log.append(0, b"g", now=0)
     assert 1 == log.retained_events
     assert [b"g"] == _data(log.read_after(0, -1))
+
+
+@pytest.mark.spec("TM-RES-PIN", "TM-RES-WINDOW")
+def test_pinned_response_at_the_head_leaves_appends_a_bounded_cost(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A response a stalled reader has not taken, pinned at the head of a full window,
+    does not make each later append look again at every entry evicted behind it: the
+    lookups per append stay a small constant, not a multiple of the window."""
+    log = EventLog(Retention(max_events=100))
+    s1 = log.open_stream(["r"]).number
+    log.append(s1, b"result", now=0, kind=EntryKind.RESPONSE, answers="r")
+    _fill(log, 0, *(b"g" for _ in range(100)))
+    lookups = 0
+    index = StreamState.index
+
+    def counted(state: StreamState, seq: int) -> int | None:
+        nonlocal lookups
+        lookups += 1
+        return index(state, seq)
+
+    monkeypatch.setattr(StreamState, "index", counted)
+    _fill(log, 0, *(b"g" for _ in range(5_000)))
+
+    assert 100 == log.retained_events
+    assert lookups <= 4 * 5_000, lookups
+
+
+@pytest.mark.spec("TM-RES-PIN")
+def test_response_taken_after_appends_passed_it_is_evicted_next() -> None:
+    """A pinned response that eviction has stepped over many times may still go as soon
+    as a connection takes it."""
+    log = EventLog(Retention(max_events=3))
+    s1 = log.open_stream(["r"]).number
+    resp = log.append(s1, b"result", now=0, kind=EntryKind.RESPONSE, answers="r")
+    _fill(log, 0, *(f"g{i}".encode() for i in range(50)))
+    assert [b"result"] == _data(log.read_after(s1, -1))
+
+    log.mark_written(resp)
+    log.append(0, b"last", now=0)
+
+    assert 3 == log.retained_events
+    assert isinstance(log.read_after(s1, -1), Gap)
 
 
 def test_messages_are_never_pinned() -> None:

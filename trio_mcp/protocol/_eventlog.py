@@ -288,6 +288,11 @@ class EventLog:
         self._order_seq: array[int] = _seqs()
         self._order_stream: array[int] = _seqs()
         self._head = 0
+        #: Where eviction resumes: every position from ``_head`` up to here is a hole or a
+        #: pinned response, so a pinned response at the head (a stalled reader's) does not
+        #: make each append walk the holes behind it again. Back to ``_head`` when a response
+        #: is taken (it may go now) or the order is rebuilt.
+        self._scan = 0
         self._kept = 0
         self._bytes = 0
         self.streams: dict[int, StreamState] = {
@@ -434,6 +439,7 @@ class EventLog:
             flags = state._flags[index]
             if flags == _RESPONSE:
                 self._pinned -= 1
+                self._scan = self._head
             state._flags[index] = flags | _WRITTEN
         if entry.seq > state.written_through:
             state.written_through = entry.seq
@@ -473,23 +479,28 @@ class EventLog:
             now - r.max_age
         )
         dropped = 0
+        start = max(self._head, self._scan)
         # Whether every position before this one is a hole or was dropped: the head may
-        # move up to here.
-        clear = True
+        # move up to here. Positions skipped by ``_scan`` may hold pinned responses.
+        clear = start == self._head
         order_seq, order_stream, streams = self._order_seq, self._order_stream, self.streams
-        for position in range(self._head, len(order_seq)):
+        for position in range(start, len(order_seq)):
             state = streams.get(order_stream[position])
             index = None if state is None else state.index(order_seq[position])
             if state is None or index is None:
                 if clear:
                     self._head = position + 1
+                self._scan = position + 1
                 continue
+            # Entries are in the order they were appended: when this one may stay, so may
+            # every later one (a pinned one skipped before it is older still).
             if (
                 self._kept <= max_events
                 and self._bytes <= max_bytes
                 and state._at[index] >= horizon
             ):
                 break
+            self._scan = position + 1
             if state._flags[index] == _RESPONSE:  # pinned (TM-RES-PIN)
                 clear = False
                 continue
@@ -540,14 +551,16 @@ class EventLog:
         end = len(self._order_seq)
         if self._head == end:
             self._order_seq, self._order_stream, self._head = _seqs(), _seqs(), 0
+            self._scan = 0
         elif end - self._head > 2 * self._kept + 64:
             keep = [p for p in range(self._head, end) if self._find(p) is not None]
             self._order_seq = array("q", (self._order_seq[p] for p in keep))
             self._order_stream = array("q", (self._order_stream[p] for p in keep))
-            self._head = 0
+            self._head = self._scan = 0
         elif self._head > 64 and self._head * 2 > end:
             del self._order_seq[: self._head]
             del self._order_stream[: self._head]
+            self._scan = max(0, self._scan - self._head)
             self._head = 0
 
     def _remember(self, state: StreamState) -> None:
@@ -569,6 +582,7 @@ class EventLog:
         refers to the log (TM-SESS-IDLE). Streams stay, empty; the counters stay as they were.
         """
         self._order_seq, self._order_stream, self._head = _seqs(), _seqs(), 0
+        self._scan = 0
         self._kept = 0
         self._bytes = 0
         self._pinned = 0
