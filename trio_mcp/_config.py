@@ -68,6 +68,10 @@ class ServerConfig:
     None: the stall budget."""
     max_inflight_requests: int = 64
     """Requests a session may have running or with an unsent response (TM-RES-PIN)."""
+    max_pending_notifications: int = 16
+    """Notifications from a legacy client that may wait for their hooks in one session;
+    past it (or past a sixteenth of the window in bytes) the newest are dropped and counted
+    (TM-LIMIT-NOTIFY). The hooks run one at a time, in one task of the session."""
     session_idle_ttl: float = 30 * 60
     """A session with nothing in flight and no open stream ends after this long."""
     abandoned_ttl: float | None = 30 * 60

@@ -18,6 +18,7 @@ from ._resources import ResourceRegistry
 from ._tools import ToolRegistry
 from .protocol import ErrorCode, RemoteProtocolError, Request
 from .protocol._capabilities import METHOD_CAPABILITY
+from .protocol._logtext import LogLimiter
 
 __all__ = ["Dispatcher", "NotificationHook"]
 
@@ -35,6 +36,9 @@ class Dispatcher:
         self.resources = ResourceRegistry()
         self.prompts = PromptRegistry()
         self.completions = CompletionRegistry(self.prompts, self.resources)
+        #: TM-LIMIT-LOG: a client can make a hook fail as often as it sends its
+        #: notification: one traceback per interval, the rest counted in the next one.
+        self._hook_failures = LogLimiter(interval=10.0)
         self._methods: dict[str, Method] = {
             **self.tools.methods(),
             **self.resources.methods(),
@@ -119,19 +123,30 @@ class Dispatcher:
         if not hooks:
             return None
 
+        failures = self._hook_failures
+
         async def run(port: SessionPort, params: Mapping[str, Any]) -> None:
             session = SessionContext(port)
             for hook in hooks:
-                await _run_hook(hook, session, params)
+                await _run_hook(hook, session, params, failures)
 
         return run
 
 
 async def _run_hook(
-    hook: NotificationHook, session: SessionContext, params: Mapping[str, Any]
+    hook: NotificationHook,
+    session: SessionContext,
+    params: Mapping[str, Any],
+    failures: LogLimiter,
 ) -> None:
     try:
         await hook(session, params)
     except Exception:
         # A failing hook must not end the session: it is logged, like a failing handler.
-        logger.exception("notification hook %r failed", hook)
+        if failures.allow():
+            more = failures.take_suppressed()
+            logger.exception(
+                "notification hook %r failed%s",
+                hook,
+                f" ({more} more hook failures not logged)" if more else "",
+            )

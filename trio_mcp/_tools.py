@@ -17,6 +17,7 @@ from ._content import CONTENT_TYPES, ToolResult, is_content, json_text, to_conte
 from ._context import Context
 from ._pagination import list_result
 from .protocol import ErrorCode, LocalProtocolError, RemoteProtocolError
+from .protocol._jsonrpc import non_finite_at
 from .protocol._jsonschema import schema_problems
 from .protocol._modern import param_headers
 
@@ -215,7 +216,19 @@ class ToolRegistry:
                 ),
                 "isError": True,
             }
-        return _tool_result(tool, value)
+        result = _tool_result(tool, value)
+        where = non_finite_at(result)
+        if where is not None:
+            # TM-TOOL-FINITE: NaN and the infinities are not JSON; written out, they would
+            # make the whole response unreadable to a JavaScript client.
+            logger.warning("tool %s returned a non-finite number at %s", name, where)
+            return {
+                "content": to_content_list(
+                    f"Tool {name} returned a number JSON cannot carry (NaN or an infinity)."
+                ),
+                "isError": True,
+            }
+        return result
 
 
 def _returns_content(fn: Callable[..., Any]) -> bool:

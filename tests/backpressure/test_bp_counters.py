@@ -17,7 +17,7 @@ COUNTERS = {
     "sessions_abandoned", "memory_releases",
     "sessions_open", "streams_opened", "streams_open", "streams_stalled", "streams_cut",
     "requests_inflight", "events_appended", "events_evicted", "events_retained",
-    "bytes_retained",
+    "bytes_retained", "client_notifications_dropped",
 }
 
 

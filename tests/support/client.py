@@ -269,10 +269,12 @@ def notification(method: str, params: Mapping[str, Any] | None = None) -> dict[s
     return message
 
 
-def initialize_params(protocol_version: str = LATEST_LEGACY_VERSION) -> dict[str, Any]:
+def initialize_params(
+    protocol_version: str = LATEST_LEGACY_VERSION, capabilities: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     return {
         "protocolVersion": protocol_version,
-        "capabilities": {},
+        "capabilities": dict(capabilities or {}),
         "clientInfo": {"name": "trio-mcp-tests", "version": "0"},
     }
 
@@ -364,13 +366,14 @@ async def open_session(
     protocol_version: str = LATEST_LEGACY_VERSION,
     send_initialized: bool = True,
     headers: HeaderList = (),
+    capabilities: Mapping[str, Any] | None = None,
 ) -> McpSession:
     """Initialize a session (and by default send notifications/initialized)."""
     response = await request(
         url,
         "POST",
         post_headers(extra=headers),
-        dumps(rpc_request("initialize", initialize_params(protocol_version))),
+        dumps(rpc_request("initialize", initialize_params(protocol_version, capabilities))),
     )
     assert response.status == 200, (response.status, response.body)
     session_id = response.header("mcp-session-id")

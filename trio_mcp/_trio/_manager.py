@@ -27,6 +27,7 @@ from ..protocol import (
     encode_event,
 )
 from ..protocol._lifecycle import Admission, initialize_result
+from ..protocol._logtext import LogLimiter
 from ..protocol._sse import encode_message_event
 from ..protocol._transport import (
     SSE_HEADERS,
@@ -82,6 +83,9 @@ class ManagerStats:
     events_appended_closed: int = 0
     """Events appended by sessions that have ended (live sessions are summed on demand)."""
     events_evicted_closed: int = 0
+    client_notifications_dropped_closed: int = 0
+    """Notifications from clients of ended sessions whose hooks were not run
+    (TM-LIMIT-NOTIFY)."""
 
 
 class SessionManager:
@@ -94,6 +98,7 @@ class SessionManager:
         # The key lives only in this process: cursors from before a restart do not verify.
         self.codec = CursorCodec(os.urandom(32))
         self.stats = ManagerStats()
+        self._dropped_notifications_log = LogLimiter(interval=10.0)
         self.releaser = MemoryReleaser(config.release_memory_after)
         self._nursery: trio.Nursery | None = None
         self.shutting_down = False
@@ -114,6 +119,10 @@ class SessionManager:
     def running(self) -> bool:
         return self._nursery is not None
 
+    @property
+    def dropped_notifications_log(self) -> LogLimiter:
+        return self._dropped_notifications_log
+
     def count_stall(self) -> None:
         self.stats.streams_stalled += 1
 
@@ -129,6 +138,9 @@ class SessionManager:
             self.releaser.freed(session.log.retained_bytes + SESSION_FOOTPRINT)
             self.stats.events_appended_closed += session.log.appended
             self.stats.events_evicted_closed += session.log.evicted
+            self.stats.client_notifications_dropped_closed += (
+                session.stats.client_notifications_dropped
+            )
 
     async def shutdown(self, grace: float) -> None:
         """Graceful shutdown (TM-SESS-SHUTDOWN): refuse new work, close every connection
@@ -522,6 +534,7 @@ class SessionManager:
         stats = attrs.asdict(self.stats)
         appended = stats.pop("events_appended_closed")
         evicted = stats.pop("events_evicted_closed")
+        dropped = stats.pop("client_notifications_dropped_closed")
         return {
             **stats,
             "sessions_open": len(sessions),
@@ -531,6 +544,8 @@ class SessionManager:
             "events_evicted": evicted + sum(s.log.evicted for s in sessions),
             "events_retained": sum(s.log.retained_events for s in sessions),
             "bytes_retained": sum(s.log.retained_bytes for s in sessions),
+            "client_notifications_dropped": dropped
+            + sum(s.stats.client_notifications_dropped for s in sessions),
         }
 
     def notify_all(self, method: str, params: Mapping[str, Any] | None = None) -> None:

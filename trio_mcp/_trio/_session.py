@@ -3,7 +3,9 @@
 # and with it every handler and every connection attached to the session: no orphans.
 from __future__ import annotations
 
+import collections
 import itertools
+import json
 import logging
 import math
 from collections.abc import Awaitable, Callable, Mapping
@@ -12,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import attrs
 import trio
 
-from .._ports import ClientCapabilityError, ClientTimeoutError
+from .._ports import ClientCapabilityError, ClientTimeoutError, NotificationHandler
 from ..protocol import (
     STANDALONE_STREAM,
     Cursor,
@@ -36,6 +38,7 @@ from ..protocol._errors import resource_not_found
 from ..protocol._eventlog import EventLog
 from ..protocol._lifecycle import Admission, admit
 from ..protocol._logging import DEFAULT_LOG_LEVEL, requested_level
+from ..protocol._logtext import LogLimiter, printable
 from ..protocol._mrtr import InputRequest, check_input_response
 from ..protocol._sse import encode_event
 from ..protocol._versions import revision_at_least
@@ -90,6 +93,11 @@ class Outbound:
 class SessionStats:
     requests: int = 0
     notifications_dropped: int = 0
+    client_notifications_dropped: int = 0
+    """Notifications from the client whose hooks were not run: too many were waiting
+    (TM-LIMIT-NOTIFY)."""
+    client_notifications_merged: int = 0
+    """Notifications from the client identical to one already waiting for its hooks."""
     handlers_cut: int = 0
     """Cancelled handlers that outlived ``cancel_grace`` and were let go (see _cut_after_grace)."""
     events_written: int = 0
@@ -105,6 +113,11 @@ class SessionOwner(Protocol):
         """The session has ended: take it out of the table and keep its totals."""
 
     def count_stall(self) -> None: ...
+
+    @property
+    def dropped_notifications_log(self) -> LogLimiter:
+        """TM-LIMIT-LOG: one line per interval for notifications dropped, whichever
+        session dropped them."""
 
     def count_cut(self) -> None: ...
 
@@ -164,6 +177,15 @@ class Session:
         #: Request streams that were forgotten, with their request ids, so that a late
         #: resume of one can still fail its requests explicitly (TM-RES-STALE).
         self._stream_requests: dict[int, tuple[RequestId, ...]] = {}
+        #: Notifications from the client waiting for their hooks, in arrival order, each
+        #: with its key (method and params as JSON); one task runs them, one at a time, and
+        #: one identical to a waiting one is merged into it (TM-LIMIT-NOTIFY).
+        self._hooks_waiting: collections.deque[
+            tuple[str, NotificationHandler, dict[str, Any]]
+        ] = collections.deque()
+        self._hook_keys: set[str] = set()
+        self._hook_bytes = 0
+        self._hooks_running = False
 
     # -- supervision --------------------------------------------------------------------
 
@@ -358,15 +380,60 @@ class Session:
             flight = self.inflight.get(rid) if isinstance(rid, str | int) else None
             # U-CANCEL-5 / U-CANCEL-9: unknown, finished or malformed: ignored.
             if flight is not None and flight.request.method != "initialize":
+                # TM-LIMIT-LOG: the reason is the client's text, escaped and cut.
                 logger.info(
-                    "request %r cancelled by the client: %s", rid, params.get("reason", "")
+                    "request %s cancelled by the client: %s",
+                    printable(rid), printable(params.get("reason", "")),
                 )
                 self.cancel_flight(flight)
             return
         handler = self.app.notification_handler(note.method)
         if handler is not None:
-            params = dict(note.params or {})
-            self.spawn(handler, SessionPort(self), params, name=f"mcp:{note.method}")
+            self._queue_hook(note.method, handler, dict(note.params or {}))
+
+    def _queue_hook(
+        self, method: str, handler: NotificationHandler, params: dict[str, Any]
+    ) -> None:
+        """TM-LIMIT-NOTIFY: a client's notifications cost the session one task and a
+        bounded queue, however many it sends: the hooks run one at a time, in order; one
+        identical to a notification still waiting is merged into it (a list changed twice
+        is fetched once), and past ``max_pending_notifications`` waiting, or their bytes
+        past a sixteenth of the session's window, the newest is dropped and counted."""
+        key = method + "\n" + json.dumps(params, sort_keys=True, separators=(",", ":"))
+        if key in self._hook_keys:
+            self.stats.client_notifications_merged += 1
+            return
+        cfg = self.config
+        budget = cfg.retention.max_bytes // 16
+        if (
+            len(self._hooks_waiting) >= cfg.max_pending_notifications
+            or self._hook_bytes + len(key) > budget
+        ):
+            self.stats.client_notifications_dropped += 1
+            drops = self.manager.dropped_notifications_log
+            if drops.allow():
+                more = drops.take_suppressed()
+                logger.warning(
+                    "session %s: notification %s dropped: %d already wait for their hooks%s",
+                    self.id[:8], printable(method), len(self._hooks_waiting),
+                    f" ({more} more dropped, not logged)" if more else "",
+                )
+            return
+        self._hooks_waiting.append((key, handler, params))
+        self._hook_keys.add(key)
+        self._hook_bytes += len(key)
+        if not self._hooks_running and self.spawn(self._run_hooks, name="mcp:notification-hooks"):
+            self._hooks_running = True
+
+    async def _run_hooks(self) -> None:
+        try:
+            while self._hooks_waiting:
+                key, handler, params = self._hooks_waiting.popleft()
+                self._hook_keys.discard(key)
+                self._hook_bytes -= len(key)
+                await handler(SessionPort(self), params)
+        finally:
+            self._hooks_running = False
 
     def receive_response(self, message: Response | ErrorResponse) -> None:
         self.heard()

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from typing import Any, Final, TypeAlias, final
 
@@ -125,6 +126,23 @@ def dumps_json(obj: JSON) -> bytes:
         # A lone surrogate (which a client can send as "\ud800") has no UTF-8 form; escaped
         # as ASCII it still goes out as valid UTF-8, and the id is echoed as it came.
         return _COMPACT_ASCII.encode(obj).encode("ascii")
+
+
+def non_finite_at(value: object) -> str | None:
+    """Where in ``value`` a NaN or an infinity sits (a dotted path; "" for ``value``
+    itself), or None when it has none: JSON has no such numbers, and what Python writes
+    for them (``NaN``, ``Infinity``) JavaScript clients cannot parse (TM-TOOL-FINITE)."""
+    stack: list[tuple[str, object]] = [("", value)]
+    while stack:
+        path, item = stack.pop()
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                return path
+        elif isinstance(item, Mapping):
+            stack.extend((f"{path}.{k}" if path else str(k), v) for k, v in item.items())
+        elif isinstance(item, list | tuple):
+            stack.extend((f"{path}[{i}]", v) for i, v in enumerate(item))
+    return None
 
 
 def loads_body(body: bytes) -> JSON:
