@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, MutableMapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -257,6 +257,7 @@ class ASGIApp:
             headers=headers,
             body=body or b"",
             local_host=local_host,
+            peer_host=_client_host(scope),
         )
         async with trio.open_nursery() as nursery:
             responder.watch_with(lambda: nursery.start_soon(_watch_disconnect, receive, responder))
@@ -291,3 +292,10 @@ async def _watch_disconnect(receive: Receive, responder: ASGIResponder) -> None:
         if message["type"] == "http.disconnect":
             responder.gone()
             return
+
+
+def _client_host(scope: Mapping[str, Any]) -> str | None:
+    client = scope.get("client")
+    if isinstance(client, list | tuple) and client and isinstance(client[0], str):
+        return client[0]
+    return None

@@ -68,15 +68,32 @@ class ServerConfig:
     None: the stall budget."""
     max_inflight_requests: int = 64
     """Requests a session may have running or with an unsent response (TM-RES-PIN)."""
+    max_client_state_bytes: int = 16 * 1024
+    """What a legacy client's ``clientInfo`` and ``capabilities`` may take together, as
+    compact JSON; a larger ``initialize`` is refused with -32602 (TM-SEC-STATE)."""
+    max_subscriptions: int = 256
+    """Resources one legacy session may be subscribed to at once (TM-SEC-STATE)."""
+    max_uri_bytes: int = 8 * 1024
+    """The longest resource URI a session may subscribe to, in UTF-8 (TM-SEC-STATE)."""
     max_pending_notifications: int = 16
     """Notifications from a legacy client that may wait for their hooks in one session;
     past it (or past a sixteenth of the window in bytes) the newest are dropped and counted
-    (TM-LIMIT-NOTIFY). The hooks run one at a time, in one task of the session."""
+    (TM-SEC-NOTIFY). The hooks run one at a time, in one task of the session."""
     session_idle_ttl: float = 30 * 60
     """A session with nothing in flight and no open stream ends after this long."""
     abandoned_ttl: float | None = 30 * 60
     """A session with requests still running but no open stream, whose client has sent
     nothing for this long, ends and cancels them (TM-SESS-ABANDONED); None: never."""
+    max_sessions_per_peer: int | None = 2_500
+    """Sessions one client address may hold; at it, a new ``initialize`` from there evicts
+    that address's own least recently used evictable session, or gets 503, so that one
+    address cannot fill the table (TM-SESS-CAP). None: no such cap (behind a proxy, where
+    every client comes from its address)."""
+    evict_abandoned_after: float = 60.0
+    """When the table is full, a session with requests still running but no open stream,
+    whose client has sent nothing for this long, may be evicted like an idle one (its
+    handlers are cancelled), so that abandoned work cannot lock new clients out
+    (TM-SESS-CAP)."""
     uninitialized_ttl: float = 60.0
     """A session whose client never sent notifications/initialized ends after this long."""
     max_sessions: int = 10_000

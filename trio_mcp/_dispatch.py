@@ -36,7 +36,7 @@ class Dispatcher:
         self.resources = ResourceRegistry()
         self.prompts = PromptRegistry()
         self.completions = CompletionRegistry(self.prompts, self.resources)
-        #: TM-LIMIT-LOG: a client can make a hook fail as often as it sends its
+        #: TM-SEC-LOG: a client can make a hook fail as often as it sends its
         #: notification: one traceback per interval, the rest counted in the next one.
         self._hook_failures = LogLimiter(interval=10.0)
         self._methods: dict[str, Method] = {

@@ -153,6 +153,7 @@ class _Connection:
         self._wanted = trio.Event()
         #: Where the connection arrived (the Host policy's key), read once.
         self.local_host = _local_host(stream)
+        self.peer_host = _peer_host(stream)
 
     def probe(self) -> TcpProbe | None:
         """A probe of the connection's own socket (TM-BP-STALL), when it is a TCP socket:
@@ -443,6 +444,7 @@ class HttpServer:
             headers=headers,
             body=body,
             local_host=local,
+            peer_host=connection.peer_host,
         )
         # The connection's reader tells the responder if the client leaves meanwhile.
         connection.responder = responder
@@ -523,6 +525,15 @@ def _too_large(limit: int) -> RemoteProtocolError:
         code=ErrorCode.INVALID_REQUEST,
         http_status=413,
     )
+
+
+def _peer_host(stream: trio.abc.Stream) -> str | None:
+    if isinstance(stream, trio.SSLStream):
+        stream = stream.transport_stream
+    if isinstance(stream, trio.SocketStream):
+        with contextlib.suppress(OSError):
+            return str(stream.socket.getpeername()[0])
+    return None
 
 
 def _local_host(stream: trio.abc.Stream) -> str | None:

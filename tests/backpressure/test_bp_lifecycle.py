@@ -223,6 +223,91 @@ async def test_cap_answers_503_with_retry_after_when_every_session_is_busy(
         assert "w" not in record.cancelled
 
 
+@pytest.mark.spec("TM-SESS-CAP", "TM-SESS-ABANDONED")
+async def test_abandoned_sessions_cannot_lock_new_clients_out(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """A table full of sessions each left with a never-ending call and no connection
+    refuses a new initialize only until their clients have been silent for
+    evict_abandoned_after: then the least recently used one is evicted, its handler
+    cancelled, and the new session served (not after abandoned_ttl, 30 minutes)."""
+    server, record = make_server()
+    config = ServerConfig(max_sessions=20, evict_abandoned_after=60.0)
+    async with MemoryServer.open(server, config) as mem:
+        with trio.fail_after(600):
+            abandoned = []
+            for i in range(20):
+                sid = await mem.initialize()
+                responder, _ = mem.call(sid, "wait", {"tag": f"w{i}"})
+                await wait_until(lambda tag=f"w{i}": tag in record.started)
+                responder.client_leaves()
+                abandoned.append(sid)
+            await trio.sleep(1)
+            with pytest.raises(AssertionError, match="503"):
+                await mem.initialize()
+            await trio.sleep(60)
+            newcomer = await mem.initialize()
+
+        assert newcomer in mem.manager.sessions
+        assert abandoned[0] not in mem.manager.sessions
+        assert "w0" in record.cancelled
+        assert 1 == mem.manager.statistics()["sessions_evicted"]
+
+
+@pytest.mark.spec("TM-SESS-CAP")
+async def test_one_address_flooding_initialize_evicts_only_its_own_sessions(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """A client address at max_sessions_per_peer that goes on initializing ends its own
+    least recently used sessions, never another address's idle one, and never fills the
+    table: another address still gets sessions."""
+    server, _record = make_server()
+    config = ServerConfig(max_sessions=30, max_sessions_per_peer=10)
+    async with MemoryServer.open(server, config) as mem:
+        with trio.fail_after(600):
+            legit = await mem.initialize(peer_host="192.0.2.1")
+            flood = [await mem.initialize(peer_host="198.51.100.7") for _ in range(200)]
+            late = await mem.initialize(peer_host="192.0.2.2")
+
+        assert legit in mem.manager.sessions and late in mem.manager.sessions
+        assert set(flood[-10:]) <= set(mem.manager.sessions)
+        assert 12 == len(mem.manager.sessions)
+        assert 190 == mem.manager.statistics()["sessions_evicted"]
+
+
+@pytest.mark.spec("TM-SESS-CAP")
+async def test_an_eviction_looks_at_a_bounded_number_of_sessions(
+    autojump_clock: trio.abc.Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a full table of busy sessions, each refused initialize looks at no more than
+    EVICTION_SCAN of them, and a run of refusals looks at each busy one about once: the
+    cost of admission does not grow with the table."""
+    from trio_mcp._trio import _manager, _session
+
+    server, _record = make_server()
+    config = ServerConfig(max_sessions=300)
+    async with MemoryServer.open(server, config) as mem:
+        with trio.fail_after(600):
+            for i in range(300):
+                sid = await mem.initialize()
+                mem.call(sid, "wait", {"tag": f"w{i}"})
+            await trio.sleep(1)
+            looked = 0
+            evictable = _session.Session.evictable
+
+            def counted(session: _session.Session, now: float) -> bool:
+                nonlocal looked
+                looked += 1
+                return evictable(session, now)
+
+            monkeypatch.setattr(_session.Session, "evictable", counted)
+            for _ in range(10):
+                with pytest.raises(AssertionError, match="503"):
+                    await mem.initialize()
+
+    assert looked <= 10 * _manager.EVICTION_SCAN
+
+
 @pytest.mark.spec("TM-SESS-IDLE", "T-SESS-7")
 async def test_expired_session_gets_404_over_http(live_server: StartServer) -> None:
     """Over real HTTP, with a half-second TTL: a session left alone is gone within the

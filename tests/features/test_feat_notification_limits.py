@@ -1,4 +1,4 @@
-# What a client's notifications may cost the server (TM-LIMIT-NOTIFY, TM-LIMIT-LOG): one task
+# What a client's notifications may cost the server (TM-SEC-NOTIFY, TM-SEC-LOG): one task
 # and a bounded queue per session, merged duplicates, and log lines that are few, escaped and
 # short. In memory under trio's MockClock; the attack over real sockets is in tests/limits/.
 from __future__ import annotations
@@ -30,7 +30,7 @@ def hooked_server(method: str) -> tuple[Server, list[Any], trio.Event]:
     return server, seen, release
 
 
-@pytest.mark.spec("TM-LIMIT-NOTIFY")
+@pytest.mark.spec("TM-SEC-NOTIFY")
 async def test_notifications_arriving_while_their_hook_runs_are_merged(
     autojump_clock: trio.abc.Clock, mem: StartMemory
 ) -> None:
@@ -53,7 +53,7 @@ async def test_notifications_arriving_while_their_hook_runs_are_merged(
     assert [] == tasks_named("mcp:notification-hooks")
 
 
-@pytest.mark.spec("TM-LIMIT-NOTIFY")
+@pytest.mark.spec("TM-SEC-NOTIFY")
 async def test_distinct_notifications_past_the_queue_are_dropped_and_counted(
     autojump_clock: trio.abc.Clock, mem: StartMemory, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -74,7 +74,7 @@ async def test_distinct_notifications_past_the_queue_are_dropped_and_counted(
     assert 1 == len(dropped)
 
 
-@pytest.mark.spec("TM-LIMIT-LOG")
+@pytest.mark.spec("TM-SEC-LOG")
 async def test_a_hook_that_keeps_failing_logs_one_traceback_per_interval(
     autojump_clock: trio.abc.Clock, mem: StartMemory, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -97,7 +97,7 @@ async def test_a_hook_that_keeps_failing_logs_one_traceback_per_interval(
     assert 1 == len(failures)
 
 
-@pytest.mark.spec("TM-LIMIT-LOG")
+@pytest.mark.spec("TM-SEC-LOG")
 async def test_a_cancellation_reason_is_logged_escaped_and_cut(
     autojump_clock: trio.abc.Clock, mem: StartMemory, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -18,7 +18,7 @@ FLOOD = 20_000
 
 
 @pytest.mark.slow
-@pytest.mark.spec("TM-LIMIT-NOTIFY", "TM-LIMIT-LOG")
+@pytest.mark.spec("TM-SEC-NOTIFY", "TM-SEC-LOG")
 async def test_a_flood_of_notifications_costs_one_task_and_leaves_the_neighbour_served(
     live_server: StartServer, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -388,8 +388,11 @@ class MemoryServer:
         headers: Sequence[tuple[str, str]],
         body: bytes = b"",
         responder: PacedResponder | None = None,
+        *,
+        peer_host: str | None = None,
     ) -> PacedResponder:
-        """Start one HTTP exchange in the background; its responder shows the answer.
+        """Start one HTTP exchange in the background (from ``peer_host``, if given); its
+        responder shows the answer.
 
         When the runtime returns from the request, the connection is closed, as hypercorn
         does with a response the application left unfinished.
@@ -401,6 +404,7 @@ class MemoryServer:
             headers=Headers([(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers]),
             body=body,
             local_host="127.0.0.1",
+            peer_host=peer_host,
         )
 
         async def exchange() -> None:
@@ -413,9 +417,16 @@ class MemoryServer:
         return responder
 
     def post(
-        self, session_id: str | None, message: Any, responder: PacedResponder | None = None
+        self,
+        session_id: str | None,
+        message: Any,
+        responder: PacedResponder | None = None,
+        *,
+        peer_host: str | None = None,
     ) -> PacedResponder:
-        return self.send("POST", self.headers(session_id), json_body(message), responder)
+        return self.send(
+            "POST", self.headers(session_id), json_body(message), responder, peer_host=peer_host
+        )
 
     def get(
         self,
@@ -427,10 +438,10 @@ class MemoryServer:
         return self.send("GET", self.headers(session_id, method="GET", extra=extra), b"", responder)
 
     async def complete(
-        self, session_id: str | None, message: Any
+        self, session_id: str | None, message: Any, *, peer_host: str | None = None
     ) -> tuple[PacedResponder, list[dict[str, Any]]]:
         """POST and wait for the whole response (a fast reader)."""
-        responder = self.post(session_id, message)
+        responder = self.post(session_id, message, peer_host=peer_host)
         await responder.connection_closed.wait()
         return responder, responder.messages()
 
@@ -440,13 +451,17 @@ class MemoryServer:
         await responder.connection_closed.wait()
         return responder, None
 
-    async def initialize(self, *, initialized: bool = True) -> str:
+    async def initialize(
+        self, *, initialized: bool = True, peer_host: str | None = None
+    ) -> str:
         params = {
             "protocolVersion": self.protocol_version,
             "capabilities": {},
             "clientInfo": {"name": "bp-tests", "version": "0"},
         }
-        responder, messages = await self.complete(None, rpc_request("initialize", params))
+        responder, messages = await self.complete(
+            None, rpc_request("initialize", params), peer_host=peer_host
+        )
         assert 200 == responder.status, responder.reply_
         session_id = dict(responder.headers).get("mcp-session-id")
         assert session_id, responder.headers

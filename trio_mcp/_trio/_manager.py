@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import os
 import secrets
+from collections import OrderedDict
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +27,7 @@ from ..protocol import (
     dumps,
     encode_event,
 )
+from ..protocol._jsonrpc import dumps_json
 from ..protocol._lifecycle import Admission, initialize_result
 from ..protocol._logtext import LogLimiter
 from ..protocol._sse import encode_message_event
@@ -61,6 +63,8 @@ logger = logging.getLogger("trio_mcp.manager")
 #: (TM-POST-ATONCE): any socket's buffers take this much at once, so the reply cannot wait
 #: on its reader; a larger answer goes through a View, whose writer judges the reader.
 _AT_ONCE_BYTES = 16384
+#: The most sessions one eviction looks at before it answers 503 (TM-SESS-CAP).
+EVICTION_SCAN = 64
 
 
 @attrs.define
@@ -85,7 +89,7 @@ class ManagerStats:
     events_evicted_closed: int = 0
     client_notifications_dropped_closed: int = 0
     """Notifications from clients of ended sessions whose hooks were not run
-    (TM-LIMIT-NOTIFY)."""
+    (TM-SEC-NOTIFY)."""
 
 
 class SessionManager:
@@ -94,7 +98,11 @@ class SessionManager:
     def __init__(self, app: App, config: ServerConfig, *, bind_hosts: list[str]) -> None:
         self.app = app
         self.config = config
-        self.sessions: dict[str, Session] = {}
+        #: Least recently used first (``used`` moves a session to the end): eviction looks
+        #: at the front only (TM-SESS-CAP).
+        self.sessions: OrderedDict[str, Session] = OrderedDict()
+        #: The same, per client address (TM-SESS-CAP).
+        self._by_peer: dict[str, OrderedDict[str, Session]] = {}
         # The key lives only in this process: cursors from before a restart do not verify.
         self.codec = CursorCodec(os.urandom(32))
         self.stats = ManagerStats()
@@ -123,6 +131,12 @@ class SessionManager:
     def dropped_notifications_log(self) -> LogLimiter:
         return self._dropped_notifications_log
 
+    def used(self, session: Session) -> None:
+        if session.id in self.sessions:
+            self.sessions.move_to_end(session.id)
+            if session.peer is not None:
+                self._by_peer[session.peer].move_to_end(session.id)
+
     def count_stall(self) -> None:
         self.stats.streams_stalled += 1
 
@@ -132,6 +146,11 @@ class SessionManager:
     def forget(self, session: Session) -> None:
         if self.sessions.get(session.id) is session:
             del self.sessions[session.id]
+            if session.peer is not None:
+                mine = self._by_peer[session.peer]
+                del mine[session.id]
+                if not mine:
+                    del self._by_peer[session.peer]
         if not session.tallied:
             session.tallied = True
             # TM-SESS-RELEASE: what the session held, for the next memory release.
@@ -227,7 +246,7 @@ class SessionManager:
         """Serve a legacy POST whose body the Runtime decoded (raises RemoteProtocolError)."""
         plan = plan_legacy_post(request.headers, body)
         if plan.is_initialize and plan.session_id is None:
-            await self._initialize(plan, responder)
+            await self._initialize(plan, responder, peer=request.peer_host)
             return
         assert plan.session_id is not None
         session = self._lookup(plan.session_id)
@@ -257,7 +276,9 @@ class SessionManager:
         session.check_request_ids(tuple(requests))
         await self._answer(session, tuple(requests), plan, responder)
 
-    async def _initialize(self, plan: PostPlan, responder: Responder) -> None:
+    async def _initialize(
+        self, plan: PostPlan, responder: Responder, *, peer: str | None = None
+    ) -> None:
         [message] = plan.messages
         assert isinstance(message, Request)
         params = message.params or {}
@@ -276,9 +297,19 @@ class SessionManager:
                 http_status=200,
                 request_id=message.id,
             )
+        state_bytes = len(dumps_json(caps)) + len(dumps_json(info))
+        if state_bytes > self.config.max_client_state_bytes:
+            # TM-SEC-STATE: the session would keep them for its whole life.
+            raise RemoteProtocolError(
+                f"Invalid params: clientInfo and capabilities take {state_bytes} bytes; "
+                f"this server keeps at most {self.config.max_client_state_bytes}.",
+                code=ErrorCode.INVALID_PARAMS,
+                http_status=200,
+                request_id=message.id,
+            )
         if plan.version_header is not None:
             effective_version(plan.version_header, None)
-        if len(self.sessions) >= self.config.max_sessions and not self._evict_one():
+        if not self._room_for(peer):
             raise RemoteProtocolError(
                 "Service Unavailable: every session is busy; retry later.",
                 code=ErrorCode.SERVER_BUSY,
@@ -297,12 +328,16 @@ class SessionManager:
             version=version,
             client_info=info,
             client_capabilities=caps,
+            client_state_bytes=state_bytes,
+            peer=peer,
             server_capabilities=capabilities,
             config=self.config,
             codec=self.codec,
         )
         assert self._nursery is not None
         self.sessions[session_id] = session
+        if peer is not None:
+            self._by_peer.setdefault(peer, OrderedDict())[session_id] = session
         await self._nursery.start(session.run)
         self.stats.sessions_created += 1
         result = initialize_result(
@@ -316,15 +351,28 @@ class SessionManager:
         extra = (("mcp-session-id", session_id),)
         await self._reply_now(session, message, response, plan, responder, extra)
 
-    def _evict_one(self) -> bool:
-        """Make room by ending the least recently used idle session (TM-SESS-CAP)."""
-        idle = [s for s in self.sessions.values() if s.idle]
-        if not idle:
-            return False
-        victim = min(idle, key=lambda s: s.last_activity)
-        self.stats.sessions_evicted += 1
-        victim.close("evicted")  # which takes it out of the table (Session.close)
-        return True
+    def _room_for(self, peer: str | None) -> bool:
+        """Whether a new session from ``peer`` may be created, after evicting one if need
+        be: one of its own at its per-peer cap, else one of any at the global cap."""
+        cap = self.config.max_sessions_per_peer
+        if peer is not None and cap is not None and len(self._by_peer.get(peer, ())) >= cap:
+            return self._evict_one(self._by_peer[peer])
+        return len(self.sessions) < self.config.max_sessions or self._evict_one(self.sessions)
+
+    def _evict_one(self, sessions: OrderedDict[str, Session]) -> bool:
+        """Make room by ending the least recently used evictable session: idle, or
+        abandoned for ``evict_abandoned_after`` (TM-SESS-CAP). At most EVICTION_SCAN
+        sessions are looked at; one in use now goes to the back of the order, so that
+        the next eviction does not look at it again, and each costs O(1) amortized."""
+        now = trio.current_time()
+        for _ in range(min(len(sessions), EVICTION_SCAN)):
+            session_id, session = next(iter(sessions.items()))
+            if session.evictable(now):
+                self.stats.sessions_evicted += 1
+                session.close("evicted")  # which takes it out of the table (Session.close)
+                return True
+            sessions.move_to_end(session_id)
+        return False
 
     async def _reply_now(
         self,

@@ -95,7 +95,7 @@ class SessionStats:
     notifications_dropped: int = 0
     client_notifications_dropped: int = 0
     """Notifications from the client whose hooks were not run: too many were waiting
-    (TM-LIMIT-NOTIFY)."""
+    (TM-SEC-NOTIFY)."""
     client_notifications_merged: int = 0
     """Notifications from the client identical to one already waiting for its hooks."""
     handlers_cut: int = 0
@@ -114,9 +114,12 @@ class SessionOwner(Protocol):
 
     def count_stall(self) -> None: ...
 
+    def used(self, session: Session) -> None:
+        """The session was just used: it is the last to be evicted now (TM-SESS-CAP)."""
+
     @property
     def dropped_notifications_log(self) -> LogLimiter:
-        """TM-LIMIT-LOG: one line per interval for notifications dropped, whichever
+        """TM-SEC-LOG: one line per interval for notifications dropped, whichever
         session dropped them."""
 
     def count_cut(self) -> None: ...
@@ -134,6 +137,8 @@ class Session:
         client_info: Mapping[str, Any],
         client_capabilities: Mapping[str, Any],
         server_capabilities: Mapping[str, Any],
+        client_state_bytes: int = 0,
+        peer: str | None = None,
         config: ServerConfig,
         codec: CursorCodec,
     ) -> None:
@@ -141,6 +146,8 @@ class Session:
         self.app = manager.app
         self.id = session_id
         self.version = version
+        #: The client address that created it, when known (TM-SESS-CAP).
+        self.peer = peer
         self.client_info = dict(client_info)
         self.client_capabilities = dict(client_capabilities)
         #: What the server declared in this session's InitializeResult: the session holds to
@@ -149,7 +156,8 @@ class Session:
         self.config = config
         self.codec = codec
         self.phase = Phase.AWAITING_INITIALIZED
-        self.log = EventLog(config.retention, reserved=SESSION_FOOTPRINT)
+        # What the client made the session keep counts against its window (TM-SEC-STATE).
+        self.log = EventLog(config.retention, reserved=SESSION_FOOTPRINT + client_state_bytes)
         self.inflight: dict[RequestId, InFlight] = {}
         self.outbound: dict[int, Outbound] = {}
         self.views: dict[int, View] = {}
@@ -179,7 +187,7 @@ class Session:
         self._stream_requests: dict[int, tuple[RequestId, ...]] = {}
         #: Notifications from the client waiting for their hooks, in arrival order, each
         #: with its key (method and params as JSON); one task runs them, one at a time, and
-        #: one identical to a waiting one is merged into it (TM-LIMIT-NOTIFY).
+        #: one identical to a waiting one is merged into it (TM-SEC-NOTIFY).
         self._hooks_waiting: collections.deque[
             tuple[str, NotificationHandler, dict[str, Any]]
         ] = collections.deque()
@@ -247,12 +255,22 @@ class Session:
         since the client was last heard from decides whether it is coming back."""
         return not self.views and not self.json_waiting and bool(self.inflight or self.outbound)
 
+    def evictable(self, now: float) -> bool:
+        """TM-SESS-CAP: whether a full table may end this session for a new one: idle, or
+        abandoned with its client silent for ``evict_abandoned_after``."""
+        if self.views or self.json_waiting:
+            return False
+        busy = bool(self.inflight or self.outbound)
+        return not busy or now - self.last_heard >= self.config.evict_abandoned_after
+
     def touch(self) -> None:
         self.last_activity = trio.current_time()
+        self.manager.used(self)
 
     def heard(self) -> None:
         """The client showed itself: it is active, and not gone (TM-SESS-ABANDONED)."""
         self.last_activity = self.last_heard = trio.current_time()
+        self.manager.used(self)
 
     # -- the log and its readers --------------------------------------------------------
 
@@ -380,7 +398,7 @@ class Session:
             flight = self.inflight.get(rid) if isinstance(rid, str | int) else None
             # U-CANCEL-5 / U-CANCEL-9: unknown, finished or malformed: ignored.
             if flight is not None and flight.request.method != "initialize":
-                # TM-LIMIT-LOG: the reason is the client's text, escaped and cut.
+                # TM-SEC-LOG: the reason is the client's text, escaped and cut.
                 logger.info(
                     "request %s cancelled by the client: %s",
                     printable(rid), printable(params.get("reason", "")),
@@ -394,7 +412,7 @@ class Session:
     def _queue_hook(
         self, method: str, handler: NotificationHandler, params: dict[str, Any]
     ) -> None:
-        """TM-LIMIT-NOTIFY: a client's notifications cost the session one task and a
+        """TM-SEC-NOTIFY: a client's notifications cost the session one task and a
         bounded queue, however many it sends: the hooks run one at a time, in order; one
         identical to a notification still waiting is merged into it (a list changed twice
         is fetched once), and past ``max_pending_notifications`` waiting, or their bytes
@@ -534,13 +552,34 @@ class Session:
             if method == "resources/unsubscribe":
                 # Unsubscribing from something not subscribed is harmless: the outcome is
                 # the same.
-                self.subscriptions.discard(uri)
-            elif not self.app.has_resource(uri):
+                if uri in self.subscriptions:
+                    self.subscriptions.discard(uri)
+                    self.log.reserve(-len(uri.encode("utf-8")))
+                return {}
+            self._check_subscription(uri)
+            if not self.app.has_resource(uri):
                 raise resource_not_found(uri)
-            else:
+            if uri not in self.subscriptions:
                 self.subscriptions.add(uri)
+                self.log.reserve(len(uri.encode("utf-8")))
             return {}
         return await self.app.dispatch(port, request)
+
+    def _check_subscription(self, uri: str) -> None:
+        """TM-SEC-STATE: a subscription is kept for the session's life, so its URI and
+        their number are bounded."""
+        cfg = self.config
+        if len(uri.encode("utf-8")) > cfg.max_uri_bytes:
+            raise RemoteProtocolError(
+                f"Invalid params: the uri is longer than {cfg.max_uri_bytes} bytes.",
+                code=ErrorCode.INVALID_PARAMS,
+            )
+        if uri not in self.subscriptions and len(self.subscriptions) >= cfg.max_subscriptions:
+            raise RemoteProtocolError(
+                f"Invalid params: this session already has {len(self.subscriptions)} "
+                "subscriptions, the most this server keeps; unsubscribe from one first.",
+                code=ErrorCode.INVALID_PARAMS,
+            )
 
     def cancel_flight(self, flight: InFlight) -> None:
         """Cancel a request whose answer the client no longer wants (U-CANCEL-4).

@@ -446,6 +446,11 @@ class EventLog:
 
     # -- retention ----------------------------------------------------------------------
 
+    def reserve(self, delta: int) -> None:
+        """The owner holds ``delta`` more bytes (less, if negative) besides the log: the
+        log's share of the window shrinks by as much (TM-RES-WINDOW)."""
+        self.reserved = max(0, self.reserved + delta)
+
     @property
     def retained_bytes(self) -> int:
         """What the entries take: their messages' bytes plus ENTRY_OVERHEAD each."""

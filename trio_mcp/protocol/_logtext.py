@@ -1,5 +1,5 @@
 # What the server's own log may hold of a client's text, and how often one failure may be
-# logged (TM-LIMIT-LOG). A client controls notification params, cancellation reasons and
+# logged (TM-SEC-LOG). A client controls notification params, cancellation reasons and
 # ids: verbatim they could forge log lines (newlines) or fill the disk (length, repetition).
 # No I/O: the caller logs.
 from __future__ import annotations

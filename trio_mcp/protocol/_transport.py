@@ -63,6 +63,8 @@ class HttpRequest:
     body: bytes = b""
     local_host: str | None = None
     """The address the request arrived on (ASGI ``scope["server"]``), when known."""
+    peer_host: str | None = None
+    """The address the request came from (ASGI ``scope["client"]``), when known."""
 
 
 @attrs.frozen(kw_only=True)

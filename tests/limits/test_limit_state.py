@@ -1,0 +1,73 @@
+# What a legacy client makes its session keep for its whole life is bounded (issue 20, item 3):
+# clientInfo and capabilities, and resource subscriptions, each refused with -32602 past its
+# limit, and counted against the session's window. Over real sockets, on the demo server.
+from __future__ import annotations
+
+import pytest
+import trio
+from support.client import (
+    dumps,
+    initialize_params,
+    open_session,
+    post_headers,
+    request,
+    rpc_messages,
+    rpc_request,
+)
+from support.fixtures import StartServer
+
+from trio_mcp import ServerConfig
+
+pytestmark = pytest.mark.usefixtures("no_server_errors")
+
+
+@pytest.mark.spec("TM-SEC-STATE")
+async def test_an_initialize_with_oversized_client_info_is_refused_and_keeps_nothing(
+    live_server: StartServer,
+) -> None:
+    """An initialize whose clientInfo holds 200,000 empty objects (a 600 KB body, under the
+    body limit) gets -32602 in band and creates no session; a normal one still works."""
+    live = await live_server()
+    params = initialize_params()
+    params["clientInfo"] = {"name": "x", "version": "1", "padding": [{}] * 200_000}
+    with trio.fail_after(20):
+        response = await request(
+            live.url, "POST", post_headers(), dumps(rpc_request("initialize", params))
+        )
+        assert 200 == response.status
+        assert response.header("mcp-session-id") is None
+        [answer] = rpc_messages(response)
+        assert -32602 == answer["error"]["code"]
+        assert "clientInfo and capabilities" in answer["error"]["message"]
+        assert 0 == live.manager.statistics()["sessions_open"]
+        await open_session(live.url)
+    assert 1 == live.manager.statistics()["sessions_open"]
+
+
+@pytest.mark.spec("TM-SEC-STATE")
+async def test_subscriptions_are_bounded_in_length_and_number_and_counted_in_the_window(
+    live_server: StartServer,
+) -> None:
+    """A subscription to a URI over max_uri_bytes gets -32602, as does one past
+    max_subscriptions; unsubscribing makes room again, and what the subscriptions hold
+    comes out of the session's window."""
+    live = await live_server(config=ServerConfig(max_subscriptions=3, max_uri_bytes=1024))
+    with trio.fail_after(20):
+        session = await open_session(live.url)
+        state = live.manager.sessions[session.id]
+        reserved = state.log.reserved
+        long_uri = "test://template/" + "a" * 1024 + "/data"
+        answer = await session.call("resources/subscribe", {"uri": long_uri})
+        assert -32602 == answer["error"]["code"], answer
+        for i in range(3):
+            await session.result("resources/subscribe", {"uri": f"test://template/{i}/data"})
+        assert reserved + 3 * len("test://template/0/data") == state.log.reserved
+        answer = await session.call("resources/subscribe", {"uri": "test://template/9/data"})
+        assert -32602 == answer["error"]["code"], answer
+        assert "unsubscribe" in answer["error"]["message"]
+        # Subscribing again to one already held is not a new one.
+        await session.result("resources/subscribe", {"uri": "test://template/0/data"})
+        await session.result("resources/unsubscribe", {"uri": "test://template/0/data"})
+        await session.result("resources/subscribe", {"uri": "test://template/9/data"})
+    assert 3 == len(state.subscriptions)
+    assert reserved + 3 * len("test://template/0/data") == state.log.reserved
