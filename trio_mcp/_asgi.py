@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from ._trio._budget import ByteBudget, bodies_busy
 from ._trio._manager import SessionManager
 from ._trio._responder import Departure
 from ._trio._runtime import Runtime
@@ -202,12 +203,26 @@ class ASGIApp:
         await send({"type": "lifespan.shutdown.complete"})
 
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope.get("http_version") in ("1.0", "1.1"):
+        # ASGI: a scope without http_version is HTTP/1.1.
+        if scope.get("http_version", "1.1") in ("1.0", "1.1"):
             # One response at a time on the connection: its socket's progress is this
             # response's (under HTTP/2 it would be every stream's).
             responder = ASGIResponder(send, server=scope.get("server"), client=scope.get("client"))
         else:
             responder = ASGIResponder(send)
+            # TM-SEC-H2: hypercorn buffers whatever an HTTP/2 stream is sent, whether or not
+            # the client grants flow-control credit, so no judge could tell a stalled reader
+            # and the server's memory would be the client's to fill. Refused, in a few bytes.
+            await responder.reply(
+                error_reply(
+                    RemoteProtocolError(
+                        "HTTP Version Not Supported: this server speaks MCP over HTTP/1.1.",
+                        code=ErrorCode.INVALID_REQUEST,
+                        http_status=505,
+                    )
+                )
+            )
+            return
         try:
             await self._respond(scope, receive, responder)
         finally:
@@ -236,7 +251,27 @@ class ASGIApp:
                 )
             )
             return
-        body, complete = await _read_body(receive, self.config.max_body_bytes)
+        try:
+            # TM-SEC-BODIES: as on trio-mcp's own server, a body has http_body_timeout to
+            # arrive; hypercorn's read_timeout would also end idle SSE streams.
+            with trio.move_on_after(self.config.http_body_timeout) as body_deadline:
+                body, complete = await _read_body(
+                    receive, self.config.max_body_bytes, self.runtime.bodies
+                )
+        except _BodiesBusy:
+            await responder.reply(error_reply(bodies_busy()))
+            return
+        if body_deadline.cancelled_caught:
+            await responder.reply(
+                error_reply(
+                    RemoteProtocolError(
+                        "Request Timeout: the body did not arrive in time.",
+                        code=ErrorCode.INVALID_REQUEST,
+                        http_status=408,
+                    )
+                )
+            )
+            return
         if not complete:
             if body is None:
                 return  # the client left before sending its body
@@ -269,21 +304,33 @@ class ASGIApp:
             nursery.cancel_scope.cancel()
 
 
-async def _read_body(receive: Receive, limit: int) -> tuple[bytes | None, bool]:
-    """The request body; (body, False) when it exceeds ``limit``; (None, False) on disconnect."""
+class _BodiesBusy(Exception):
+    """The server-wide budget for bodies being read is spent (TM-SEC-BODIES)."""
+
+
+async def _read_body(
+    receive: Receive, limit: int, budget: ByteBudget
+) -> tuple[bytes | None, bool]:
+    """The request body; (body, False) when it exceeds ``limit``; (None, False) on
+    disconnect. Raises _BodiesBusy when ``budget`` cannot hold the next chunk."""
     chunks: list[bytes] = []
     size = 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            return None, False
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            return b"", False
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            return b"".join(chunks), True
+    try:
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return None, False
+            chunk = message.get("body", b"")
+            if size + len(chunk) > limit:
+                return b"", False
+            if not budget.take(len(chunk)):
+                raise _BodiesBusy
+            size += len(chunk)
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(chunks), True
+    finally:
+        budget.give(size)
 
 
 async def _watch_disconnect(receive: Receive, responder: ASGIResponder) -> None:

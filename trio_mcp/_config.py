@@ -32,6 +32,9 @@ class ServerConfig:
     response_mode: ResponseMode = ResponseMode.SSE
     max_body_bytes: int = 4 * 1024 * 1024
     """POST bodies above this get 413."""
+    max_body_memory: int = 64 * 1024 * 1024
+    """Bytes of request bodies the server holds while reading them, all connections
+    together; a body that would pass it gets 503 with ``Retry-After`` (TM-SEC-BODIES)."""
     allowed_origins: frozenset[str] = frozenset()
     """Origins accepted besides loopback ones (T-SEC-1). ``"*"`` accepts any."""
     allowed_hosts: frozenset[str] | None = None

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Final
 import h11
 import trio
 
+from ._trio._budget import bodies_busy
 from ._trio._responder import Departure
 from ._trio._runtime import Runtime
 from ._trio._tcpprobe import TcpProbe, TcpSample
@@ -419,6 +420,13 @@ class HttpServer:
         target = head.target.decode("latin-1")
         path = target.split("?", 1)[0]
         try:
+            if head.http_version not in (b"1.0", b"1.1"):
+                # TM-SEC-H2: h11 reads the HTTP/2 preface as a request of version 2.0.
+                raise RemoteProtocolError(
+                    "HTTP Version Not Supported: this server speaks MCP over HTTP/1.1.",
+                    code=ErrorCode.INVALID_REQUEST,
+                    http_status=505,
+                )
             # T-SEC-1 (MUST): Origin and Host first, before the path and the body.
             self.runtime.policy_for(local).check(headers)
             if path.rstrip("/") != cfg.path.rstrip("/"):
@@ -472,19 +480,28 @@ class HttpServer:
             await connection.send(h11.InformationalResponse(status_code=100, headers=[]))
         chunks: list[bytes] = []
         size = 0
-        with trio.move_on_after(cfg.http_body_timeout) as body_deadline:
-            while True:
-                event = await connection.next_event()
-                if isinstance(event, h11.Data):
-                    size += len(event.data)
-                    if size > cfg.max_body_bytes:
-                        # TM-HTTP-OWN: the limit holds while the body streams in.
-                        await responder.reply(error_reply(_too_large(cfg.max_body_bytes)))
-                        await connection.close()
-                        return None
-                    chunks.append(bytes(event.data))
-                elif isinstance(event, h11.EndOfMessage):
-                    return b"".join(chunks)
+        budget = self.runtime.bodies
+        try:
+            with trio.move_on_after(cfg.http_body_timeout) as body_deadline:
+                while True:
+                    event = await connection.next_event()
+                    if isinstance(event, h11.Data):
+                        if size + len(event.data) > cfg.max_body_bytes:
+                            # TM-HTTP-OWN: the limit holds while the body streams in.
+                            await responder.reply(error_reply(_too_large(cfg.max_body_bytes)))
+                            await connection.close()
+                            return None
+                        if not budget.take(len(event.data)):
+                            await responder.reply(error_reply(bodies_busy()))
+                            await connection.close()
+                            return None
+                        size += len(event.data)
+                        chunks.append(bytes(event.data))
+                    elif isinstance(event, h11.EndOfMessage):
+                        return b"".join(chunks)
+        finally:
+            # Once read, the body is the request's; only what is still arriving counts.
+            budget.give(size)
         if body_deadline.cancelled_caught:
             await responder.reply(
                 error_reply(

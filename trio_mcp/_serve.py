@@ -87,6 +87,9 @@ def hypercorn_config(
         hc.bind = [f"{bind_host}:{port}"]
     hc.certfile = certfile
     hc.keyfile = keyfile
+    # TM-SEC-H2: the app answers HTTP/2 with 505; a TLS client that offers both is steered
+    # to HTTP/1.1 instead.
+    hc.alpn_protocols = ["http/1.1"]
     if certfile is None:
         # hypercorn times every connection's TLS handshake, plain ones too: a 60 s deadline
         # that trio keeps in its deadline heap, with the connection's cancel scope, for a

@@ -275,6 +275,31 @@ async def test_one_address_flooding_initialize_evicts_only_its_own_sessions(
         assert 190 == mem.manager.statistics()["sessions_evicted"]
 
 
+@pytest.mark.spec("TM-SESS-SHUTDOWN")
+async def test_shutdown_keeps_back_from_the_grace_what_cancelling_its_handlers_costs(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """With many handlers running, shutdown cancels them before the grace has passed, by
+    CANCEL_COST for each (at most half the grace), so that the cancelling itself, which
+    takes CPU time per handler, still ends within the grace."""
+    from trio_mcp._trio._manager import CANCEL_COST
+
+    server, record = make_server()
+    async with MemoryServer.open(server, ServerConfig(max_inflight_requests=100)) as mem:
+        with trio.fail_after(600):
+            for s in range(10):
+                sid = await mem.initialize()
+                for i in range(100):
+                    mem.call(sid, "wait", {"tag": f"{s}.{i}"})
+            await wait_until(lambda: len(record.started) == 1000)
+            began = trio.current_time()
+            await mem.manager.shutdown(10.0)
+            await wait_until(lambda: len(record.cancelled) == 1000)
+
+    expected = 10.0 - 1000 * CANCEL_COST
+    assert all(abs(at - began - expected) < 0.01 for at in record.cancelled.values())
+
+
 @pytest.mark.spec("TM-SESS-CAP")
 async def test_an_eviction_looks_at_a_bounded_number_of_sessions(
     autojump_clock: trio.abc.Clock, monkeypatch: pytest.MonkeyPatch

@@ -63,6 +63,9 @@ logger = logging.getLogger("trio_mcp.manager")
 #: (TM-POST-ATONCE): any socket's buffers take this much at once, so the reply cannot wait
 #: on its reader; a larger answer goes through a View, whose writer judges the reader.
 _AT_ONCE_BYTES = 16384
+#: What cancelling one running handler may cost at shutdown, in seconds: held back from the
+#: grace (TM-SESS-SHUTDOWN; measured in benchmarks/ANALYSIS.md).
+CANCEL_COST = 0.0003
 #: The most sessions one eviction looks at before it answers 503 (TM-SESS-CAP).
 EVICTION_SCAN = 64
 
@@ -171,7 +174,10 @@ class SessionManager:
             for view in list(session.views.values()):
                 view.stop("server-closed")
                 closing.append(view)
-        with trio.move_on_after(grace):
+        running = sum(len(s.inflight) for s in self.sessions.values())
+        # Cancelling takes CPU time per handler: what it will take comes out of the grace,
+        # so that the shutdown as a whole keeps to it (up to half of it is kept back).
+        with trio.move_on_after(grace - min(grace / 2, CANCEL_COST * running)):
             # Each connection writes its retry field before the sessions end: ending a
             # session cancels its connections' writers, with whatever they still hold.
             for view in closing:

@@ -18,6 +18,7 @@ from ..protocol import JSON, ErrorCode, Notification, OriginPolicy, RemoteProtoc
 from ..protocol._era import Era, ModernCall, ModernNotification, route_other, route_post
 from ..protocol._mrtr import RequestStateCodec
 from ..protocol._transport import HttpRequest, Reply, error_reply, read_post_body
+from ._budget import ByteBudget
 from ._listen import Listeners
 from ._manager import SessionManager
 from ._modern import ModernServer
@@ -42,6 +43,8 @@ class Runtime:
         self._policies: dict[str | None, OriginPolicy] = {}
         self._nursery: trio.Nursery | None = None
         self.manager = SessionManager(app, config, bind_hosts=bind_hosts)
+        #: TM-SEC-BODIES: what the HTTP edges hold of bodies still arriving.
+        self.bodies = ByteBudget(config.max_body_memory)
         # TM-MRTR-STATE: the configured key, shared by the processes that serve the same
         # clients (ML-STATE-2); else one that lives only in this process.
         key = config.request_state_key or os.urandom(32)
