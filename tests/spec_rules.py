@@ -114,6 +114,7 @@ AREAS: Mapping[str, tuple[str, ...]] = {
         _tm("HTTP", "POST", "GET"),
     ),
     "security.md": (r"T-SEC-\d+", _tm("SEC")),
+    "authorization.md": (r"T-AUTH-\d+", _tm("AUTH")),
     "sessions.md": (r"T-SESS-\d+", _tm("SESS")),
     "versioning.md": (r"T-VER-\d+", r"L-VER-\d+", _tm("VER")),
     "lifecycle.md": (r"L-(?:GEN|INIT|CAP|PING|SHUT|TIME|ERR)-\d+", _tm("LIFE")),

@@ -24,6 +24,12 @@ __version__ = "0.1.0"
 _EXPORTS: dict[str, str] = {
     "Completion": "._completion",
     "CompletionRef": "._completion",
+    "AuthConfig": "._config",
+    "IntrospectionVerifier": "._trio._auth",
+    "InvalidToken": ".protocol._auth",
+    "JWTVerifier": "._trio._auth",
+    "Principal": ".protocol._auth",
+    "TokenVerifier": "._ports",
     "ResponseMode": "._config",
     "ServerConfig": "._config",
     "AssistantMessage": "._content",
@@ -77,6 +83,7 @@ if TYPE_CHECKING:
     from ._allocator import use_allocator as use_allocator
     from ._completion import Completion as Completion
     from ._completion import CompletionRef as CompletionRef
+    from ._config import AuthConfig as AuthConfig
     from ._config import ResponseMode as ResponseMode
     from ._config import ServerConfig as ServerConfig
     from ._content import AssistantMessage as AssistantMessage
@@ -98,12 +105,17 @@ if TYPE_CHECKING:
     from ._context import elicitation_request as elicitation_request
     from ._context import roots_request as roots_request
     from ._context import sampling_request as sampling_request
+    from ._ports import TokenVerifier as TokenVerifier
     from ._prompts import PromptResult as PromptResult
     from ._resources import ResourceNotFound as ResourceNotFound
     from ._serve import serve as serve
     from ._server import Server as Server
     from ._tools import ToolError as ToolError
+    from ._trio._auth import IntrospectionVerifier as IntrospectionVerifier
+    from ._trio._auth import JWTVerifier as JWTVerifier
     from .protocol import CacheHint as CacheHint
     from .protocol import CacheScope as CacheScope
     from .protocol import InputRequest as InputRequest
     from .protocol import Retention as Retention
+    from .protocol._auth import InvalidToken as InvalidToken
+    from .protocol._auth import Principal as Principal

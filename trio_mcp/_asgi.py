@@ -241,6 +241,10 @@ class ASGIApp:
             await responder.reply(error_reply(exc))
             return
         if path.rstrip("/") != self.config.path.rstrip("/"):
+            known = self.runtime.well_known(scope["method"].upper(), path)
+            if known is not None:
+                await responder.reply(known)
+                return
             await responder.reply(
                 error_reply(
                     RemoteProtocolError(

@@ -7,6 +7,7 @@ import argparse
 import contextlib
 import importlib
 import logging
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING
 from ._allocator import ALLOCATORS, DEFAULT_ALLOCATOR, running_allocator, use_allocator
 
 if TYPE_CHECKING:
+    from ._config import AuthConfig
     from ._server import Server
 
 __all__ = ["load_server", "main"]
@@ -52,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--server", dest="http_server", choices=("trio-mcp", "hypercorn"), default="trio-mcp",
         help="the HTTP server: trio-mcp's own HTTP/1.1 server (default), or hypercorn, which "
-        "hosts the ASGI app (and speaks HTTP/2 over TLS)",
+        "hosts the ASGI app",
     )
     serve.add_argument(
         "--json-response", action="store_true",
@@ -69,6 +71,28 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--log-level", default="info",
         choices=["debug", "info", "warning", "error", "critical"],
+    )
+    auth = serve.add_argument_group(
+        "authorization (spec/authorization.md): every request needs a bearer token"
+    )
+    auth.add_argument(
+        "--auth-resource", metavar="URL",
+        help="this server's canonical URI, the audience its tokens must name "
+        "(e.g. https://mcp.example.com/mcp); turns authorization on",
+    )
+    auth.add_argument("--auth-issuer", metavar="URL", help="the authorization server's issuer")
+    auth.add_argument(
+        "--auth-jwks-uri", metavar="URL", help="verify JWT access tokens with these keys"
+    )
+    auth.add_argument(
+        "--auth-introspect", metavar="URL",
+        help="verify tokens by introspection (RFC 7662) at this endpoint instead, as client "
+        "--auth-client-id with the secret in $TRIO_MCP_AUTH_CLIENT_SECRET",
+    )
+    auth.add_argument("--auth-client-id", metavar="ID")
+    auth.add_argument(
+        "--auth-scope", action="append", default=[], metavar="SCOPE",
+        help="a scope every request needs (repeatable)",
     )
     serve.add_argument(
         "--allocator", choices=ALLOCATORS, default=None,
@@ -103,6 +127,7 @@ def main(argv: Sequence[str] | None = None, *, own_command_line: bool | None = N
         path=args.path,
         response_mode=ResponseMode.JSON if args.json_response else ResponseMode.SSE,
         allowed_origins=frozenset(args.allow_origin),
+        auth=_auth_config(args),
     )
 
     async def run() -> None:
@@ -132,3 +157,39 @@ def main(argv: Sequence[str] | None = None, *, own_command_line: bool | None = N
 
     with contextlib.suppress(KeyboardInterrupt):
         trio.run(run)
+
+
+def _auth_config(args: argparse.Namespace) -> AuthConfig | None:
+    """The AuthConfig the --auth-* options describe; None without --auth-resource."""
+    from ._config import AuthConfig
+    from ._ports import TokenVerifier
+    from ._trio._auth import IntrospectionVerifier, JWTVerifier
+
+    if args.auth_resource is None:
+        return None
+    if args.auth_issuer is None or (args.auth_jwks_uri is None) == (args.auth_introspect is None):
+        raise SystemExit(
+            "--auth-resource needs --auth-issuer and one of --auth-jwks-uri, --auth-introspect"
+        )
+    verifier: TokenVerifier
+    if args.auth_jwks_uri is not None:
+        verifier = JWTVerifier(
+            issuer=args.auth_issuer, audience=args.auth_resource, jwks_uri=args.auth_jwks_uri
+        )
+    else:
+        secret = os.environ.get("TRIO_MCP_AUTH_CLIENT_SECRET")
+        if args.auth_client_id is None or secret is None:
+            raise SystemExit(
+                "--auth-introspect needs --auth-client-id and $TRIO_MCP_AUTH_CLIENT_SECRET"
+            )
+        verifier = IntrospectionVerifier(
+            endpoint=args.auth_introspect, client_id=args.auth_client_id, client_secret=secret,
+            audience=args.auth_resource, issuer=args.auth_issuer,
+        )
+    return AuthConfig(
+        resource=args.auth_resource,
+        authorization_servers=[args.auth_issuer],
+        verifier=verifier,
+        required_scopes=frozenset(args.auth_scope),
+        scopes_supported=tuple(args.auth_scope),
+    )

@@ -3,13 +3,40 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import attrs
 
 from .protocol import Retention
 from .protocol._modern import CacheHint
 
-__all__ = ["ResponseMode", "ServerConfig"]
+if TYPE_CHECKING:
+    from ._ports import TokenVerifier
+
+__all__ = ["AuthConfig", "ResponseMode", "ServerConfig"]
+
+
+def _scopes(value: Iterable[str]) -> frozenset[str]:
+    return frozenset(value)
+
+
+@attrs.frozen(kw_only=True)
+class AuthConfig:
+    """trio-mcp as an OAuth 2.1 resource server (spec/authorization.md, T-AUTH-*): every
+    request to the endpoint needs a bearer token that ``verifier`` accepts."""
+
+    resource: str
+    """This server's canonical URI, e.g. ``https://mcp.example.com/mcp``: the audience its
+    tokens must name (RFC 8707), and where its metadata says it is (RFC 9728)."""
+    authorization_servers: tuple[str, ...] = attrs.field(converter=tuple)
+    """Issuer URLs of the authorization servers whose tokens it accepts."""
+    verifier: TokenVerifier
+    scopes_supported: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    """Published in the metadata, and the scope a 401 challenge names."""
+    required_scopes: frozenset[str] = attrs.field(default=frozenset(), converter=_scopes)
+    """Scopes every request needs, whatever it asks for (a tool's own come on top)."""
+    resource_name: str | None = None
 
 
 class ResponseMode(enum.Enum):
@@ -135,6 +162,8 @@ class ServerConfig:
     """The request line and headers of one request; beyond, 431 and the connection closes."""
     http_max_connections: int = 4096
     """Connections open at once; beyond, a new one gets 503 and is closed."""
+    auth: AuthConfig | None = None
+    """Authorization (T-AUTH-*): None serves every client, as a local server may."""
 
     def __attrs_post_init__(self) -> None:
         if self.request_state_key is not None and len(self.request_state_key) < 32:

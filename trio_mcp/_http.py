@@ -430,6 +430,11 @@ class HttpServer:
             # T-SEC-1 (MUST): Origin and Host first, before the path and the body.
             self.runtime.policy_for(local).check(headers)
             if path.rstrip("/") != cfg.path.rstrip("/"):
+                method = head.method.decode("ascii").upper()
+                if (known := self.runtime.well_known(method, path)) is not None:
+                    await responder.reply(known)
+                    await self._discard_body(connection)
+                    return
                 raise RemoteProtocolError(
                     f"Not Found: the MCP endpoint is {cfg.path}.",
                     code=ErrorCode.INVALID_REQUEST,

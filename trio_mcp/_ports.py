@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
 from .protocol import JSON, LocalProtocolError, Notification, RemoteProtocolError, Request
+from .protocol._auth import Principal
 from .protocol._mrtr import InputRequest
 
 __all__ = [
@@ -139,6 +140,16 @@ class Hub(Protocol):
         its URI) and modern listeners whose filter takes it. Returns how many got it."""
 
 
+class TokenVerifier(Protocol):
+    """Checks an access token (T-AUTH): ``trio_mcp.JWTVerifier`` and
+    ``trio_mcp.IntrospectionVerifier`` are two; an application may bring its own."""
+
+    async def verify(self, token: str) -> Principal:
+        """The principal ``token`` speaks for; raises ``InvalidToken`` when it does not
+        verify (a bad signature, expired, for another audience...)."""
+        ...
+
+
 class App(Protocol):
     """What the runtime serves: the application, whatever era its client speaks."""
 
@@ -170,6 +181,10 @@ class App(Protocol):
 
     def input_schema(self, tool: str) -> Mapping[str, Any] | None:
         """The inputSchema of ``tool``; None for a tool that does not exist."""
+
+    def required_scopes(self, method: str, params: Mapping[str, Any]) -> frozenset[str]:
+        """The OAuth scopes a request for ``method`` with ``params`` needs: those of the
+        tool, prompt or resource it names (T-AUTH; empty when it names none)."""
 
     def mirrored_params(self, tool: str) -> Mapping[str, tuple[str, ...]]:
         """The parameters of ``tool`` mirrored into Mcp-Param headers, by header name:

@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 import typing
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import _prompts, _resources
@@ -51,6 +51,8 @@ class Server:
         self.title = title
         self._dispatcher = Dispatcher()
         self._hubs: list[Hub] = []
+        #: The OAuth scopes of each tool, prompt and resource that has any (T-AUTH-STEPUP).
+        self._scopes: dict[tuple[str, str], frozenset[str]] = {}
 
     @property
     def name(self) -> str:
@@ -74,6 +76,7 @@ class Server:
         meta: Mapping[str, Any] | None = None,
         requires: Mapping[str, Any] | None = None,
         headers: Mapping[str, str] | None = None,
+        scopes: Iterable[str] = (),
     ) -> Callable[[F], F]:
         """Register an async function as a tool.
 
@@ -84,7 +87,8 @@ class Server:
         declare them is refused with -32021 before the tool runs (ML-META-3). ``headers``
         mirrors parameters into HTTP headers, ``{parameter: header name}``: a 2026-07-28
         client sends ``Mcp-Param-<name>`` with the argument's value (MT-HDR-7; never a
-        secret, MT-HDR-9).
+        secret, MT-HDR-9). ``scopes`` are the OAuth scopes a call needs when the server
+        has authorization (T-AUTH-STEPUP).
         """
 
         def decorate(fn: F) -> F:
@@ -99,6 +103,7 @@ class Server:
                 meta=meta,
                 requires=requires,
                 headers=headers,
+                scopes=scopes,
             )
             return fn
 
@@ -117,6 +122,7 @@ class Server:
         meta: Mapping[str, Any] | None = None,
         requires: Mapping[str, Any] | None = None,
         headers: Mapping[str, str] | None = None,
+        scopes: Iterable[str] = (),
     ) -> None:
         tool = make_tool(
             fn,
@@ -131,10 +137,12 @@ class Server:
             headers=headers,
         )
         self._dispatcher.tools.add(tool)
+        self._set_scopes("tool", tool.name, scopes)
         self._list_changed("tools")
 
     def remove_tool(self, name: str) -> None:
         self._dispatcher.tools.remove(name)
+        self._set_scopes("tool", name, ())
         self._list_changed("tools")
 
     @property
@@ -151,6 +159,7 @@ class Server:
         mime_type: str | None = None,
         annotations: Mapping[str, Any] | None = None,
         meta: Mapping[str, Any] | None = None,
+        scopes: Iterable[str] = (),
     ) -> Callable[[F], F]:
         """Register an async function as the resource at ``uri``.
 
@@ -171,6 +180,7 @@ class Server:
                 mime_type=mime_type,
                 annotations=annotations,
                 meta=meta,
+                scopes=scopes,
             )
             return fn
 
@@ -187,6 +197,7 @@ class Server:
         mime_type: str | None = None,
         annotations: Mapping[str, Any] | None = None,
         meta: Mapping[str, Any] | None = None,
+        scopes: Iterable[str] = (),
     ) -> None:
         self._dispatcher.resources.add(
             _resources.make_resource(
@@ -200,11 +211,13 @@ class Server:
                 meta=meta,
             )
         )
+        self._set_scopes("resource", uri, scopes)
         self._list_changed("resources")
 
     def remove_resource(self, uri: str) -> None:
         """Remove the resource or template registered under ``uri``."""
         self._dispatcher.resources.remove(uri)
+        self._set_scopes("resource", uri, ())
         self._list_changed("resources")
 
     @property
@@ -228,6 +241,7 @@ class Server:
         title: str | None = None,
         description: str | None = None,
         meta: Mapping[str, Any] | None = None,
+        scopes: Iterable[str] = (),
     ) -> Callable[[F], F]:
         """Register an async function as a prompt.
 
@@ -238,7 +252,9 @@ class Server:
         """
 
         def decorate(fn: F) -> F:
-            self.add_prompt(fn, name=name, title=title, description=description, meta=meta)
+            self.add_prompt(
+                fn, name=name, title=title, description=description, meta=meta, scopes=scopes
+            )
             return fn
 
         return decorate
@@ -251,14 +267,18 @@ class Server:
         title: str | None = None,
         description: str | None = None,
         meta: Mapping[str, Any] | None = None,
+        scopes: Iterable[str] = (),
     ) -> None:
-        self._dispatcher.prompts.add(
-            _prompts.make_prompt(fn, name=name, title=title, description=description, meta=meta)
+        prompt = _prompts.make_prompt(
+            fn, name=name, title=title, description=description, meta=meta
         )
+        self._dispatcher.prompts.add(prompt)
+        self._set_scopes("prompt", prompt.name, scopes)
         self._list_changed("prompts")
 
     def remove_prompt(self, name: str) -> None:
         self._dispatcher.prompts.remove(name)
+        self._set_scopes("prompt", name, ())
         self._list_changed("prompts")
 
     @property
@@ -388,6 +408,30 @@ class Server:
 
     def has_resource(self, uri: str) -> bool:
         return self._dispatcher.has_resource(uri)
+
+    def _set_scopes(self, kind: str, name: str, scopes: Iterable[str]) -> None:
+        if isinstance(scopes, str):
+            raise TypeError("scopes is a collection of scope names, not one string")
+        needed = frozenset(scopes)
+        if needed:
+            self._scopes[kind, name] = needed
+        else:
+            self._scopes.pop((kind, name), None)
+
+    def required_scopes(self, method: str, params: Mapping[str, Any]) -> frozenset[str]:
+        if not self._scopes:
+            return frozenset()
+        if method == "tools/call":
+            key = ("tool", params.get("name"))
+        elif method == "prompts/get":
+            key = ("prompt", params.get("name"))
+        elif method in ("resources/read", "resources/subscribe"):
+            uri = params.get("uri")
+            found = self._dispatcher.resources.find(uri) if isinstance(uri, str) else None
+            key = ("resource", found[0].uri if found else None)
+        else:
+            return frozenset()
+        return self._scopes.get(key, frozenset())  # type: ignore[arg-type]
 
     def input_schema(self, tool: str) -> Mapping[str, Any] | None:
         return self._dispatcher.input_schema(tool)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import socket
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
@@ -24,6 +25,7 @@ __all__ = [
     "OwnApp",
     "StartServer",
     "demo_url",
+    "free_port",
     "http_server",
     "live_server",
     "start_live",
@@ -87,11 +89,15 @@ async def wait_until(predicate: Callable[[], bool], *, poll: float = 0.005) -> N
 
 
 async def _serve(
-    app: ASGIApp, host: str, *, task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED
+    app: ASGIApp,
+    host: str,
+    port: int = 0,
+    *,
+    task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     # What trio_mcp.serve() does, but with the app in our hands, so tests can look at the
     # session manager. Port 0: the OS picks a free port, reported through task_status.
-    hc = hypercorn_config(host=host, port=0)
+    hc = hypercorn_config(host=host, port=port)
     # hypercorn types apps with its own TypedDict events; ours takes plain mappings.
     asgi: Any = app
     async with app.running():
@@ -101,11 +107,12 @@ async def _serve(
 async def _serve_own(
     runtime: Runtime,
     host: str,
+    port: int = 0,
     *,
     task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     # What trio_mcp.serve(http_server="trio-mcp") does, with the runtime in our hands.
-    sock = listening_socket(host, 0, user_timeout_ms=None)
+    sock = listening_socket(host, port, user_timeout_ms=None)
     sock.listen(128)
     listener = trio.SocketListener(trio.socket.from_stdlib_socket(sock))
     http = HttpServer(runtime, runtime.config)
@@ -122,6 +129,7 @@ async def start_live(
     config: ServerConfig | None = None,
     *,
     http_server: str = "hypercorn",
+    port: int = 0,
 ) -> LiveServer:
     """Start ``server`` (the demo server by default) on ``http_server`` in ``nursery``."""
     if server is None:
@@ -133,16 +141,25 @@ async def start_live(
     app: ASGIApp | OwnApp
     if http_server == "hypercorn":
         app = ASGIApp(server, config, bind_hosts=[host])
-        binds = await nursery.start(_serve, app, host)
+        binds = await nursery.start(_serve, app, host, port)
     else:
         runtime = Runtime(server, config, bind_hosts=[host])
         app = OwnApp(server=server, config=config, runtime=runtime)
-        binds = await nursery.start(_serve_own, runtime, host)
+        binds = await nursery.start(_serve_own, runtime, host, port)
     port = int(binds[0].rsplit(":", 1)[1])
     return LiveServer(
         app=app, host=host, port=port, url=f"http://{host}:{port}{config.path}",
         http_server=http_server,
     )
+
+
+def free_port() -> int:
+    """A port free on 127.0.0.1 now, for a server that must know its URL before it starts
+    (one whose configuration names it, as authorization does)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
 
 
 @pytest.fixture(params=HTTP_SERVERS)
@@ -159,8 +176,10 @@ async def live_server(nursery: trio.Nursery, http_server: str) -> StartServer:
     (``http_server``: each test runs on trio-mcp's own and on hypercorn), and returns a
     LiveServer. It stops when the test ends."""
 
-    async def start(server: Server | None = None, config: ServerConfig | None = None) -> LiveServer:
-        return await start_live(nursery, server, config, http_server=http_server)
+    async def start(
+        server: Server | None = None, config: ServerConfig | None = None, port: int = 0
+    ) -> LiveServer:
+        return await start_live(nursery, server, config, http_server=http_server, port=port)
 
     return start
 

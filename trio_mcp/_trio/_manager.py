@@ -240,9 +240,13 @@ class SessionManager:
         else:
             raise method_not_allowed()
 
-    def _lookup(self, session_id: str) -> Session:
+    def _lookup(self, session_id: str, request: HttpRequest) -> Session:
         session = self.sessions.get(session_id)
         if session is None or session.closed:
+            raise session_not_found()
+        if session.principal != _principal_key(request):
+            # T-AUTH-BIND: another principal's session is one it has never heard of: 404,
+            # as for an id that does not exist (a 403 would confirm that it does).
             raise session_not_found()
         return session
 
@@ -252,10 +256,12 @@ class SessionManager:
         """Serve a legacy POST whose body the Runtime decoded (raises RemoteProtocolError)."""
         plan = plan_legacy_post(request.headers, body)
         if plan.is_initialize and plan.session_id is None:
-            await self._initialize(plan, responder, peer=request.peer_host)
+            await self._initialize(
+                plan, responder, peer=request.peer_host, principal=_principal_key(request)
+            )
             return
         assert plan.session_id is not None
-        session = self._lookup(plan.session_id)
+        session = self._lookup(plan.session_id, request)
         version = effective_version(plan.version_header, session.version)
         del version  # checked for validity; the session's negotiated version rules behaviour
         check_batch(plan, session.version)
@@ -283,7 +289,12 @@ class SessionManager:
         await self._answer(session, tuple(requests), plan, responder)
 
     async def _initialize(
-        self, plan: PostPlan, responder: Responder, *, peer: str | None = None
+        self,
+        plan: PostPlan,
+        responder: Responder,
+        *,
+        peer: str | None = None,
+        principal: str = "",
     ) -> None:
         [message] = plan.messages
         assert isinstance(message, Request)
@@ -336,6 +347,7 @@ class SessionManager:
             client_capabilities=caps,
             client_state_bytes=state_bytes,
             peer=peer,
+            principal=principal,
             server_capabilities=capabilities,
             config=self.config,
             codec=self.codec,
@@ -534,7 +546,7 @@ class SessionManager:
 
     async def _get(self, request: HttpRequest, responder: Responder) -> None:
         plan = plan_get(request)
-        session = self._lookup(plan.session_id)
+        session = self._lookup(plan.session_id, request)
         effective_version(plan.version_header, session.version)
         session.heard()
         if plan.last_event_id is not None:
@@ -573,7 +585,7 @@ class SessionManager:
 
     async def _delete(self, request: HttpRequest, responder: Responder) -> None:
         plan = plan_delete(request)
-        session = self._lookup(plan.session_id)
+        session = self._lookup(plan.session_id, request)
         effective_version(plan.version_header, session.version)
         # T-SESS-9: the client ends its session; every later request with its id gets 404.
         session.close("deleted")
@@ -608,3 +620,6 @@ class SessionManager:
             session.send(Notification(method=method, params=params))
 
 
+def _principal_key(request: HttpRequest) -> str:
+    """Who a request's session must belong to: "" without authorization."""
+    return request.principal.key if request.principal is not None else ""

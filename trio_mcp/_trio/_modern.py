@@ -24,6 +24,7 @@ from ..protocol import (
     Response,
     dumps,
 )
+from ..protocol._auth import Principal
 from ..protocol._era import ModernCall
 from ..protocol._headers import Headers
 from ..protocol._jsonrpc import error_response
@@ -131,9 +132,16 @@ class ModernServer:
             # ML-META-3 (MUST), decided before the first byte of the answer.
             raise missing_capability(missing, request.id)
 
-    async def serve(self, call: ModernCall, headers: Headers, responder: Responder) -> None:
+    async def serve(
+        self,
+        call: ModernCall,
+        headers: Headers,
+        responder: Responder,
+        *,
+        principal: Principal | None = None,
+    ) -> None:
         """Answer one modern request on its exchange (raises RemoteProtocolError for a
-        refusal before anything ran)."""
+        refusal before anything ran); ``principal`` is who its token speaks for."""
         self.check(call, headers)
         self.stats.requests += 1
         if call.request.method == "server/discover":
@@ -147,7 +155,7 @@ class ModernServer:
                 modern_reply(200, dumps(Response(id=call.request.id, result=result)))
             )
             return
-        exchange = ModernExchange(self, call, responder)
+        exchange = ModernExchange(self, call, responder, principal=principal)
         self.running.add(exchange)
         try:
             await exchange.run()
@@ -167,8 +175,17 @@ class ModernExchange:
     """One modern request, from its handler's start to its answer. It is the handler's port
     (trio_mcp._ports.RequestPort)."""
 
-    def __init__(self, server: ModernServer, call: ModernCall, responder: Responder) -> None:
+    def __init__(
+        self,
+        server: ModernServer,
+        call: ModernCall,
+        responder: Responder,
+        *,
+        principal: Principal | None = None,
+    ) -> None:
         self._server = server
+        #: T-AUTH-BIND: a requestState is valid only for the principal it was sealed for.
+        self._principal = principal.key if principal is not None else ""
         self._request = call.request
         self._envelope = call.envelope
         self._responder = responder
@@ -199,7 +216,9 @@ class ModernExchange:
         server = self._server
         outcome: Response | ErrorResponse | None = None
         try:
-            binding = Binding.of(request) if request.method in INPUT_METHODS else None
+            binding = (
+                Binding.of(request, self._principal) if request.method in INPUT_METHODS else None
+            )
             if binding is not None:
                 self._load_answers(binding)
             with self._scope:

@@ -18,6 +18,7 @@ from ..protocol import JSON, ErrorCode, Notification, OriginPolicy, RemoteProtoc
 from ..protocol._era import Era, ModernCall, ModernNotification, route_other, route_post
 from ..protocol._mrtr import RequestStateCodec
 from ..protocol._transport import HttpRequest, Reply, error_reply, read_post_body
+from ._auth import Authenticator
 from ._budget import ByteBudget
 from ._listen import Listeners
 from ._manager import SessionManager
@@ -51,6 +52,7 @@ class Runtime:
         codec = RequestStateCodec(key, ttl=config.request_state_ttl)
         self.modern = ModernServer(app, config, spawn=self.spawn, state_codec=codec)
         self.listeners = Listeners(app, config, spawn=self.spawn, stats=self.modern.stats)
+        self.auth = Authenticator(config.auth) if config.auth is not None else None
 
     # -- lifetime ---------------------------------------------------------------------------
 
@@ -129,11 +131,18 @@ class Runtime:
                     code=ErrorCode.SERVER_BUSY,
                     http_status=503,
                 )
+            if self.auth is not None:
+                # T-AUTH-EVERY (MUST): every request carries its token, in a session or not.
+                principal = await self.auth.authenticate(request.headers)
+                request = attrs.evolve(request, principal=principal)
             if request.method != "POST":
                 route_other(request.method, request.headers)
                 await self.manager.serve(request, responder)
                 return
             body = read_post_body(request, max_body_bytes=self.config.max_body_bytes)
+            if self.auth is not None:
+                assert request.principal is not None
+                self.auth.check(request.principal, self._scopes_for(body))
             route = route_post(request.headers, body)
             if route is Era.LEGACY:
                 await self.manager.post(request, body, responder)
@@ -142,13 +151,31 @@ class Runtime:
                     self.modern.check(route, request.headers)
                     await self.listeners.serve(route, responder)
                 else:
-                    await self.modern.serve(route, request.headers, responder)
+                    await self.modern.serve(
+                        route, request.headers, responder, principal=request.principal
+                    )
             else:
                 assert isinstance(route, ModernNotification)
                 # MT-POST-5 (MUST): an accepted notification gets 202 and no body.
                 await responder.reply(Reply(status=202))
         except RemoteProtocolError as exc:
             await responder.reply(error_reply(exc))
+
+    def well_known(self, method: str, path: str) -> Reply | None:
+        """The answer to a request outside the MCP endpoint that the server serves anyway:
+        its Protected Resource Metadata (T-AUTH-PRM), when it has authorization."""
+        return self.auth.well_known(method, path) if self.auth is not None else None
+
+    def _scopes_for(self, body: JSON) -> frozenset[str]:
+        """T-AUTH-STEPUP: the scopes of whatever the POSTed messages name."""
+        needed: frozenset[str] = frozenset()
+        for message in body if isinstance(body, list) else [body]:
+            if isinstance(message, dict) and isinstance(message.get("method"), str):
+                params = message.get("params")
+                needed |= self.app.required_scopes(
+                    message["method"], params if isinstance(params, dict) else {}
+                )
+        return needed
 
     async def serve_guarded(self, request: HttpRequest, responder: Responder) -> bool:
         """``serve``, with an error of our own (a bug) logged, and answered with a JSON-RPC

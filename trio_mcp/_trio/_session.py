@@ -139,6 +139,7 @@ class Session:
         server_capabilities: Mapping[str, Any],
         client_state_bytes: int = 0,
         peer: str | None = None,
+        principal: str = "",
         config: ServerConfig,
         codec: CursorCodec,
     ) -> None:
@@ -148,6 +149,8 @@ class Session:
         self.version = version
         #: The client address that created it, when known (TM-SESS-CAP).
         self.peer = peer
+        #: Whose session it is (T-AUTH-BIND): "" when the server has no authorization.
+        self.principal = principal
         self.client_info = dict(client_info)
         self.client_capabilities = dict(client_capabilities)
         #: What the server declared in this session's InitializeResult: the session holds to

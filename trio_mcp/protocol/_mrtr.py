@@ -188,8 +188,12 @@ class RequestStateCodec:
             raise _invalid_state() from None
         if not isinstance(state, dict) or state.get("v") != _STATE_VERSION:
             raise _invalid_state()
-        if (state.get("m"), state.get("t"), state.get("a"), state.get("p")) != (
-            binding.method, binding.target, binding.arguments, binding.principal,
+        if state.get("p") != binding.principal:
+            # T-AUTH-BIND: another principal's state is refused as if it did not verify, so
+            # that it learns nothing of it.
+            raise _invalid_state()
+        if (state.get("m"), state.get("t"), state.get("a")) != (
+            binding.method, binding.target, binding.arguments,
         ):
             # TM-MRTR-STATE: a state is valid only for a retry of the request it was made
             # for: the same method, target, arguments and principal.

@@ -9,6 +9,7 @@ from typing import Final
 
 import attrs
 
+from ._auth import Principal
 from ._errors import ErrorCode, ProtocolError, RemoteProtocolError
 from ._headers import (
     LAST_EVENT_ID,
@@ -65,6 +66,9 @@ class HttpRequest:
     """The address the request arrived on (ASGI ``scope["server"]``), when known."""
     peer_host: str | None = None
     """The address the request came from (ASGI ``scope["client"]``), when known."""
+    principal: Principal | None = None
+    """Who the request's access token speaks for, once the Runtime has verified it (None
+    when the server has no authorization)."""
 
 
 @attrs.frozen(kw_only=True)

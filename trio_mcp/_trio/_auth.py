@@ -1,0 +1,283 @@
+# trio-mcp as an OAuth 2.1 resource server (spec/authorization.md, T-AUTH-*): two token
+# verifiers (signed JWTs checked against the authorization server's published keys, and RFC
+# 7662 introspection), and the Authenticator the Runtime asks about every request. Tokens are
+# checked here and never passed on: nothing trio-mcp sends carries them (T-AUTH-PASSTHROUGH).
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import math
+import ssl
+import time
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode
+
+import jwt
+import trio
+
+from ..protocol._auth import (
+    InvalidToken,
+    Principal,
+    bearer_token,
+    forbidden,
+    metadata_document,
+    metadata_paths,
+    metadata_url,
+    unauthorized,
+)
+from ..protocol._headers import Headers
+from ..protocol._logtext import LogLimiter
+from ..protocol._transport import Reply, json_reply
+from ._fetch import FetchError, fetch
+
+if TYPE_CHECKING:
+    from .._config import AuthConfig
+
+__all__ = ["Authenticator", "IntrospectionVerifier", "JWTVerifier"]
+
+logger = logging.getLogger("trio_mcp.auth")
+
+#: Asymmetric algorithms only: a shared-secret one would let anyone holding the key (every
+#: resource server of the issuer) mint tokens, and "none" is no signature at all.
+DEFAULT_ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384",
+                      "EdDSA")
+
+
+def _scopes_of(claims: Mapping[str, Any]) -> frozenset[str]:
+    """RFC 9068 §2.2.3 / RFC 7662 §2.2: ``scope`` is a space-separated string; some
+    issuers send a list (``scp``)."""
+    scope = claims.get("scope", claims.get("scp", ""))
+    if isinstance(scope, str):
+        return frozenset(scope.split())
+    if isinstance(scope, list):
+        return frozenset(s for s in scope if isinstance(s, str))
+    return frozenset()
+
+
+class JWTVerifier:
+    """Verifies JWT access tokens (RFC 9068) signed by ``issuer``, whose keys are at
+    ``jwks_uri`` (fetched without blocking, cached, fetched again for a key id it has not
+    seen, at most once per ``min_refresh`` seconds) or given as ``jwks``. The token must name
+    ``audience`` (this server's resource URI, RFC 8707), be current within ``leeway``
+    seconds, and carry ``sub``."""
+
+    def __init__(
+        self,
+        *,
+        issuer: str,
+        audience: str,
+        jwks_uri: str | None = None,
+        jwks: Mapping[str, Any] | None = None,
+        algorithms: Iterable[str] = DEFAULT_ALGORITHMS,
+        leeway: float = 30.0,
+        min_refresh: float = 30.0,
+        max_age: float = 3600.0,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
+        if (jwks_uri is None) == (jwks is None):
+            raise ValueError("give jwks_uri or jwks, not both")
+        self.issuer = issuer
+        self.audience = audience
+        self.jwks_uri = jwks_uri
+        self.algorithms = tuple(algorithms)
+        if any(a.startswith("HS") or a == "none" for a in self.algorithms):
+            raise ValueError("only asymmetric algorithms verify access tokens")
+        self.leeway = leeway
+        self.min_refresh = min_refresh
+        self.max_age = max_age
+        self._ssl_context = ssl_context
+        self._keys: dict[str | None, jwt.PyJWK] = {}
+        self._fetched_at = -math.inf
+        self._lock = trio.Lock()
+        if jwks is not None:
+            self._load(jwks)
+
+    def _load(self, jwks: Mapping[str, Any]) -> None:
+        try:
+            keys = jwt.PyJWKSet.from_dict(dict(jwks)).keys
+        except jwt.PyJWKSetError as exc:
+            raise InvalidToken(f"the issuer's key set does not parse: {exc}") from exc
+        self._keys = {k.key_id: k for k in keys}
+
+    async def _refresh(self, *, unknown: bool) -> None:
+        if self.jwks_uri is None:
+            return
+        async with self._lock:
+            now = time.monotonic()
+            age = now - self._fetched_at
+            if age < self.min_refresh or (not unknown and age < self.max_age):
+                return  # another task fetched it meanwhile, or it is fresh enough
+            self._fetched_at = now
+            try:
+                got = await fetch(self.jwks_uri, ssl_context=self._ssl_context)
+                if got.status != 200:
+                    raise FetchError(f"status {got.status}")
+                self._load(json.loads(got.body))
+            except (FetchError, ValueError) as exc:
+                logger.warning("could not fetch the key set at %s: %s", self.jwks_uri, exc)
+
+    async def _key(self, kid: str | None) -> jwt.PyJWK:
+        await self._refresh(unknown=False)
+        if kid not in self._keys and (kid is not None or len(self._keys) != 1):
+            await self._refresh(unknown=True)
+        key = self._keys.get(kid)
+        if key is None and kid is None and len(self._keys) == 1:
+            [key] = self._keys.values()
+        if key is None:
+            raise InvalidToken("signed with a key the issuer does not publish")
+        return key
+
+    async def verify(self, token: str) -> Principal:
+        try:
+            header = jwt.get_unverified_header(token)
+        except jwt.PyJWTError as exc:
+            raise InvalidToken(f"not a JWT: {exc}") from exc
+        alg = header.get("alg")
+        if alg not in self.algorithms:
+            raise InvalidToken(f"algorithm {alg!r} is not accepted")
+        key = await self._key(header.get("kid"))
+        try:
+            claims = jwt.decode(
+                token,
+                key,
+                algorithms=[alg],
+                audience=self.audience,
+                issuer=self.issuer,
+                leeway=self.leeway,
+                options={"require": ["exp", "iss", "aud", "sub"]},
+            )
+        except jwt.PyJWTError as exc:
+            raise InvalidToken(str(exc)) from exc
+        return Principal(
+            subject=str(claims["sub"]),
+            issuer=str(claims["iss"]),
+            client_id=claims.get("client_id") or claims.get("azp"),
+            scopes=_scopes_of(claims),
+            expires_at=float(claims["exp"]),
+            claims=claims,
+        )
+
+
+class IntrospectionVerifier:
+    """Asks the authorization server about each token (RFC 7662) at ``endpoint``, as the
+    client ``client_id`` with ``client_secret`` (HTTP Basic). The answer must say the token
+    is active, for ``audience``, and name its subject."""
+
+    def __init__(
+        self,
+        *,
+        endpoint: str,
+        client_id: str,
+        client_secret: str,
+        audience: str,
+        issuer: str = "",
+        timeout: float = 5.0,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
+        self.endpoint = endpoint
+        self.audience = audience
+        self.issuer = issuer
+        self.timeout = timeout
+        self._ssl_context = ssl_context
+        basic = base64.b64encode(f"{client_id}:{client_secret}".encode()).decode("ascii")
+        self._authorization = f"Basic {basic}"
+
+    async def verify(self, token: str) -> Principal:
+        try:
+            got = await fetch(
+                self.endpoint,
+                method="POST",
+                headers=(
+                    ("authorization", self._authorization),
+                    ("content-type", "application/x-www-form-urlencoded"),
+                    ("accept", "application/json"),
+                ),
+                body=urlencode({"token": token, "token_type_hint": "access_token"}).encode(),
+                timeout=self.timeout,
+                ssl_context=self._ssl_context,
+            )
+            answer = json.loads(got.body) if got.status == 200 else None
+        except (FetchError, ValueError) as exc:
+            logger.warning("token introspection at %s failed: %s", self.endpoint, exc)
+            answer = None
+        if not isinstance(answer, dict):
+            raise InvalidToken("the authorization server did not answer about the token")
+        if answer.get("active") is not True:
+            raise InvalidToken("the token is not active")
+        aud = answer.get("aud")
+        audiences = aud if isinstance(aud, list) else [aud]
+        if self.audience not in audiences:
+            raise InvalidToken("the token was not issued for this server")
+        exp = answer.get("exp")
+        if isinstance(exp, int | float) and exp < time.time():
+            raise InvalidToken("the token has expired")
+        subject = answer.get("sub")
+        if not isinstance(subject, str) or not subject:
+            raise InvalidToken("the token names no subject")
+        issuer = answer.get("iss", self.issuer)
+        return Principal(
+            subject=subject,
+            issuer=issuer if isinstance(issuer, str) else self.issuer,
+            client_id=answer.get("client_id") if isinstance(answer.get("client_id"), str) else None,
+            scopes=_scopes_of(answer),
+            expires_at=float(exp) if isinstance(exp, int | float) else None,
+            claims=answer,
+        )
+
+
+class Authenticator:
+    """What the Runtime asks of every request when the server has authorization: its
+    principal (401 without a valid token), whether it may do what it asks (403), and the
+    metadata documents (RFC 9728)."""
+
+    def __init__(self, auth: AuthConfig) -> None:
+        self.auth = auth
+        self.metadata_url = metadata_url(auth.resource)
+        self._paths = metadata_paths(auth.resource)
+        self._document = metadata_document(
+            auth.resource, auth.authorization_servers, auth.scopes_supported, auth.resource_name
+        )
+        self._invalid_log = LogLimiter(interval=10.0)
+
+    def well_known(self, method: str, path: str) -> Reply | None:
+        """The answer to a request for the resource's metadata; None for other paths."""
+        if path.rstrip("/") not in self._paths or method not in ("GET", "HEAD"):
+            return None
+        return json_reply(200, self._document)
+
+    def _challenge_scopes(self) -> frozenset[str]:
+        """T-AUTH-8: the least a client must ask for: the scopes every request needs, or
+        those the server supports when none is required."""
+        return self.auth.required_scopes or frozenset(self.auth.scopes_supported)
+
+    async def authenticate(self, headers: Headers) -> Principal:
+        """The principal of a request (T-AUTH-EVERY: every request, sessions or not)."""
+        token = bearer_token(headers)
+        if token is None:
+            raise unauthorized(self.metadata_url, self._challenge_scopes())
+        try:
+            principal = await self.auth.verifier.verify(token)
+        except InvalidToken as exc:
+            if self._invalid_log.allow():
+                more = self._invalid_log.take_suppressed()
+                logger.info(
+                    "refused an access token: %s%s", exc,
+                    f" ({more} more not logged)" if more else "",
+                )
+            raise unauthorized(
+                self.metadata_url,
+                self._challenge_scopes(),
+                error="invalid_token",
+                description="The access token is invalid, expired or not for this server.",
+            ) from None
+        self.check(principal, frozenset())
+        return principal
+
+    def check(self, principal: Principal, needed: frozenset[str]) -> None:
+        """403 ``insufficient_scope`` unless ``principal`` has ``needed`` and the scopes
+        every request needs (T-AUTH-STEPUP)."""
+        needed = needed | self.auth.required_scopes
+        if not needed <= principal.scopes:
+            raise forbidden(self.metadata_url, needed)
