@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from ._hypercorn import isolate_connections
 from ._trio._budget import ByteBudget, bodies_busy
 from ._trio._manager import SessionManager
 from ._trio._responder import Departure
@@ -162,6 +163,9 @@ class ASGIApp:
         self.server = server
         self.config = config
         self.runtime = Runtime(server, config, bind_hosts=bind_hosts)
+        # TM-SEC-ISOLATE: under hypercorn (whoever starts it), one connection's failure
+        # must not end the server.
+        isolate_connections()
 
     @property
     def manager(self) -> SessionManager:
