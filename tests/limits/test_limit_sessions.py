@@ -1,0 +1,99 @@
+# The session-table lock-out of issue 20 (item 2), over real sockets: a client at one address
+# (127.0.0.2) fills its share of the table with sessions that each hold a never-ending call,
+# abandons them all, and goes on initializing. It is refused only until its own sessions have
+# been silent for evict_abandoned_after (not abandoned_ttl, 30 minutes), and then evicts its
+# own; clients at other addresses keep getting sessions, and a neighbour keeps being served.
+from __future__ import annotations
+
+import logging
+
+import pytest
+import trio
+from support.attack import NEIGHBOUR_P99, neighbour_pinging, server_log_size
+from support.client import dumps, initialize_params, open_session, rpc_request
+from support.fixtures import StartServer, wait_until
+from support.slow import make_server
+
+from trio_mcp import ServerConfig
+
+pytestmark = pytest.mark.usefixtures("no_server_errors")
+
+SESSIONS = 200
+ATTACKER = "127.0.0.2"
+
+
+async def post_from(
+    local: str, port: int, body: bytes, session_id: str | None = None
+) -> tuple[int, str | None]:
+    """POST ``body`` to /mcp from the address ``local``: the status and the session id of
+    the answer, read as far as its head; then the connection is dropped."""
+    sock = await trio.open_tcp_stream("127.0.0.1", port, local_address=local)
+    head = [
+        "POST /mcp HTTP/1.1", f"host: 127.0.0.1:{port}", "connection: close",
+        "accept: application/json, text/event-stream", "content-type: application/json",
+        f"content-length: {len(body)}",
+    ]
+    if session_id is not None:
+        head += [f"mcp-session-id: {session_id}", "mcp-protocol-version: 2025-11-25"]
+    try:
+        await sock.send_all(("\r\n".join(head) + "\r\n\r\n").encode() + body)
+        got = bytearray()
+        while b"\r\n\r\n" not in got:
+            data = await sock.receive_some(65536)
+            if not data:
+                break
+            got += data
+    finally:
+        await sock.aclose()
+    lines = bytes(got).split(b"\r\n\r\n", 1)[0].decode("latin-1").split("\r\n")
+    headers = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(": ")
+        headers[name.lower()] = value
+    return int(lines[0].split(" ", 2)[1]), headers.get("mcp-session-id")
+
+
+@pytest.mark.slow
+@pytest.mark.spec("TM-SESS-CAP", "TM-SESS-ABANDONED")
+async def test_abandoned_sessions_of_one_address_lock_out_no_one_else(
+    live_server: StartServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An address holding its 200 sessions (max_sessions_per_peer), each with a call that
+    never ends and no connection, gets 503 for a new one while they are fresh; another
+    address gets a session at once; after evict_abandoned_after (2 s) the first address's
+    next initialize evicts one of its own sessions, cancelling its handler.
+    No other session is evicted, the neighbour's pings keep a p99 under 250 ms, and the log
+    stays a few lines."""
+    server, record = make_server()
+    config = ServerConfig(
+        max_sessions=SESSIONS + 20, max_sessions_per_peer=SESSIONS, evict_abandoned_after=2.0
+    )
+    live = await live_server(server, config)
+    neighbour_session = await open_session(live.url)
+    initialize = dumps(rpc_request("initialize", initialize_params()))
+    initialized = dumps({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    with caplog.at_level(logging.INFO, logger="trio_mcp"), trio.fail_after(120):
+        async with neighbour_pinging(neighbour_session) as neighbour:
+            for i in range(SESSIONS):
+                status, sid = await post_from(ATTACKER, live.port, initialize)
+                assert 200 == status and sid is not None
+                await post_from(ATTACKER, live.port, initialized, sid)
+                call = rpc_request("tools/call", {"name": "wait", "arguments": {"tag": f"w{i}"}})
+                # Its answer is a stream that never ends: its head is read, then it is left.
+                assert 200 == (await post_from(ATTACKER, live.port, dumps(call), sid))[0]
+            await wait_until(lambda: len(record.started) == SESSIONS)
+            refused, _ = await post_from(ATTACKER, live.port, initialize)
+            other, _ = await post_from("127.0.0.3", live.port, initialize)
+            await trio.sleep(2.5)
+            admitted, _ = await post_from(ATTACKER, live.port, initialize)
+            await wait_until(lambda: len(record.cancelled) == 1)
+
+    assert (503, 200, 200) == (refused, other, admitted)
+    [evicted] = record.cancelled
+    assert evicted.startswith("w")
+    assert 1 == live.manager.statistics()["sessions_evicted"]
+    assert neighbour_session.id in live.manager.sessions
+    assert [] == neighbour.failures
+    assert neighbour.p99() < NEIGHBOUR_P99, neighbour.p99()
+    logged = server_log_size(caplog)
+    assert logged.records < 20 and logged.chars < 20_000, logged
