@@ -18,12 +18,15 @@ from typing import Any
 
 # The contenders' names, as benchmarks/run.py gives them (its module docstring says who is who).
 TRIO_MCP, TRIO_HYPERCORN, TRIO_PYMALLOC = "trio-mcp", "trio-mcp/hypercorn", "trio-mcp/pymalloc"
+TRIO_NO_BUDGETS = "trio-mcp/no-budgets"
 SDK, SDK_PLAIN = "sdk/uvicorn-standard", "sdk/uvicorn"
 BARE_H11, BARE_HYPERCORN = "bare-h11", "bare-hypercorn"
-TRIO_CONTENDERS = (TRIO_MCP, TRIO_HYPERCORN, TRIO_PYMALLOC)
+TRIO_CONTENDERS = (TRIO_MCP, TRIO_HYPERCORN, TRIO_PYMALLOC, TRIO_NO_BUDGETS)
 #: Every contender, in the order of the tables and the plots.
-CONTENDERS = (TRIO_MCP, TRIO_HYPERCORN, TRIO_PYMALLOC, SDK, SDK_PLAIN, BARE_H11, BARE_HYPERCORN)
+CONTENDERS = (TRIO_MCP, TRIO_HYPERCORN, TRIO_PYMALLOC, TRIO_NO_BUDGETS, SDK, SDK_PLAIN,
+              BARE_H11, BARE_HYPERCORN)
 COLORS = {TRIO_MCP: "#1f77b4", TRIO_HYPERCORN: "#17becf", TRIO_PYMALLOC: "#2ca02c",
+          TRIO_NO_BUDGETS: "#9467bd",
           SDK: "#ff7f0e", SDK_PLAIN: "#d62728", BARE_H11: "#7f7f7f", BARE_HYPERCORN: "#bcbd22"}
 #: The ratios the tables show, where they have both figures: (numerator, denominator). Where
 #: plain uvicorn's SDK stood in for the primary peer (uvloop or httptools missing), it takes
@@ -31,6 +34,7 @@ COLORS = {TRIO_MCP: "#1f77b4", TRIO_HYPERCORN: "#17becf", TRIO_PYMALLOC: "#2ca02
 RATIOS = (
     (TRIO_MCP, SDK), (TRIO_MCP, SDK_PLAIN), (TRIO_HYPERCORN, SDK), (TRIO_MCP, TRIO_HYPERCORN),
     (TRIO_MCP, BARE_H11), (TRIO_HYPERCORN, BARE_HYPERCORN), (TRIO_MCP, TRIO_PYMALLOC),
+    (TRIO_MCP, TRIO_NO_BUDGETS),
 )
 HERE = Path(__file__).resolve().parent
 
@@ -51,6 +55,9 @@ RPS_VS_SDK = 2.5
 RPS_VS_BARE_H11 = 0.5
 RPS_HYPERCORN_VS_BARE = 0.6
 STREAM_VS_SDK = 3.0
+#: Issue 20: the limits cost under 5% of request throughput: trio-mcp's requests/s over the
+#: same server's with their per-request work taken out.
+RPS_VS_NO_BUDGETS = 0.95
 #: A load generator this busy (share of its CPU) may have limited the figure beside it.
 LOADGEN_BUSY = 0.9
 
@@ -188,6 +195,10 @@ def issue19(data: dict[str, Any]) -> list[list[str]]:
                     f"rps {m} c={one}: {TRIO_MCP} {key[:3]} latency",
                     picker(summary, mode=mode, concurrency=one), TRIO_MCP, SDK, key, None,
                     skipped))
+            rows.append(compare(
+                f"rps {m} c={many}: {TRIO_MCP} / {TRIO_NO_BUDGETS} (issue 20: the limits' "
+                "cost), req/s", at_many, TRIO_MCP, TRIO_NO_BUDGETS, "rps", RPS_VS_NO_BUDGETS,
+                skipped))
             for conc in concs:
                 rows.append(compare(
                     f"rps {m} c={conc}: {TRIO_HYPERCORN} / {BARE_HYPERCORN}, req/s",

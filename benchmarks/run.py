@@ -94,6 +94,9 @@ TRIO_HYPERCORN = "trio-mcp/hypercorn"
 #: trio-mcp chooses (rps, stream and abandoned sessions): what pymalloc keeps, and what doing
 #: without it costs (TM-SESS-ALLOCATOR, TM-SESS-RELEASE).
 TRIO_PYMALLOC = "trio-mcp/pymalloc"
+#: trio-mcp's own server with the per-request work of issue 20's limits taken out
+#: (``trio_mcp_bench.py --no-budgets``): what the limits cost is trio-mcp's rate over it.
+TRIO_NO_BUDGETS = "trio-mcp/no-budgets"
 #: The SDK's server under uvicorn with uvloop and httptools (``uvicorn[standard]``): the
 #: primary peer, the one the targets name.
 SDK = "sdk/uvicorn-standard"
@@ -103,11 +106,12 @@ SDK_PLAIN = "sdk/uvicorn"
 #: and from hypercorn's trio worker (the floor of trio-mcp/hypercorn).
 BARE_H11, BARE_HYPERCORN = "bare-h11", "bare-hypercorn"
 BARE_CONTENDERS = (BARE_H11, BARE_HYPERCORN)
-TRIO_CONTENDERS = (TRIO_MCP, TRIO_HYPERCORN, TRIO_PYMALLOC)
+TRIO_CONTENDERS = (TRIO_MCP, TRIO_HYPERCORN, TRIO_PYMALLOC, TRIO_NO_BUDGETS)
 SERVER_SCRIPTS = {
     TRIO_MCP: HERE / "servers" / "trio_mcp_bench.py",
     TRIO_HYPERCORN: HERE / "servers" / "trio_mcp_bench.py",
     TRIO_PYMALLOC: HERE / "servers" / "trio_mcp_bench.py",
+    TRIO_NO_BUDGETS: HERE / "servers" / "trio_mcp_bench.py",
     SDK: HERE / "servers" / "sdk_bench.py",
     SDK_PLAIN: HERE / "servers" / "sdk_bench.py",
     BARE_H11: HERE / "servers" / "bare_h11.py",
@@ -116,6 +120,7 @@ SERVER_SCRIPTS = {
 #: A contender's arguments beside the port and the benchmark's own.
 SERVER_ARGS: dict[str, tuple[str, ...]] = {
     TRIO_HYPERCORN: ("--server", "hypercorn"),
+    TRIO_NO_BUDGETS: ("--no-budgets",),
     SDK: ("--loop", "uvloop", "--http", "httptools"),
 }
 #: Environment a contender's interpreter starts with, beside this process's (less any
@@ -527,7 +532,8 @@ async def measure_rps(
 #: The contenders of the rps benchmark: trio-mcp on each HTTP server and under pymalloc, the
 #: SDK on uvicorn[standard] (the primary peer) and on plain uvicorn, and the two floors.
 RPS_CONTENDERS = (
-    TRIO_MCP, TRIO_HYPERCORN, TRIO_PYMALLOC, SDK, SDK_PLAIN, BARE_H11, BARE_HYPERCORN,
+    TRIO_MCP, TRIO_HYPERCORN, TRIO_PYMALLOC, TRIO_NO_BUDGETS, SDK, SDK_PLAIN, BARE_H11,
+    BARE_HYPERCORN,
 )
 
 

@@ -5,7 +5,7 @@ runs) or, with ``--server hypercorn``, under hypercorn's trio worker hosting the
 
     python benchmarks/servers/trio_mcp_bench.py [--port 0] [--server {trio-mcp,hypercorn}]
         [--json-response] [--session-ttl S] [--stats-port PORT] [--stall-budget S]
-        [--window-events N] [--window-bytes N]
+        [--window-events N] [--window-bytes N] [--no-budgets]
 
 ``benchmarks/run.py`` gives it a port and waits for it; ``benchmarks/bench_memory.py`` (through
 ``loadgen.start_server``) reads the one line it prints once it listens,
@@ -14,7 +14,11 @@ prints the same line, with ``stats_url`` null). SIGTERM or SIGINT shut it down g
 SIGUSR1 runs the diagnostic of ``release.py``, SIGUSR2 that of ``arenas.py``
 (with ``TRIO_MCP_ARENA_CENSUS`` set). Everything not given on the command line is
 ``ServerConfig``'s default: the figures in RESULTS.md are those of an unconfigured server.
-Like ``trio-mcp serve``, it first chooses CPython's allocator with ``use_allocator``: the one
+``--no-budgets`` takes out the work issue 20's limits add to every request (the check of
+a tool result for non-finite numbers, the move of its session to the back of the eviction
+order, the server-wide count of body bytes, the HTTP version check), so that ``run.py``
+can say what they cost beside the same server with them. Like ``trio-mcp serve``, it first
+chooses CPython's allocator with ``use_allocator``: the one
 PYTHONMALLOC names, else malloc (TM-SESS-ALLOCATOR).
 """
 
@@ -161,6 +165,18 @@ async def run(args: argparse.Namespace) -> None:
         nursery.cancel_scope.deadline = trio.current_time() + config.shutdown_grace + 10
 
 
+def remove_budgets() -> None:
+    """Make the limits' per-request work free: each function becomes one that does nothing
+    (the checks pass), in this process only. Not for serving anyone."""
+    from trio_mcp import _tools
+    from trio_mcp._trio import _budget, _manager
+
+    _tools.non_finite_at = lambda value: None  # type: ignore[assignment]
+    _manager.SessionManager.used = lambda self, session: None  # type: ignore[method-assign]
+    _budget.ByteBudget.take = lambda self, size: True  # type: ignore[method-assign]
+    _budget.ByteBudget.give = lambda self, size: None  # type: ignore[method-assign]
+
+
 def main(argv: list[str] | None = None) -> int:
     # As `trio-mcp serve` does; this may start the interpreter again, before anything else.
     use_allocator()
@@ -176,7 +192,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stall-budget", type=float, default=None, help="stall_budget, s")
     parser.add_argument("--window-events", type=int, default=None, help="retention.max_events")
     parser.add_argument("--window-bytes", type=int, default=None, help="retention.max_bytes")
+    parser.add_argument("--no-budgets", action="store_true",
+                        help="take out the per-request work of the limits (for comparison)")
     args = parser.parse_args(argv)
+    if args.no_budgets:
+        remove_budgets()
     logging.basicConfig(level=logging.WARNING)
     release.install()
     signal.signal(signal.SIGUSR2, arenas.write)

@@ -116,7 +116,8 @@ async def test_protected_resource_metadata_names_the_authorization_server(
 
 
 @pytest.mark.spec(
-    "T-AUTH-6", "T-AUTH-8", "T-AUTH-9", "T-AUTH-10", "T-AUTH-11", "T-AUTH-18", "T-SEC-5", "T-SEC-6"
+    "T-AUTH-6", "T-AUTH-8", "T-AUTH-9", "T-AUTH-10", "T-AUTH-11", "T-AUTH-18", "T-SEC-5", "T-SEC-6",
+    "MT-SEC-5",
 )
 async def test_a_request_without_a_token_gets_401_naming_the_metadata(
     live_server: StartServer, nursery: trio.Nursery
@@ -259,7 +260,7 @@ async def test_another_principal_gets_404_for_a_session_and_its_cursors(
     assert alice not in repr(vars(session))
 
 
-@pytest.mark.spec("TM-AUTH-BIND", "TM-AUTH-ERA")
+@pytest.mark.spec("TM-AUTH-BIND", "TM-AUTH-ERA", "MT-SEC-6", "MT-SEC-7", "MU-MRTR-7")
 async def test_another_principal_cannot_use_a_request_state(
     live_server: StartServer, nursery: trio.Nursery
 ) -> None:
