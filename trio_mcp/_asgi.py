@@ -259,6 +259,22 @@ class ASGIApp:
                 )
             )
             return
+        declared = headers.get("content-length")
+        limit = self.config.max_body_bytes
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            # A body it would refuse is not read at all. (hypercorn has answered an
+            # Expect: 100-continue before the app runs: that much is not the app's to stop.)
+            await responder.reply(
+                error_reply(
+                    RemoteProtocolError(
+                        f"Payload Too Large: the body exceeds {self.config.max_body_bytes} "
+                        "bytes.",
+                        code=ErrorCode.INVALID_REQUEST,
+                        http_status=413,
+                    )
+                )
+            )
+            return
         try:
             # TM-SEC-BODIES: as on trio-mcp's own server, a body has http_body_timeout to
             # arrive; hypercorn's read_timeout would also end idle SSE streams.
@@ -270,6 +286,7 @@ class ASGIApp:
             await responder.reply(error_reply(bodies_busy()))
             return
         if body_deadline.cancelled_caught:
+            self.runtime.bodies.count_timeout()
             await responder.reply(
                 error_reply(
                     RemoteProtocolError(

@@ -508,6 +508,7 @@ class HttpServer:
             # Once read, the body is the request's; only what is still arriving counts.
             budget.give(size)
         if body_deadline.cancelled_caught:
+            budget.count_timeout()
             await responder.reply(
                 error_reply(
                     RemoteProtocolError(

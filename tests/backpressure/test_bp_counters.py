@@ -17,7 +17,8 @@ COUNTERS = {
     "sessions_abandoned", "memory_releases",
     "sessions_open", "streams_opened", "streams_open", "streams_stalled", "streams_cut",
     "requests_inflight", "events_appended", "events_evicted", "events_retained",
-    "bytes_retained", "client_notifications_dropped",
+    "bytes_retained", "client_notifications_dropped", "sessions_refused", "client_state_refused",
+    "subscriptions_refused", "bodies_refused", "bodies_timed_out", "bytes_of_bodies_arriving",
 }
 
 

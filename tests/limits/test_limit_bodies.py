@@ -88,6 +88,7 @@ async def test_a_body_past_the_server_wide_budget_gets_503_and_the_budget_comes_
             assert -31002 == json.loads(body)["error"]["code"]
             assert {} == await session.result("ping")
         await wait_until(lambda: budget.held == 0)
+    assert 1 <= live.manager.statistics()["bodies_refused"]
 
 
 @pytest.mark.spec("TM-SEC-BODIES")
@@ -103,6 +104,7 @@ async def test_a_body_that_stops_arriving_gets_408_after_the_body_deadline(
             status, _raw = await read_status(sock)
     assert 408 == status
     assert 0 == budget.held
+    assert 1 == live.manager.statistics()["bodies_timed_out"]
 
 
 @pytest.mark.slow
@@ -140,3 +142,18 @@ async def test_many_slow_bodies_hold_no_more_than_the_budget_and_leave_the_neigh
     assert grown_kib < (64 + 32) * 1024, grown_kib
     logged = server_log_size(caplog)
     assert logged.records < 20 and logged.chars < 20_000, logged
+
+
+@pytest.mark.spec("TM-SEC-BODIES")
+async def test_a_declared_length_over_the_limit_gets_413_before_any_of_the_body(
+    live_server: StartServer,
+) -> None:
+    """A POST declaring a body over max_body_bytes, of which it sends nothing, gets 413 at
+    once on either HTTP server: the server does not wait for a body it would refuse, and
+    nothing is taken from the budget."""
+    live = await live_server(config=ServerConfig(max_body_bytes=1000))
+    with trio.fail_after(20):
+        async with partial_post(live.port, 10_000, 0) as sock:
+            status, _raw = await read_status(sock)
+    assert 413 == status
+    assert 0 == live.app.runtime.bodies.held

@@ -92,6 +92,7 @@ async def test_abandoned_sessions_of_one_address_lock_out_no_one_else(
     [evicted] = record.cancelled
     assert evicted.startswith("w")
     assert 1 == live.manager.statistics()["sessions_evicted"]
+    assert 1 == live.manager.statistics()["sessions_refused"]
     assert neighbour_session.id in live.manager.sessions
     assert [] == neighbour.failures
     assert neighbour.p99() < NEIGHBOUR_P99, neighbour.p99()

@@ -3,8 +3,13 @@
 # limit, and counted against the session's window. Over real sockets, on the demo server.
 from __future__ import annotations
 
+import gc
+import logging
+import os
+
 import pytest
 import trio
+from support.attack import NEIGHBOUR_P99, neighbour_pinging, server_log_size
 from support.client import (
     dumps,
     initialize_params,
@@ -40,6 +45,7 @@ async def test_an_initialize_with_oversized_client_info_is_refused_and_keeps_not
         assert -32602 == answer["error"]["code"]
         assert "clientInfo and capabilities" in answer["error"]["message"]
         assert 0 == live.manager.statistics()["sessions_open"]
+        assert 1 == live.manager.statistics()["client_state_refused"]
         await open_session(live.url)
     assert 1 == live.manager.statistics()["sessions_open"]
 
@@ -70,4 +76,50 @@ async def test_subscriptions_are_bounded_in_length_and_number_and_counted_in_the
         await session.result("resources/unsubscribe", {"uri": "test://template/0/data"})
         await session.result("resources/subscribe", {"uri": "test://template/9/data"})
     assert 3 == len(state.subscriptions)
+    assert 2 == live.manager.statistics()["subscriptions_refused"]
     assert reserved + 3 * len("test://template/0/data") == state.log.reserved
+
+
+def _rss_kib() -> int:
+    """This process's resident size now (not its peak: a refused body is parsed first)."""
+    with open("/proc/self/statm") as statm:
+        pages = int(statm.read().split()[1])
+    return pages * (os.sysconf("SC_PAGE_SIZE") // 1024)
+
+
+@pytest.mark.slow
+@pytest.mark.spec("TM-SEC-STATE")
+async def test_oversized_client_state_attack_keeps_nothing_and_leaves_the_neighbour_served(
+    live_server: StartServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Ten initializes whose clientInfo holds 1.39 million empty objects (4 MiB bodies), and
+    fifty subscriptions to 4 MiB URIs: each is refused with -32602, the process is less
+    than 32 MiB larger afterwards (it kept 1.2 GiB before the limit), the log stays a few
+    lines, and a neighbour's pings keep a p99 under 250 ms."""
+    live = await live_server()
+    neighbour_session = await open_session(live.url)
+    attacker = await open_session(live.url)
+    params = initialize_params()
+    params["clientInfo"] = {"name": "x", "version": "1", "padding": [{}] * 1_390_000}
+    huge_initialize = dumps(rpc_request("initialize", params))
+    assert len(huge_initialize) < 4 * 1024 * 1024
+    long_uri = "test://template/" + "a" * (4 * 1024 * 1024 - 100) + "/data"
+    gc.collect()
+    before = _rss_kib()
+    with caplog.at_level(logging.INFO, logger="trio_mcp"), trio.fail_after(120):
+        async with neighbour_pinging(neighbour_session) as neighbour:
+            for _ in range(10):
+                answer = await request(live.url, "POST", post_headers(), huge_initialize)
+                assert -32602 == rpc_messages(answer)[0]["error"]["code"]
+            for _ in range(50):
+                refused = await attacker.call("resources/subscribe", {"uri": long_uri})
+                assert -32602 == refused["error"]["code"]
+    gc.collect()
+    grown = _rss_kib() - before
+
+    assert grown < 32 * 1024, grown
+    assert 2 == live.manager.statistics()["sessions_open"]
+    assert [] == neighbour.failures
+    assert neighbour.p99() < NEIGHBOUR_P99, neighbour.p99()
+    logged = server_log_size(caplog)
+    assert logged.records < 20 and logged.chars < 20_000, logged

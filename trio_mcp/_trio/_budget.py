@@ -12,13 +12,18 @@ class ByteBudget:
     """A server-wide count of bytes held, against a limit. ``take`` reserves bytes (False,
     and nothing reserved, when they would pass the limit); ``give`` returns them."""
 
-    __slots__ = ("held", "limit", "refused")
+    __slots__ = ("held", "limit", "refused", "timed_out")
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.held = 0
         #: Requests refused because the budget was spent.
         self.refused = 0
+        #: Requests whose body did not arrive within the body deadline.
+        self.timed_out = 0
+
+    def count_timeout(self) -> None:
+        self.timed_out += 1
 
     def take(self, size: int) -> bool:
         if self.held + size > self.limit:

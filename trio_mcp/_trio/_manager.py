@@ -46,6 +46,7 @@ from ..protocol._transport import (
     session_not_found,
 )
 from ..protocol._versions import effective_version, negotiate
+from ._budget import ByteBudget
 from ._memory import MemoryReleaser
 from ._responder import Responder, watching_disconnect
 from ._session import SESSION_FOOTPRINT, Session
@@ -90,9 +91,17 @@ class ManagerStats:
     events_appended_closed: int = 0
     """Events appended by sessions that have ended (live sessions are summed on demand)."""
     events_evicted_closed: int = 0
+    sessions_refused: int = 0
+    """Initialize requests answered 503: the table (or the address's share) was full of
+    sessions that could not be evicted (TM-SESS-CAP)."""
+    client_state_refused: int = 0
+    """Initialize requests refused for the size of their clientInfo and capabilities
+    (TM-SEC-STATE)."""
     client_notifications_dropped_closed: int = 0
     """Notifications from clients of ended sessions whose hooks were not run
     (TM-SEC-NOTIFY)."""
+    subscriptions_refused_closed: int = 0
+    """Subscriptions refused to ended sessions (TM-SEC-STATE)."""
 
 
 class SessionManager:
@@ -110,6 +119,8 @@ class SessionManager:
         self.codec = CursorCodec(os.urandom(32))
         self.stats = ManagerStats()
         self._dropped_notifications_log = LogLimiter(interval=10.0)
+        #: TM-SEC-BODIES: bodies still arriving, server-wide (the HTTP edges take from it).
+        self.bodies = ByteBudget(config.max_body_memory)
         self.releaser = MemoryReleaser(config.release_memory_after)
         self._nursery: trio.Nursery | None = None
         self.shutting_down = False
@@ -163,6 +174,7 @@ class SessionManager:
             self.stats.client_notifications_dropped_closed += (
                 session.stats.client_notifications_dropped
             )
+            self.stats.subscriptions_refused_closed += session.stats.subscriptions_refused
 
     async def shutdown(self, grace: float) -> None:
         """Graceful shutdown (TM-SESS-SHUTDOWN): refuse new work, close every connection
@@ -317,6 +329,7 @@ class SessionManager:
         state_bytes = len(dumps_json(caps)) + len(dumps_json(info))
         if state_bytes > self.config.max_client_state_bytes:
             # TM-SEC-STATE: the session would keep them for its whole life.
+            self.stats.client_state_refused += 1
             raise RemoteProtocolError(
                 f"Invalid params: clientInfo and capabilities take {state_bytes} bytes; "
                 f"this server keeps at most {self.config.max_client_state_bytes}.",
@@ -327,6 +340,7 @@ class SessionManager:
         if plan.version_header is not None:
             effective_version(plan.version_header, None)
         if not self._room_for(peer):
+            self.stats.sessions_refused += 1
             raise RemoteProtocolError(
                 "Service Unavailable: every session is busy; retry later.",
                 code=ErrorCode.SERVER_BUSY,
@@ -601,6 +615,7 @@ class SessionManager:
         appended = stats.pop("events_appended_closed")
         evicted = stats.pop("events_evicted_closed")
         dropped = stats.pop("client_notifications_dropped_closed")
+        subscriptions = stats.pop("subscriptions_refused_closed")
         return {
             **stats,
             "sessions_open": len(sessions),
@@ -612,6 +627,11 @@ class SessionManager:
             "bytes_retained": sum(s.log.retained_bytes for s in sessions),
             "client_notifications_dropped": dropped
             + sum(s.stats.client_notifications_dropped for s in sessions),
+            "subscriptions_refused": subscriptions
+            + sum(s.stats.subscriptions_refused for s in sessions),
+            "bodies_refused": self.bodies.refused,
+            "bodies_timed_out": self.bodies.timed_out,
+            "bytes_of_bodies_arriving": self.bodies.held,
         }
 
     def notify_all(self, method: str, params: Mapping[str, Any] | None = None) -> None:

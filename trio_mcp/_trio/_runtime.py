@@ -44,8 +44,9 @@ class Runtime:
         self._policies: dict[str | None, OriginPolicy] = {}
         self._nursery: trio.Nursery | None = None
         self.manager = SessionManager(app, config, bind_hosts=bind_hosts)
-        #: TM-SEC-BODIES: what the HTTP edges hold of bodies still arriving.
-        self.bodies = ByteBudget(config.max_body_memory)
+        #: TM-SEC-BODIES: what the HTTP edges hold of bodies still arriving (the manager
+        #: keeps it, so that its counters are among the server's).
+        self.bodies: ByteBudget = self.manager.bodies
         # TM-MRTR-STATE: the configured key, shared by the processes that serve the same
         # clients (ML-STATE-2); else one that lives only in this process.
         key = config.request_state_key or os.urandom(32)

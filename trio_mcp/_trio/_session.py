@@ -96,6 +96,9 @@ class SessionStats:
     client_notifications_dropped: int = 0
     """Notifications from the client whose hooks were not run: too many were waiting
     (TM-SEC-NOTIFY)."""
+    subscriptions_refused: int = 0
+    """resources/subscribe requests refused for their URI's length or their number
+    (TM-SEC-STATE)."""
     client_notifications_merged: int = 0
     """Notifications from the client identical to one already waiting for its hooks."""
     handlers_cut: int = 0
@@ -573,11 +576,13 @@ class Session:
         their number are bounded."""
         cfg = self.config
         if len(uri.encode("utf-8")) > cfg.max_uri_bytes:
+            self.stats.subscriptions_refused += 1
             raise RemoteProtocolError(
                 f"Invalid params: the uri is longer than {cfg.max_uri_bytes} bytes.",
                 code=ErrorCode.INVALID_PARAMS,
             )
         if uri not in self.subscriptions and len(self.subscriptions) >= cfg.max_subscriptions:
+            self.stats.subscriptions_refused += 1
             raise RemoteProtocolError(
                 f"Invalid params: this session already has {len(self.subscriptions)} "
                 "subscriptions, the most this server keeps; unsubscribe from one first.",
