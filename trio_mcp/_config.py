@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 import attrs
@@ -19,6 +19,10 @@ __all__ = ["AuthConfig", "ResponseMode", "ServerConfig"]
 
 def _scopes(value: Iterable[str]) -> frozenset[str]:
     return frozenset(value)
+
+
+def _implications(value: Mapping[str, Iterable[str]]) -> dict[str, frozenset[str]]:
+    return {broader: frozenset(narrower) for broader, narrower in value.items()}
 
 
 @attrs.frozen(kw_only=True)
@@ -37,6 +41,12 @@ class AuthConfig:
     required_scopes: frozenset[str] = attrs.field(default=frozenset(), converter=_scopes)
     """Scopes every request needs, whatever it asks for (a tool's own come on top)."""
     resource_name: str | None = None
+    scope_implies: Mapping[str, frozenset[str]] = attrs.field(
+        factory=dict, converter=_implications
+    )
+    """Scope hierarchies: each broader scope with the narrower ones it grants (``{"mcp:admin":
+    {"mcp:write"}, "mcp:write": {"mcp:read"}}``); a token holding one holds what it implies,
+    transitively (MT-AUTH-2)."""
 
 
 class ResponseMode(enum.Enum):

@@ -345,3 +345,39 @@ def _hmac_token(claims: dict[str, Any], secret: bytes, kid: str) -> str:
     body = b64(json.dumps(claims).encode())
     tag = hmac.new(secret, f"{head}.{body}".encode(), hashlib.sha256).digest()
     return f"{head}.{body}.{b64(tag)}"
+
+
+@pytest.mark.spec("MT-AUTH-1", "MT-AUTH-2")
+async def test_broader_scopes_imply_narrower_ones_and_offline_access_is_never_asked_for(
+    live_server: StartServer, nursery: trio.Nursery
+) -> None:
+    """With scope_implies {"mcp:all": {"mcp:admin"}, "mcp:admin": {"mcp"}}, a token holding
+    only "mcp:all" may call the tool that needs "mcp:admin" (and pass the "mcp" every
+    request needs); offline_access, though configured, is named neither in the metadata nor
+    in a challenge."""
+    issuer = await start_auth_server(nursery)
+    port = free_port()
+    resource = f"http://127.0.0.1:{port}/mcp"
+    auth = AuthConfig(
+        resource=resource,
+        authorization_servers=[issuer.issuer],
+        verifier=JWTVerifier(issuer=issuer.issuer, audience=resource,
+                             jwks_uri=f"{issuer.issuer}/jwks"),
+        scopes_supported=["mcp", "mcp:admin", "mcp:all", "offline_access"],
+        scope_implies={"mcp:all": {"mcp:admin"}, "mcp:admin": {"mcp"}},
+    )
+    live = await live_server(scoped_server(), ServerConfig(auth=auth), port=port)
+    broad = issuer.mint(audience=resource, scope="mcp:all")
+    with trio.fail_after(TIMEOUT):
+        sid = await initialize(live, broad)
+        called = await request(
+            live.url, "POST", post_headers(session_id=sid, extra=bearer(broad)),
+            dumps(rpc_request("tools/call", {"name": "reset", "arguments": {}})),
+        )
+        metadata = await request(
+            f"{live.base_url}/.well-known/oauth-protected-resource/mcp", "GET", []
+        )
+        refused = await request(live.url, "GET", [("accept", "text/event-stream")])
+    assert 200 == called.status
+    assert ["mcp", "mcp:admin", "mcp:all"] == metadata.json()["scopes_supported"]
+    assert "offline_access" not in challenge(refused)["scope"]

@@ -39,6 +39,9 @@ __all__ = ["Authenticator", "IntrospectionVerifier", "JWTVerifier"]
 
 logger = logging.getLogger("trio_mcp.auth")
 
+#: MT-AUTH-1: a refresh-token scope is the client's to ask for, not the resource's to name.
+OFFLINE_ACCESS = "offline_access"
+
 #: Asymmetric algorithms only: a shared-secret one would let anyone holding the key (every
 #: resource server of the issuer) mint tokens, and "none" is no signature at all.
 DEFAULT_ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384",
@@ -237,7 +240,10 @@ class Authenticator:
         self.metadata_url = metadata_url(auth.resource)
         self._paths = metadata_paths(auth.resource)
         self._document = metadata_document(
-            auth.resource, auth.authorization_servers, auth.scopes_supported, auth.resource_name
+            auth.resource,
+            auth.authorization_servers,
+            [s for s in auth.scopes_supported if s != OFFLINE_ACCESS],
+            auth.resource_name,
         )
         self._invalid_log = LogLimiter(interval=10.0)
 
@@ -249,8 +255,22 @@ class Authenticator:
 
     def _challenge_scopes(self) -> frozenset[str]:
         """T-AUTH-8: the least a client must ask for: the scopes every request needs, or
-        those the server supports when none is required."""
-        return self.auth.required_scopes or frozenset(self.auth.scopes_supported)
+        those the server supports when none is required (never ``offline_access``,
+        MT-AUTH-1)."""
+        scopes = self.auth.required_scopes or frozenset(self.auth.scopes_supported)
+        return scopes - {OFFLINE_ACCESS}
+
+    def _granted(self, principal: Principal) -> frozenset[str]:
+        """MT-AUTH-2: the principal's scopes with every scope they imply, transitively."""
+        implies = self.auth.scope_implies
+        granted = set(principal.scopes)
+        todo = list(granted)
+        while todo:
+            for narrower in implies.get(todo.pop(), ()):
+                if narrower not in granted:
+                    granted.add(narrower)
+                    todo.append(narrower)
+        return frozenset(granted)
 
     async def authenticate(self, headers: Headers) -> Principal:
         """The principal of a request (T-AUTH-EVERY: every request, sessions or not)."""
@@ -279,5 +299,5 @@ class Authenticator:
         """403 ``insufficient_scope`` unless ``principal`` has ``needed`` and the scopes
         every request needs (T-AUTH-STEPUP)."""
         needed = needed | self.auth.required_scopes
-        if not needed <= principal.scopes:
+        if not needed <= self._granted(principal):
             raise forbidden(self.metadata_url, needed)
