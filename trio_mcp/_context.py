@@ -19,6 +19,7 @@ import attrs
 from ._content import message_dict
 from ._ports import ClientCapabilityError, ClientTimeoutError, RequestPort, SessionPort
 from .protocol import LocalProtocolError, Notification, RemoteProtocolError, Request, RequestId
+from .protocol._auth import Principal
 from .protocol._logging import LOG_LEVELS, log_allows
 from .protocol._mrtr import INPUT_CAPABILITY, InputRequest
 from .protocol._versions import revision_at_least
@@ -416,6 +417,13 @@ class Context(SessionContext):
     def page_size(self) -> int:
         """Items per page of a list result (U-PAGE-1)."""
         return self._request_port.page_size
+
+    @property
+    def principal(self) -> Principal | None:
+        """Who the request's access token speaks for: subject, issuer, client and scopes
+        (None when the server has no authorization). The token itself never reaches a
+        handler (T-AUTH-27)."""
+        return self._request_port.principal
 
     # -- what the handler may send ------------------------------------------------------
 

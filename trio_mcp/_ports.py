@@ -121,6 +121,10 @@ class RequestPort(SessionPort, Protocol):
     @property
     def page_size(self) -> int: ...
 
+    @property
+    def principal(self) -> Principal | None:
+        """Who the request's access token speaks for (None without authorization)."""
+
     def close_stream(self) -> bool:
         """Close the request's SSE connection so the client resumes it (legacy polling)."""
 

@@ -381,3 +381,27 @@ async def test_broader_scopes_imply_narrower_ones_and_offline_access_is_never_as
     assert 200 == called.status
     assert ["mcp", "mcp:admin", "mcp:all"] == metadata.json()["scopes_supported"]
     assert "offline_access" not in challenge(refused)["scope"]
+
+
+@pytest.mark.spec("T-AUTH-27", "TM-AUTH-ERA")
+async def test_a_handler_sees_the_principal_but_not_the_token(
+    live_server: StartServer, nursery: trio.Nursery
+) -> None:
+    """ctx.principal gives a tool the subject, scopes and client of the request's token, in
+    a legacy session and in a 2026-07-28 request alike; the token itself is not there."""
+    live, issuer = await start(live_server, nursery)
+    token = issuer.mint(audience=live.url, scope="mcp", subject="carol", client_id="app-1")
+    expected = {"subject": "carol", "scopes": ["mcp"], "client_id": "app-1"}
+    with trio.fail_after(TIMEOUT):
+        sid = await initialize(live, token)
+        legacy = await request(
+            live.url, "POST", post_headers(session_id=sid, extra=bearer(token)),
+            dumps(rpc_request("tools/call", {"name": "whoami", "arguments": {}})),
+        )
+        call = call_tool("whoami", {})
+        modern = await request(live.url, "POST", modern_headers(call, extra=bearer(token)),
+                               dumps(call))
+    for response in (legacy, modern):
+        [answer] = [m for m in messages_of(response) if "id" in m]
+        assert expected == answer["result"]["structuredContent"]
+        assert token not in response.body.decode()

@@ -278,6 +278,14 @@ def scoped_server() -> Server:
         return "reset"
 
     @server.tool()
+    async def whoami(ctx: Context) -> dict[str, Any]:
+        """Who the token speaks for, as the handler sees it."""
+        principal = ctx.principal
+        assert principal is not None
+        return {"subject": principal.subject, "scopes": sorted(principal.scopes),
+                "client_id": principal.client_id}
+
+    @server.tool()
     async def confirm(ctx: Context) -> str:
         """Asks the user (in the 2026-07-28 era, by input_required and requestState)."""
         answer = await ctx.elicit(

@@ -27,6 +27,7 @@ from ..protocol import (
     dumps,
     encode_event,
 )
+from ..protocol._auth import Principal
 from ..protocol._jsonrpc import dumps_json
 from ..protocol._lifecycle import Admission, initialize_result
 from ..protocol._logtext import LogLimiter
@@ -298,7 +299,7 @@ class SessionManager:
         # Checked before a stream is opened for them: a refused POST must leave no stream
         # behind in the log (one that no response would ever end).
         session.check_request_ids(tuple(requests))
-        await self._answer(session, tuple(requests), plan, responder)
+        await self._answer(session, tuple(requests), plan, responder, request.principal)
 
     async def _initialize(
         self,
@@ -448,11 +449,12 @@ class SessionManager:
         requests: tuple[Request, ...],
         plan: PostPlan,
         responder: Responder,
+        principal: Principal | None = None,
     ) -> None:
         from .._config import ResponseMode
 
         if self.config.response_mode is ResponseMode.JSON:
-            flights = session.start_requests(requests, stream=None)
+            flights = session.start_requests(requests, stream=None, principal=principal)
             # The POST waits for its handlers. Closing the connection does not cancel them
             # (T-PSSE-12): they finish and their results are dropped, having nowhere to go.
             # While it waits, the client holds a connection: it has not abandoned the
@@ -487,7 +489,7 @@ class SessionManager:
             return
         state = session.log.open_stream([r.id for r in requests])
         priming = self._prime(session, state.number)
-        flights = session.start_requests(requests, stream=state.number)
+        flights = session.start_requests(requests, stream=state.number, principal=principal)
         # Handlers that answer without waiting on anything have done so after two turns of
         # the scheduler (trio runs a batch in either order). Their stream is then complete
         # before its first byte goes out, and needs no view, writer or watcher.

@@ -184,7 +184,8 @@ class ModernExchange:
         principal: Principal | None = None,
     ) -> None:
         self._server = server
-        #: T-AUTH-BIND: a requestState is valid only for the principal it was sealed for.
+        self.principal = principal
+        #: TM-AUTH-BIND: a requestState is valid only for the principal it was sealed for.
         self._principal = principal.key if principal is not None else ""
         self._request = call.request
         self._envelope = call.envelope

@@ -33,6 +33,7 @@ from ..protocol import (
     StreamClosedError,
     dumps,
 )
+from ..protocol._auth import Principal
 from ..protocol._capabilities import announces, declares
 from ..protocol._errors import resource_not_found
 from ..protocol._eventlog import EventLog
@@ -77,6 +78,8 @@ class InFlight:
     done: trio.Event = attrs.field(factory=trio.Event)
     outcome: Message | None = None
     cancelled_by_client: bool = False
+    principal: Principal | None = None
+    """Who the request's access token speaks for (None without authorization)."""
 
 
 @attrs.define(eq=False)
@@ -497,7 +500,11 @@ class Session:
             seen.add(req.id)
 
     def start_requests(
-        self, requests: tuple[Request, ...], *, stream: int | None
+        self,
+        requests: tuple[Request, ...],
+        *,
+        stream: int | None,
+        principal: Principal | None = None,
     ) -> list[InFlight]:
         """Start a handler task for each request, in this session's nursery."""
         if self._nursery is None:
@@ -507,7 +514,7 @@ class Session:
         self.check_request_ids(requests)
         flights = []
         for req in requests:
-            flight = InFlight(request=req, stream=stream)
+            flight = InFlight(request=req, stream=stream, principal=principal)
             self.inflight[req.id] = flight
             self.stats.requests += 1
             self._nursery.start_soon(self._run_handler, flight, name=f"mcp:{req.method}")
@@ -920,6 +927,10 @@ class RequestPort(SessionPort):
     @property
     def page_size(self) -> int:
         return self._session.config.page_size
+
+    @property
+    def principal(self) -> Principal | None:
+        return self._flight.principal
 
     def close_stream(self) -> bool:
         stream = self._flight.stream
