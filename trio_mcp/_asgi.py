@@ -17,7 +17,7 @@ from ._trio._responder import Departure
 from ._trio._runtime import Runtime
 from ._trio._tcpprobe import TcpProbe, TcpSample, find_tcp_socket
 from .protocol import ErrorCode, Headers, HttpRequest, RemoteProtocolError, Reply
-from .protocol._transport import error_reply
+from .protocol._transport import body_too_slow, error_reply, too_large
 
 if TYPE_CHECKING:
     from ._config import ServerConfig
@@ -264,16 +264,7 @@ class ASGIApp:
         if declared is not None and declared.isdigit() and int(declared) > limit:
             # A body it would refuse is not read at all. (hypercorn has answered an
             # Expect: 100-continue before the app runs: that much is not the app's to stop.)
-            await responder.reply(
-                error_reply(
-                    RemoteProtocolError(
-                        f"Payload Too Large: the body exceeds {self.config.max_body_bytes} "
-                        "bytes.",
-                        code=ErrorCode.INVALID_REQUEST,
-                        http_status=413,
-                    )
-                )
-            )
+            await responder.reply(error_reply(too_large(limit)))
             return
         try:
             # TM-SEC-BODIES: as on trio-mcp's own server, a body has http_body_timeout to
@@ -287,29 +278,12 @@ class ASGIApp:
             return
         if body_deadline.cancelled_caught:
             self.runtime.bodies.count_timeout()
-            await responder.reply(
-                error_reply(
-                    RemoteProtocolError(
-                        "Request Timeout: the body did not arrive in time.",
-                        code=ErrorCode.INVALID_REQUEST,
-                        http_status=408,
-                    )
-                )
-            )
+            await responder.reply(error_reply(body_too_slow()))
             return
         if not complete:
             if body is None:
                 return  # the client left before sending its body
-            await responder.reply(
-                error_reply(
-                    RemoteProtocolError(
-                        f"Payload Too Large: the body exceeds {self.config.max_body_bytes} "
-                        "bytes.",
-                        code=ErrorCode.INVALID_REQUEST,
-                        http_status=413,
-                    )
-                )
-            )
+            await responder.reply(error_reply(too_large(limit)))
             return
         request = HttpRequest(
             method=scope["method"].upper(),

@@ -26,7 +26,7 @@ from ._trio._responder import Departure
 from ._trio._runtime import Runtime
 from ._trio._tcpprobe import TcpProbe, TcpSample
 from .protocol import ErrorCode, Headers, HttpRequest, RemoteProtocolError, Reply
-from .protocol._transport import error_reply
+from .protocol._transport import body_too_slow, error_reply, too_large
 
 if TYPE_CHECKING:
     from ._config import ServerConfig
@@ -443,7 +443,7 @@ class HttpServer:
             declared = headers.get("content-length")
             if declared is not None and declared.isdigit() and int(declared) > cfg.max_body_bytes:
                 # No 100 Continue for a body the server would refuse anyway.
-                raise _too_large(cfg.max_body_bytes)
+                raise too_large(cfg.max_body_bytes)
         except RemoteProtocolError as exc:
             await responder.reply(error_reply(exc))
             await self._discard_body(connection)
@@ -493,7 +493,7 @@ class HttpServer:
                     if isinstance(event, h11.Data):
                         if size + len(event.data) > cfg.max_body_bytes:
                             # TM-HTTP-OWN: the limit holds while the body streams in.
-                            await responder.reply(error_reply(_too_large(cfg.max_body_bytes)))
+                            await responder.reply(error_reply(too_large(cfg.max_body_bytes)))
                             await connection.close()
                             return None
                         if not budget.take(len(event.data)):
@@ -509,15 +509,7 @@ class HttpServer:
             budget.give(size)
         if body_deadline.cancelled_caught:
             budget.count_timeout()
-            await responder.reply(
-                error_reply(
-                    RemoteProtocolError(
-                        "Request Timeout: the body did not arrive in time.",
-                        code=ErrorCode.INVALID_REQUEST,
-                        http_status=408,
-                    )
-                )
-            )
+            await responder.reply(error_reply(body_too_slow()))
             await connection.close()
         return None
 
@@ -542,28 +534,21 @@ def _head_size(head: h11.Request) -> int:
     return line + sum(len(k) + len(v) + 4 for k, v in head.headers.raw_items()) + 2
 
 
-def _too_large(limit: int) -> RemoteProtocolError:
-    return RemoteProtocolError(
-        f"Payload Too Large: the body exceeds {limit} bytes.",
-        code=ErrorCode.INVALID_REQUEST,
-        http_status=413,
-    )
-
-
 def _peer_host(stream: trio.abc.Stream) -> str | None:
-    if isinstance(stream, trio.SSLStream):
-        stream = stream.transport_stream
-    if isinstance(stream, trio.SocketStream):
-        with contextlib.suppress(OSError):
-            return str(stream.socket.getpeername()[0])
-    return None
+    return _host(stream, peer=True)
 
 
 def _local_host(stream: trio.abc.Stream) -> str | None:
+    return _host(stream, peer=False)
+
+
+def _host(stream: trio.abc.Stream, *, peer: bool) -> str | None:
+    """The address of the connection's other end (``peer``) or of ours, when known."""
     if isinstance(stream, trio.SSLStream):
         stream = stream.transport_stream
     if isinstance(stream, trio.SocketStream):
         with contextlib.suppress(OSError):
-            return str(stream.socket.getsockname()[0])
+            sock = stream.socket
+            return str((sock.getpeername() if peer else sock.getsockname())[0])
     return None
 

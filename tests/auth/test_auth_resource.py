@@ -19,16 +19,9 @@ from support.client import (
     rpc_messages,
     rpc_request,
 )
-from support.fixtures import LiveServer, StartServer, free_port
+from support.fixtures import LiveServer, StartServer
 from support.modern import call_tool, messages_of, modern_headers
-from support.oauth import AuthServer, new_key, scoped_server, start_auth_server
-
-from trio_mcp import (
-    AuthConfig,
-    IntrospectionVerifier,
-    JWTVerifier,
-    ServerConfig,
-)
+from support.oauth import AuthServer, new_key, start_protected
 
 pytestmark = pytest.mark.usefixtures("no_server_errors")
 
@@ -38,28 +31,7 @@ TIMEOUT = 20
 async def start(
     live_server: StartServer, nursery: trio.Nursery, *, introspect: bool = False
 ) -> tuple[LiveServer, AuthServer]:
-    issuer = await start_auth_server(nursery, secrets_={"rs": "rs-secret"})
-    port = free_port()
-    resource = f"http://127.0.0.1:{port}/mcp"
-    verifier: Any
-    if introspect:
-        verifier = IntrospectionVerifier(
-            endpoint=f"{issuer.issuer}/introspect", client_id="rs", client_secret="rs-secret",
-            audience=resource,
-        )
-    else:
-        verifier = JWTVerifier(
-            issuer=issuer.issuer, audience=resource, jwks_uri=f"{issuer.issuer}/jwks",
-            min_refresh=0.0,
-        )
-    auth = AuthConfig(
-        resource=resource,
-        authorization_servers=[issuer.issuer],
-        verifier=verifier,
-        scopes_supported=["mcp", "mcp:admin"],
-        required_scopes={"mcp"},
-    )
-    live = await live_server(scoped_server(), ServerConfig(auth=auth), port=port)
+    live, issuer = await start_protected(live_server, nursery, introspect=introspect)
     return live, issuer
 
 
@@ -355,18 +327,13 @@ async def test_broader_scopes_imply_narrower_ones_and_offline_access_is_never_as
     only "mcp:all" may call the tool that needs "mcp:admin" (and pass the "mcp" every
     request needs); offline_access, though configured, is named neither in the metadata nor
     in a challenge."""
-    issuer = await start_auth_server(nursery)
-    port = free_port()
-    resource = f"http://127.0.0.1:{port}/mcp"
-    auth = AuthConfig(
-        resource=resource,
-        authorization_servers=[issuer.issuer],
-        verifier=JWTVerifier(issuer=issuer.issuer, audience=resource,
-                             jwks_uri=f"{issuer.issuer}/jwks"),
+    live, issuer = await start_protected(
+        live_server, nursery,
         scopes_supported=["mcp", "mcp:admin", "mcp:all", "offline_access"],
+        required_scopes=(),
         scope_implies={"mcp:all": {"mcp:admin"}, "mcp:admin": {"mcp"}},
     )
-    live = await live_server(scoped_server(), ServerConfig(auth=auth), port=port)
+    resource = live.url
     broad = issuer.mint(audience=resource, scope="mcp:all")
     with trio.fail_after(TIMEOUT):
         sid = await initialize(live, broad)

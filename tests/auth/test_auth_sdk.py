@@ -14,10 +14,8 @@ from mcp import Client
 from mcp.client.auth import AuthorizationCodeResult, OAuthClientProvider
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
-from support.fixtures import StartServer, free_port
-from support.oauth import AuthServer, scoped_server, start_auth_server
-
-from trio_mcp import AuthConfig, JWTVerifier, ServerConfig
+from support.fixtures import StartServer
+from support.oauth import AuthServer, start_protected
 
 pytestmark = pytest.mark.usefixtures("no_server_errors")
 
@@ -71,18 +69,7 @@ def provider_for(url: str, storage: Storage) -> OAuthClientProvider:
 
 
 async def start(live_server: StartServer, nursery: trio.Nursery) -> tuple[str, AuthServer, Any]:
-    issuer = await start_auth_server(nursery)
-    port = free_port()
-    resource = f"http://127.0.0.1:{port}/mcp"
-    auth = AuthConfig(
-        resource=resource,
-        authorization_servers=[issuer.issuer],
-        verifier=JWTVerifier(issuer=issuer.issuer, audience=resource,
-                             jwks_uri=f"{issuer.issuer}/jwks"),
-        scopes_supported=["mcp", "mcp:admin"],
-        required_scopes={"mcp"},
-    )
-    live = await live_server(scoped_server(), ServerConfig(auth=auth), port=port)
+    live, issuer = await start_protected(live_server, nursery)
     return live.url, issuer, live
 
 

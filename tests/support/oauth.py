@@ -294,3 +294,39 @@ def scoped_server() -> Server:
         return f"answered {answer.action}"
 
     return server
+
+
+async def start_protected(
+    live_server: Any, nursery: trio.Nursery, *, introspect: bool = False, **fields: Any
+) -> tuple[Any, AuthServer]:
+    """An authorization server, and scoped_server() behind it on a live server of the test's
+    HTTP server (``live_server``): JWTs checked against the issuer's keys (or, with
+    ``introspect``, introspection as the client "rs"), scopes "mcp" and "mcp:admin", "mcp"
+    required; ``fields`` replace any of AuthConfig's."""
+    from support.fixtures import free_port
+    from trio_mcp import AuthConfig, IntrospectionVerifier, JWTVerifier, ServerConfig
+
+    issuer = await start_auth_server(nursery, secrets_={"rs": "rs-secret"})
+    port = free_port()
+    resource = f"http://127.0.0.1:{port}/mcp"
+    verifier: Any
+    if introspect:
+        verifier = IntrospectionVerifier(
+            endpoint=f"{issuer.issuer}/introspect", client_id="rs", client_secret="rs-secret",
+            audience=resource,
+        )
+    else:
+        verifier = JWTVerifier(
+            issuer=issuer.issuer, audience=resource, jwks_uri=f"{issuer.issuer}/jwks",
+            min_refresh=0.0,
+        )
+    settings: dict[str, Any] = {
+        "resource": resource,
+        "authorization_servers": [issuer.issuer],
+        "verifier": verifier,
+        "scopes_supported": ["mcp", "mcp:admin"],
+        "required_scopes": {"mcp"},
+        **fields,
+    }
+    live = await live_server(scoped_server(), ServerConfig(auth=AuthConfig(**settings)), port=port)
+    return live, issuer
