@@ -365,7 +365,6 @@ class SessionManager:
             principal=principal,
             server_capabilities=capabilities,
             config=self.config,
-            codec=self.codec,
         )
         assert self._nursery is not None
         self.sessions[session_id] = session

@@ -3,7 +3,6 @@
 # and with it every handler and every connection attached to the session: no orphans.
 from __future__ import annotations
 
-import collections
 import itertools
 import json
 import logging
@@ -56,12 +55,12 @@ __all__ = ["InFlight", "Session", "SessionOwner", "SessionPort", "SessionStats"]
 logger = logging.getLogger("trio_mcp.session")
 
 #: What a session takes besides its log's entries: the Session and its stream states, its
-#: supervisor task and nursery, their cancel scopes and events. About 16 KiB in Python
-#: objects (tracemalloc), 19 KiB of resident memory per session with 1,000 of them. It is
+#: supervisor task and nursery, their cancel scopes and events, and what an HTTP server
+#: keeps of its connections (benchmarks/BACKPRESSURE-NOTES.md has the figures). It is
 #: left out of the log's share of the window (TM-RES-WINDOW), so that
 #: ``Retention.max_bytes`` bounds a whole session, and counted towards a memory release
 #: when the session ends (TM-SESS-RELEASE).
-SESSION_FOOTPRINT = 24 * 1024
+SESSION_FOOTPRINT = 28 * 1024
 
 #: First revision whose clients accept an empty-data priming event (see T-PSSE-1's note).
 PRIMING_SINCE = "2025-11-25"
@@ -109,11 +108,33 @@ class SessionStats:
     events_written: int = 0
 
 
+@attrs.frozen
+class Creator:
+    """Who created a session: the client's address, when known, and the key of its
+    token's principal ("" without authorization)."""
+
+    peer: str | None
+    principal: str
+
+
+@attrs.define(slots=True)
+class _HookQueue:
+    """A session's notifications waiting for their hooks (TM-SEC-NOTIFY): by key (method
+    and params as JSON), in arrival order; their keys' bytes; whether a task runs them."""
+
+    waiting: dict[str, tuple[NotificationHandler, dict[str, Any]]] = attrs.field(factory=dict)
+    bytes: int = 0
+    running: bool = False
+
+
 class SessionOwner(Protocol):
     """What a session needs of the manager that created it (the SessionManager)."""
 
     @property
     def app(self) -> App: ...
+
+    @property
+    def codec(self) -> CursorCodec: ...
 
     def forget(self, session: Session) -> None:
         """The session has ended: take it out of the table and keep its totals."""
@@ -147,23 +168,18 @@ class Session:
         peer: str | None = None,
         principal: str = "",
         config: ServerConfig,
-        codec: CursorCodec,
     ) -> None:
         self.manager = manager
-        self.app = manager.app
         self.id = session_id
         self.version = version
-        #: The client address that created it, when known (TM-SESS-CAP).
-        self.peer = peer
-        #: Whose session it is (T-AUTH-BIND): "" when the server has no authorization.
-        self.principal = principal
+        #: Who created it: the client's address (TM-SESS-CAP) and principal (TM-AUTH-BIND).
+        self.creator = Creator(peer=peer, principal=principal)
         self.client_info = dict(client_info)
         self.client_capabilities = dict(client_capabilities)
         #: What the server declared in this session's InitializeResult: the session holds to
         #: it, whatever is registered later (L-CAP-1).
         self.server_capabilities = dict(server_capabilities)
         self.config = config
-        self.codec = codec
         self.phase = Phase.AWAITING_INITIALIZED
         # What the client made the session keep counts against its window (TM-SEC-STATE).
         self.log = EventLog(config.retention, reserved=SESSION_FOOTPRINT + client_state_bytes)
@@ -194,15 +210,10 @@ class Session:
         #: Request streams that were forgotten, with their request ids, so that a late
         #: resume of one can still fail its requests explicitly (TM-RES-STALE).
         self._stream_requests: dict[int, tuple[RequestId, ...]] = {}
-        #: Notifications from the client waiting for their hooks, in arrival order, each
-        #: with its key (method and params as JSON); one task runs them, one at a time, and
+        #: Notifications from the client waiting for their hooks, in arrival order, by
+        #: their key (method and params as JSON); one task runs them, one at a time, and
         #: one identical to a waiting one is merged into it (TM-SEC-NOTIFY).
-        self._hooks_waiting: collections.deque[
-            tuple[str, NotificationHandler, dict[str, Any]]
-        ] = collections.deque()
-        self._hook_keys: set[str] = set()
-        self._hook_bytes = 0
-        self._hooks_running = False
+        self._hooks: _HookQueue | None = None
 
     # -- supervision --------------------------------------------------------------------
 
@@ -248,6 +259,23 @@ class Session:
         # in between would count it against the cap, and might evict it again (TM-SESS-CAP);
         # and its totals are kept at once (TM-BP-COUNTERS).
         self.manager.forget(self)
+
+    @property
+    def app(self) -> App:
+        return self.manager.app
+
+    @property
+    def codec(self) -> CursorCodec:
+        """The manager's: event ids of every session are sealed under one key."""
+        return self.manager.codec
+
+    @property
+    def peer(self) -> str | None:
+        return self.creator.peer
+
+    @property
+    def principal(self) -> str:
+        return self.creator.principal
 
     @property
     def closed(self) -> bool:
@@ -427,14 +455,19 @@ class Session:
         is fetched once), and past ``max_pending_notifications`` waiting, or their bytes
         past a sixteenth of the session's window, the newest is dropped and counted."""
         key = method + "\n" + json.dumps(params, sort_keys=True, separators=(",", ":"))
-        if key in self._hook_keys:
+        hooks = self._hooks
+        if hooks is None:
+            # Made on the first notification with a hook: most sessions never get one.
+            hooks = self._hooks = _HookQueue()
+        waiting = hooks.waiting
+        if key in waiting:
             self.stats.client_notifications_merged += 1
             return
         cfg = self.config
         budget = cfg.retention.max_bytes // 16
         if (
-            len(self._hooks_waiting) >= cfg.max_pending_notifications
-            or self._hook_bytes + len(key) > budget
+            len(waiting) >= cfg.max_pending_notifications
+            or hooks.bytes + len(key) > budget
         ):
             self.stats.client_notifications_dropped += 1
             drops = self.manager.dropped_notifications_log
@@ -442,25 +475,24 @@ class Session:
                 more = drops.take_suppressed()
                 logger.warning(
                     "session %s: notification %s dropped: %d already wait for their hooks%s",
-                    self.id[:8], printable(method), len(self._hooks_waiting),
+                    self.id[:8], printable(method), len(waiting),
                     f" ({more} more dropped, not logged)" if more else "",
                 )
             return
-        self._hooks_waiting.append((key, handler, params))
-        self._hook_keys.add(key)
-        self._hook_bytes += len(key)
-        if not self._hooks_running and self.spawn(self._run_hooks, name="mcp:notification-hooks"):
-            self._hooks_running = True
+        waiting[key] = (handler, params)
+        hooks.bytes += len(key)
+        if not hooks.running and self.spawn(self._run_hooks, hooks, name="mcp:notification-hooks"):
+            hooks.running = True
 
-    async def _run_hooks(self) -> None:
+    async def _run_hooks(self, hooks: _HookQueue) -> None:
         try:
-            while self._hooks_waiting:
-                key, handler, params = self._hooks_waiting.popleft()
-                self._hook_keys.discard(key)
-                self._hook_bytes -= len(key)
+            while hooks.waiting:
+                key = next(iter(hooks.waiting))
+                handler, params = hooks.waiting.pop(key)
+                hooks.bytes -= len(key)
                 await handler(SessionPort(self), params)
         finally:
-            self._hooks_running = False
+            hooks.running = False
 
     def receive_response(self, message: Response | ErrorResponse) -> None:
         self.heard()

@@ -42,7 +42,8 @@ class ViewHost(Protocol):
     id: str
     config: ServerConfig
     log: EventLog
-    codec: CursorCodec
+    @property
+    def codec(self) -> CursorCodec: ...
 
     @property
     def primes(self) -> bool: ...
