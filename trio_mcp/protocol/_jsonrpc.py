@@ -131,7 +131,11 @@ def dumps_json(obj: JSON) -> bytes:
 def non_finite_at(value: object) -> str | None:
     """Where in ``value`` a NaN or an infinity sits (a dotted path; "" for ``value``
     itself), or None when it has none: JSON has no such numbers, and what Python writes
-    for them (``NaN``, ``Infinity``) JavaScript clients cannot parse (TM-TOOL-FINITE)."""
+    for them (``NaN``, ``Infinity``) JavaScript clients cannot parse (TM-TOOL-FINITE).
+    Every tool result is asked, so the common answer (none) takes one cheap walk; the path
+    is looked for only when there is one."""
+    if not _any_non_finite(value):
+        return None
     stack: list[tuple[str, object]] = [("", value)]
     while stack:
         path, item = stack.pop()
@@ -142,7 +146,29 @@ def non_finite_at(value: object) -> str | None:
             stack.extend((f"{path}.{k}" if path else str(k), v) for k, v in item.items())
         elif isinstance(item, list | tuple):
             stack.extend((f"{path}[{i}]", v) for i, v in enumerate(item))
-    return None
+    return None  # pragma: no cover - _any_non_finite found one
+
+
+def _any_non_finite(value: object) -> bool:
+    stack: list[Any] = [value]
+    pop, extend = stack.pop, stack.extend
+    while stack:
+        item = pop()
+        kind = type(item)
+        if kind is str or kind is int or kind is bool or item is None:
+            continue
+        if kind is dict:
+            extend(item.values())
+        elif kind is list or kind is tuple:
+            extend(item)
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                return True
+        elif isinstance(item, Mapping):
+            extend(item.values())
+        elif isinstance(item, list | tuple):
+            extend(item)
+    return False
 
 
 def loads_body(body: bytes) -> JSON:
