@@ -40,7 +40,7 @@ async def test_abandoned_sessions_hold_at_most_their_windows_then_nothing(
     events and closed the connection: their calls run to the end (no reader, no waiting),
     the server then holds no more than 100 x the window's bytes (which count each entry's
     bookkeeping, and leave the session's own to it), and once the idle TTL has passed every
-    session is gone and memory is back within 300 KB of where it started."""
+    session is gone and memory is back within 400 KB of where it started."""
     server, record = make_server()
     window = Retention(max_events=64, max_bytes=128 * 1024)
     config = ServerConfig(retention=window, session_idle_ttl=3.0)
@@ -80,5 +80,8 @@ async def test_abandoned_sessions_hold_at_most_their_windows_then_nothing(
     assert stats["bytes_retained"] <= SESSIONS * (window.max_bytes - SESSION_FOOTPRINT)
     assert held <= SESSIONS * window.max_bytes, (held, stats)
     assert SESSIONS == live.manager.statistics()["sessions_expired"]
-    assert after <= 300_000, (held, after)
+    # What stays is the HTTP server's more than ours: about 120 KB on trio-mcp's own, and
+    # 280-304 KB under hypercorn (benchmarks/BACKPRESSURE-NOTES.md), which is the bound
+    # here: a session that left 4 KB behind would pass it by 400 KB.
+    assert after <= 400_000, (held, after)
     assert not record.cancelled
