@@ -57,6 +57,7 @@ _EXPORTS: dict[str, str] = {
     "CacheHint": ".protocol",
     "CacheScope": ".protocol",
     "InputRequest": ".protocol",
+    "TaskSupport": ".protocol._tasks",
     "elicitation_request": "._context",
     "sampling_request": "._context",
     "roots_request": "._context",
@@ -119,3 +120,4 @@ if TYPE_CHECKING:
     from .protocol import Retention as Retention
     from .protocol._auth import InvalidToken as InvalidToken
     from .protocol._auth import Principal as Principal
+    from .protocol._tasks import TaskSupport as TaskSupport

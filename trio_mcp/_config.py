@@ -161,6 +161,26 @@ class ServerConfig:
     refused; give every process the same key to accept it there (ML-STATE-2)."""
     max_listen_resources: int = 256
     """Resource URIs one subscriptions/listen request may subscribe to."""
+    task_after: float = 0.5
+    """TK-DECIDE: how long a tools/call of a tool that may run as a task (``task="optional"``)
+    runs on its own exchange before it becomes a task, when its client allows tasks: quicker
+    calls are answered as usual."""
+    task_ttl: float = 900.0
+    """TK-TTL: how long a task and its result are kept, counted from its creation (ttlMs);
+    then a task still running is cancelled and every trace of it freed."""
+    task_poll_interval: float = 0.5
+    """TK-WIRE: the pollIntervalMs a task suggests to its client."""
+    max_tasks: int = 4096
+    """TK-BOUND: tasks alive at once in this server (those still deciding included). Past it
+    a tool that must run as a task is refused with 503; one that may runs on its exchange."""
+    max_tasks_per_owner: int = 256
+    """TK-BOUND: tasks alive at once for one principal (or, without authorization, one peer
+    address), so that one client cannot take every slot."""
+    max_task_result_bytes: int = 1024 * 1024
+    """TK-BOUND: the largest result a task keeps; a larger one fails the task (-32603)."""
+    max_task_results_memory: int = 64 * 1024 * 1024
+    """TK-BOUND: what the results of every live task may hold together; a result that does
+    not fit fails its task (-32603) rather than grow the server."""
     http_header_timeout: float = 10.0
     """trio-mcp's own HTTP server (TM-HTTP-OWN): how long a new connection may take to send a
     request's head (and a TLS handshake): slowloris is cut here."""

@@ -19,6 +19,7 @@ from ._tools import ToolRegistry
 from .protocol import ErrorCode, RemoteProtocolError, Request
 from .protocol._capabilities import METHOD_CAPABILITY
 from .protocol._logtext import LogLimiter
+from .protocol._tasks import TaskSupport, tasks_requirement
 
 __all__ = ["Dispatcher", "NotificationHook"]
 
@@ -108,8 +109,18 @@ class Dispatcher:
             name = (request.params or {}).get("name")
             tool = self.tools.tools.get(name) if isinstance(name, str) else None
             if tool is not None:
+                if tool.task is TaskSupport.REQUIRED:
+                    # TK-REQUIRED: a task-only tool needs the extension (-32021 before it runs).
+                    return {**tool.requires, **tasks_requirement()}
                 return tool.requires
         return {}
+
+    def task_support(self, tool: str) -> TaskSupport:
+        found = self.tools.tools.get(tool)
+        return TaskSupport.FORBIDDEN if found is None else found.task
+
+    def runs_tasks(self) -> bool:
+        return any(t.task is not TaskSupport.FORBIDDEN for t in self.tools.tools.values())
 
     # -- notifications from the client ----------------------------------------------------
 

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from .protocol import JSON, LocalProtocolError, Notification, RemoteProtocolError, Request
 from .protocol._auth import Principal
 from .protocol._mrtr import InputRequest
+from .protocol._tasks import TaskSupport
 
 __all__ = [
     "App",
@@ -196,6 +197,12 @@ class App(Protocol):
 
     def required_client_capabilities(self, request: Request) -> Mapping[str, JSON]:
         """The client capabilities ``request`` needs before it runs (ML-META-3)."""
+
+    def task_support(self, tool: str) -> TaskSupport:
+        """Whether a call of ``tool`` may run as a task (TK-DECIDE)."""
+
+    def runs_tasks(self) -> bool:
+        """Whether any tool may run as a task: then the tasks extension is served."""
 
     def notification_handler(self, method: str) -> NotificationHandler | None:
         """What to run for a notification from a legacy client, if anything."""

@@ -17,6 +17,7 @@ from ._prompts import PromptDef
 from ._resources import ResourceDef
 from ._tools import ToolDef, ToolError, make_tool
 from .protocol import Notification, Request
+from .protocol._tasks import TaskSupport
 
 if TYPE_CHECKING:
     from ._config import ServerConfig
@@ -77,6 +78,7 @@ class Server:
         requires: Mapping[str, Any] | None = None,
         headers: Mapping[str, str] | None = None,
         scopes: Iterable[str] = (),
+        task: TaskSupport | str = TaskSupport.FORBIDDEN,
     ) -> Callable[[F], F]:
         """Register an async function as a tool.
 
@@ -88,7 +90,10 @@ class Server:
         mirrors parameters into HTTP headers, ``{parameter: header name}``: a 2026-07-28
         client sends ``Mcp-Param-<name>`` with the argument's value (MT-HDR-7; never a
         secret, MT-HDR-9). ``scopes`` are the OAuth scopes a call needs when the server
-        has authorization (T-AUTH-STEPUP).
+        has authorization (T-AUTH-STEPUP). ``task`` says whether a 2026-07-28 call may
+        run as a task (the tasks extension, TK-DECIDE): "forbidden" (the default),
+        "optional" (when the client allows it and the call outlasts ``task_after``) or
+        "required" (a client without the extension is refused with -32021).
         """
 
         def decorate(fn: F) -> F:
@@ -104,6 +109,7 @@ class Server:
                 requires=requires,
                 headers=headers,
                 scopes=scopes,
+                task=task,
             )
             return fn
 
@@ -123,6 +129,7 @@ class Server:
         requires: Mapping[str, Any] | None = None,
         headers: Mapping[str, str] | None = None,
         scopes: Iterable[str] = (),
+        task: TaskSupport | str = TaskSupport.FORBIDDEN,
     ) -> None:
         tool = make_tool(
             fn,
@@ -135,6 +142,7 @@ class Server:
             meta=meta,
             requires=requires,
             headers=headers,
+            task=task,
         )
         self._dispatcher.tools.add(tool)
         self._set_scopes("tool", tool.name, scopes)
@@ -441,6 +449,12 @@ class Server:
 
     def required_client_capabilities(self, request: Request) -> Mapping[str, Any]:
         return self._dispatcher.required_client_capabilities(request)
+
+    def task_support(self, tool: str) -> TaskSupport:
+        return self._dispatcher.task_support(tool)
+
+    def runs_tasks(self) -> bool:
+        return self._dispatcher.runs_tasks()
 
     def notification_handler(self, method: str) -> NotificationHandler | None:
         return self._dispatcher.notification_handler(method)

@@ -20,6 +20,7 @@ from .protocol import ErrorCode, LocalProtocolError, RemoteProtocolError
 from .protocol._jsonrpc import non_finite_at
 from .protocol._jsonschema import schema_problems
 from .protocol._modern import param_headers
+from .protocol._tasks import TaskSupport
 
 __all__ = ["ToolDef", "ToolError", "ToolRegistry", "make_tool"]
 
@@ -49,6 +50,8 @@ class ToolDef:
     """Client capabilities the tool needs to run (ML-META-3: -32021 before it runs)."""
     mirrored: Mapping[str, tuple[str, ...]]
     """Parameters mirrored into Mcp-Param headers, by header name: their paths (MT-HDR-7)."""
+    task: TaskSupport = TaskSupport.FORBIDDEN
+    """Whether a call may run as a task (TK-DECIDE)."""
     explicit_schema: bool = False
     """Whether ``input_schema`` was given as written (arguments are validated against it by
     a JSON Schema validator, besides the conversion the signature asks for)."""
@@ -82,8 +85,10 @@ def make_tool(
     meta: Mapping[str, Any] | None,
     requires: Mapping[str, Any] | None,
     headers: Mapping[str, str] | None = None,
+    task: TaskSupport | str = TaskSupport.FORBIDDEN,
 ) -> ToolDef:
     """Check ``fn`` and describe it as a tool (raises TypeError/ValueError)."""
+    task = TaskSupport(task)
     if not inspect.iscoroutinefunction(fn):
         raise TypeError(f"tool {fn!r} must be an async function (it runs as a trio task)")
     if structured_output is None and _returns_content(fn):
@@ -123,6 +128,7 @@ def make_tool(
         input_schema=schema,
         requires=dict(requires or {}),
         mirrored=mirrored,
+        task=task,
         explicit_schema=input_schema is not None,
     )
 

@@ -28,6 +28,7 @@ from trio_mcp import (
     roots_request,
     sampling_request,
 )
+from trio_mcp.protocol import ErrorCode, RemoteProtocolError
 
 server = Server(
     "trio-mcp-demo",
@@ -484,6 +485,86 @@ async def test_input_required_result_capabilities(ctx: Context) -> str:
         return "The client can answer no question."
     answers = await ctx.ask(questions)
     return "Answered: " + ", ".join(sorted(answers))
+
+
+# -- 2026-07-28 tasks (the io.modelcontextprotocol/tasks extension) -------------------------------
+# A client that declares the extension may get a task id for these calls and poll it; one that
+# does not gets the answer as usual (task="optional") or -32021 (task="required"). Inside a
+# task, ctx.elicit waits for the client's tasks/update.
+
+
+@server.tool()
+async def greet(name: str) -> str:
+    """Greets by name, synchronously (never a task)."""
+    return f"Hello, {name}!"
+
+
+@server.tool(task="optional")
+async def slow_compute(ctx: Context, seconds: float = 1.0, label: str = "job") -> str:
+    """Sleeps ``seconds`` (cancellably), reporting progress; a call that lasts becomes a task."""
+    steps = max(1, min(int(seconds * 4), 400))
+    for step in range(steps):
+        await trio.sleep(seconds / steps)
+        await ctx.report_progress(step + 1, steps)
+    return f"{label}: computed in {seconds:g} s"
+
+
+@server.tool(task="required")
+async def failing_job() -> str:
+    """Works for about a second, then ends with a tool error (isError): the task completes."""
+    await trio.sleep(1.0)
+    raise ToolError("failing_job failed, as it always does")
+
+
+@server.tool(task="required")
+async def protocol_error_job() -> str:
+    """Works briefly, then ends with a JSON-RPC error: the task fails."""
+    await trio.sleep(0.2)
+    raise RemoteProtocolError(
+        "Internal error: protocol_error_job ends with a JSON-RPC error",
+        code=ErrorCode.INTERNAL_ERROR,
+    )
+
+
+@server.tool(task="required")
+async def confirm_delete(ctx: Context, filename: str = "example.txt") -> str:
+    """Asks the user to confirm, inside the task, before "deleting" a file."""
+    answer = await ctx.elicit(
+        f"Delete {filename}?",
+        {"type": "object", "properties": {"confirm": {"type": "boolean"}},
+         "required": ["confirm"]},
+    )
+    if answer.accepted and (answer.content or {}).get("confirm") is True:
+        return f"Deleted {filename}."
+    return f"Kept {filename} ({answer.action})."
+
+
+@server.tool(task="required")
+async def multi_input(ctx: Context) -> str:
+    """Asks two questions at once inside the task; either may be answered first."""
+    answers = await ctx.ask(
+        {
+            "name": elicitation_request("What is your name?", NAME_FORM),
+            "confirm": elicitation_request(
+                "Shall I go on?",
+                {"type": "object", "properties": {"confirm": {"type": "boolean"}},
+                 "required": ["confirm"]},
+            ),
+        }
+    )
+    name = (answers["name"].get("content") or {}).get("name", "someone")
+    go_on = (answers["confirm"].get("content") or {}).get("confirm") is True
+    return f"{name}: {'going on' if go_on else 'stopping'}."
+
+
+@server.tool(task="optional")
+async def test_tool_with_task(ctx: Context) -> str:
+    """Asks a name before any task exists (an input_required round trip), then works long
+    enough to become a task."""
+    answer = await ctx.elicit("What is your name?", NAME_FORM, key="user_name")
+    name = (answer.content or {}).get("name", "stranger")
+    await trio.sleep(1.5)
+    return f"Hello, {name}! The task is done."
 
 
 # -- server-to-client requests outside the conformance suite ----------------------------------

@@ -81,6 +81,8 @@ async def test_discover_names_versions_capabilities_instructions_and_cache_hints
         "prompts": {"listChanged": True},
         "completions": {},
         "logging": {},
+        # The demo has tools that may run as tasks (spec/tasks.md TK-DISCOVER).
+        "extensions": {"io.modelcontextprotocol/tasks": {}},
     } == result["capabilities"]
     assert (
         "A demonstration server: small tools that each show one MCP feature."
@@ -768,7 +770,8 @@ async def test_client_info_is_optional_and_changes_nothing(live_server: StartSer
 
 @pytest.mark.spec("ML-EXT-1")
 async def test_an_extension_the_client_declares_changes_nothing(live_server: StartServer) -> None:
-    """Capabilities of extensions the server lacks are ignored: core behaviour, same answers."""
+    """Capabilities of extensions the server lacks are ignored, and one it has changes
+    nothing outside it: core behaviour, same answers."""
     variants: list[dict[str, Any]] = [
         {},
         {"extensions": {"io.example/not-supported": {}}},
@@ -794,6 +797,9 @@ async def test_an_extension_the_client_declares_changes_nothing(live_server: Sta
 
     assert answers[0] == answers[1] == answers[2]
     discover, _, echo = answers[0]
-    # The server declares no extension of its own either.
-    assert "extensions" not in discover["result"]["capabilities"]
+    # The demo declares one extension, tasks, whatever the client declares; echo is no task
+    # tool, so declaring tasks does not change its call (spec/tasks.md TK-OPTIN).
+    assert {"io.modelcontextprotocol/tasks": {}} == discover["result"]["capabilities"][
+        "extensions"
+    ]
     assert [{"type": "text", "text": "core"}] == echo["result"]["content"]

@@ -89,6 +89,10 @@ def test_modern_methods_are_the_2026_client_requests() -> None:
         "resources/read",
         "completion/complete",
         "subscriptions/listen",
+        # The tasks extension's (spec/tasks.md TK-METHODS).
+        "tasks/get",
+        "tasks/update",
+        "tasks/cancel",
     } == MODERN_METHODS
 
 

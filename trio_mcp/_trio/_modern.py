@@ -45,15 +45,23 @@ from ..protocol._mrtr import (
     Binding,
     InputRequest,
     RequestStateCodec,
-    check_input_response,
     input_required_result,
     read_input_responses,
 )
 from ..protocol._sse import encode_data_event
+from ..protocol._tasks import (
+    TASK_METHODS,
+    TASKS_EXTENSION,
+    TaskSupport,
+    create_task_result,
+    declares_tasks,
+    tasks_requirement,
+)
 from ..protocol._transport import modern_reply
 from ._handler import outcome_of
 from ._responder import Responder, watching_disconnect
 from ._stream import EventStream
+from ._tasks import TaskManager, TaskRun, split_answers
 
 if TYPE_CHECKING:
     from .._config import ServerConfig
@@ -84,11 +92,13 @@ class ModernServer:
         *,
         spawn: Callable[..., bool],
         state_codec: RequestStateCodec,
+        tasks: TaskManager,
     ) -> None:
         self.app = app
         self.config = config
         self._spawn = spawn
         self.codec = state_codec
+        self.tasks = tasks
         self.stats = ModernStats()
         #: The exchanges running now, for shutdown (TM-SESS-SHUTDOWN).
         self.running: set[ModernExchange] = set()
@@ -104,6 +114,12 @@ class ModernServer:
     def cache_hint(self) -> CacheHint:
         return self.config.cache_hint
 
+    def _serves(self, method: str) -> bool:
+        if method in TASK_METHODS:
+            # TK-METHODS: served when some tool may run as a task.
+            return self.app.runs_tasks()
+        return self.app.serves(method)
+
     def check(self, call: ModernCall, headers: Headers) -> None:
         """The rungs after the envelope: a method served here, headers mirroring tool
         parameters that agree with the body, and the client capabilities the request needs.
@@ -112,7 +128,7 @@ class ModernServer:
             RemoteProtocolError: 404 -32601, 400 -32020 or 400 -32021.
         """
         request = call.request
-        check_method(request, self.app.serves)
+        check_method(request, self._serves)
         params = request.params or {}
         if request.method == "tools/call":
             name = params.get("name")
@@ -125,9 +141,11 @@ class ModernServer:
                     headers,
                     request,
                 )
-        missing = undeclared(
-            self.app.required_client_capabilities(request), call.envelope.client_capabilities
-        )
+        required = self.app.required_client_capabilities(request)
+        if request.method in TASK_METHODS:
+            # TK-GATE: the extension is checked before the task is looked up.
+            required = tasks_requirement()
+        missing = undeclared(required, call.envelope.client_capabilities)
         if missing:
             # ML-META-3 (MUST), decided before the first byte of the answer.
             raise missing_capability(missing, request.id)
@@ -139,14 +157,27 @@ class ModernServer:
         responder: Responder,
         *,
         principal: Principal | None = None,
+        peer: str | None = None,
     ) -> None:
         """Answer one modern request on its exchange (raises RemoteProtocolError for a
-        refusal before anything ran); ``principal`` is who its token speaks for."""
+        refusal before anything ran); ``principal`` is who its token speaks for, ``peer``
+        the address it came from."""
         self.check(call, headers)
         self.stats.requests += 1
         if call.request.method == "server/discover":
+            capabilities = self.app.capabilities()
+            if self.app.runs_tasks():
+                # TK-DISCOVER: the extension is declared under capabilities.extensions.
+                extensions = capabilities.get("extensions")
+                capabilities = {
+                    **capabilities,
+                    "extensions": {
+                        **(extensions if isinstance(extensions, Mapping) else {}),
+                        TASKS_EXTENSION: {},
+                    },
+                }
             result = discover_result(
-                capabilities=self.app.capabilities(),
+                capabilities=capabilities,
                 server_info=self.server_info(),
                 instructions=self.app.instructions,
                 cache=self.cache_hint(),
@@ -155,7 +186,18 @@ class ModernServer:
                 modern_reply(200, dumps(Response(id=call.request.id, result=result)))
             )
             return
-        exchange = ModernExchange(self, call, responder, principal=principal)
+        if call.request.method in TASK_METHODS:
+            result = complete_result(
+                call.request.method,
+                self.tasks.answer(call.request, principal),
+                server_info=self.server_info(),
+                cache=None,
+            )
+            await responder.reply(
+                modern_reply(200, dumps(Response(id=call.request.id, result=result)))
+            )
+            return
+        exchange = ModernExchange(self, call, responder, principal=principal, peer=peer)
         self.running.add(exchange)
         try:
             await exchange.run()
@@ -182,9 +224,11 @@ class ModernExchange:
         responder: Responder,
         *,
         principal: Principal | None = None,
+        peer: str | None = None,
     ) -> None:
         self._server = server
         self.principal = principal
+        self._peer = peer
         #: TM-AUTH-BIND: a requestState is valid only for the principal it was sealed for.
         self._principal = principal.key if principal is not None else ""
         self._request = call.request
@@ -251,13 +295,78 @@ class ModernExchange:
 
     async def _outcome(self, binding: Binding | None) -> Response | ErrorResponse:
         request = self._request
+        support = self._task_support()
+        if support is not TaskSupport.FORBIDDEN:
+            run = self._server.tasks.start(
+                request,
+                front=self,
+                protocol_version=self._envelope.version,
+                client_info=self.client_info,
+                client_capabilities=self.client_capabilities,
+                principal=self.principal,
+                peer=self._peer,
+                answers=self._answers,
+                publish=support is TaskSupport.REQUIRED,
+            )
+            if run is not None:
+                return await self._via_task(run, binding)
+            if support is TaskSupport.REQUIRED:
+                # TK-BOUND: no room for another task: retry later.
+                return ErrorResponse(
+                    id=request.id,
+                    code=ErrorCode.SERVER_BUSY,
+                    message="Service Unavailable: the server has too many tasks; retry later.",
+                )
         try:
             return await outcome_of(lambda: self._server.app.dispatch(self, request), request)
         except InputRequired as ask:
-            assert binding is not None
-            self._server.stats.input_required += 1
-            state = self._server.codec.seal(binding, ask.answers, time.time())
-            return Response(id=request.id, result=input_required_result(ask.requests, state))
+            return self._input_required(ask, binding)
+
+    def _input_required(self, ask: InputRequired, binding: Binding | None) -> Response:
+        assert binding is not None
+        self._server.stats.input_required += 1
+        state = self._server.codec.seal(binding, ask.answers, time.time())
+        return Response(
+            id=self._request.id, result=input_required_result(ask.requests, state)
+        )
+
+    def _task_support(self) -> TaskSupport:
+        """TK-DECIDE: whether this call may run as a task: a tools/call of a tool that may,
+        from a client whose request declares the extension (TK-OPTIN)."""
+        if self._request.method != "tools/call" or not declares_tasks(
+            self._envelope.client_capabilities
+        ):
+            return TaskSupport.FORBIDDEN
+        name = (self._request.params or {}).get("name")
+        return self._server.app.task_support(name) if isinstance(name, str) else (
+            TaskSupport.FORBIDDEN
+        )
+
+    async def _via_task(self, run: TaskRun, binding: Binding | None) -> Response | ErrorResponse:
+        """Wait for a run to end or to be worth a task (TK-DECIDE), and answer for it: its
+        own outcome, its question (MRTR), or the task it became."""
+        try:
+            if not run.published:
+                with trio.move_on_after(self._server.config.task_after):
+                    await run.settled.wait()
+            if not run.published and run.settled.is_set():
+                outcome = run.outcome
+                if isinstance(outcome, InputRequired):
+                    return self._input_required(outcome, binding)
+                if outcome is not None:
+                    return outcome
+                # Ended with no outcome while its client waited: the server is stopping.
+                return ErrorResponse(
+                    id=self._request.id,
+                    code=ErrorCode.SERVER_BUSY,
+                    message="Service Unavailable: the server is shutting down; retry.",
+                )
+            snapshot = run.snapshot if run.published else run.publish()
+            assert snapshot is not None
+            return Response(id=self._request.id, result=create_task_result(snapshot))
+        finally:
+            # Until it is a task, a call ends with its client (MU-CANCEL-1).
+            run.abandon()
 
     def _load_answers(self, binding: Binding) -> None:
         params = self._request.params or {}
@@ -270,7 +379,7 @@ class ModernExchange:
         server = self._server
         if isinstance(outcome, Response):
             result = outcome.result
-            if result.get("resultType") == "input_required":
+            if result.get("resultType") in ("input_required", "task"):
                 # MU-CACHE-4: an interim result carries no caching hints.
                 result = with_server_info(result, server.server_info())
             else:
@@ -384,15 +493,9 @@ class ModernExchange:
                 "prompts/get and resources/read can)."
             )
         await trio.lowlevel.checkpoint()
-        got: dict[str, Mapping[str, JSON]] = {}
-        missing: dict[str, InputRequest] = {}
-        for key, question in requests.items():
-            if key in self._answers:
-                # MU-MRTR-4: an answer is checked before the handler sees it.
-                got[key] = check_input_response(key, question, self._answers[key])
-                self._used[key] = self._answers[key]
-            else:
-                missing[key] = question
+        # MU-MRTR-4: an answer is checked before the handler sees it.
+        got, missing = split_answers(requests, self._answers)
+        self._used.update({key: self._answers[key] for key in got})
         if missing:
             # TM-MRTR-RERUN: the handler stops here; its retry runs it again from the start.
             raise InputRequired(missing, self._used)

@@ -25,6 +25,7 @@ from ._manager import SessionManager
 from ._modern import ModernServer
 from ._responder import Responder
 from ._session import SessionPort as LegacySessionPort
+from ._tasks import TaskManager
 
 if TYPE_CHECKING:
     from .._config import ServerConfig
@@ -51,7 +52,11 @@ class Runtime:
         # clients (ML-STATE-2); else one that lives only in this process.
         key = config.request_state_key or os.urandom(32)
         codec = RequestStateCodec(key, ttl=config.request_state_ttl)
-        self.modern = ModernServer(app, config, spawn=self.spawn, state_codec=codec)
+        #: Tool calls that outlive their exchange (spec/tasks.md).
+        self.tasks = TaskManager(app, config)
+        self.modern = ModernServer(
+            app, config, spawn=self.spawn, state_codec=codec, tasks=self.tasks
+        )
         self.listeners = Listeners(app, config, spawn=self.spawn, stats=self.modern.stats)
         self.auth = Authenticator(config.auth) if config.auth is not None else None
 
@@ -62,6 +67,7 @@ class Runtime:
         try:
             async with trio.open_nursery() as nursery:
                 await nursery.start(self.manager.run)
+                await nursery.start(self.tasks.run)
                 self._nursery = nursery
                 self.app.attach(self)
                 try:
@@ -153,7 +159,11 @@ class Runtime:
                     await self.listeners.serve(route, responder)
                 else:
                     await self.modern.serve(
-                        route, request.headers, responder, principal=request.principal
+                        route,
+                        request.headers,
+                        responder,
+                        principal=request.principal,
+                        peer=request.peer_host,
                     )
             else:
                 assert isinstance(route, ModernNotification)
@@ -227,4 +237,5 @@ class Runtime:
             **{f"modern_{k}": v for k, v in modern.items()},
             "modern_requests_running": len(self.modern.running),
             "listeners_open": len(self.listeners.live),
+            **self.tasks.statistics(),
         }

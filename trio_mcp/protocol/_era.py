@@ -59,6 +59,10 @@ _LEGACY_HEADER_VERSIONS: Final = frozenset({"2024-11-05", *LEGACY_VERSIONS})
 
 #: The methods whose Mcp-Name header carries a body value, and where in params it is.
 NAME_PARAM: Final = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+#: TK-HEADERS: the tasks extension's requests name their task in Mcp-Name too.
+_NAMED_BY_HEADER: Final = {
+    **NAME_PARAM, "tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId",
+}
 
 
 class Era(enum.Enum):
@@ -293,7 +297,7 @@ def _check_routing_headers(headers: Headers, request: Request, envelope: Envelop
     if method != request.method:
         # MT-HDR-14 / MT-HDR-12 (MUST): values are case-sensitive and match the body.
         raise header_mismatch(f"Mcp-Method {method!r} does not match the method", request)
-    field = NAME_PARAM.get(request.method)
+    field = _NAMED_BY_HEADER.get(request.method)
     if field is None:
         return
     name = _single(headers, MCP_NAME, request)

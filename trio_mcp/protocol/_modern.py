@@ -53,6 +53,10 @@ MODERN_METHODS: Final = frozenset(
         "resources/read",
         "completion/complete",
         "subscriptions/listen",
+        # TK-METHODS: the tasks extension's, served when some tool may run as a task.
+        "tasks/get",
+        "tasks/update",
+        "tasks/cancel",
     }
 )
 

@@ -1,0 +1,553 @@
+# Tasks (the io.modelcontextprotocol/tasks extension, spec/tasks.md): a modern tools/call whose
+# work outlives its exchange. A task's handler runs in a nursery that belongs to the server,
+# under its own cancel scope: a dropped connection does not end it, tasks/cancel does, and so
+# does its TTL. The state a client sees is a TaskSnapshot (trio_mcp.protocol._tasks), replaced
+# at every transition; the questions a handler asks inside a task wait for tasks/update.
+#
+# A call starts as a TaskRun that is not yet published. The exchange that started it waits:
+# a run that ends (or asks for input) before it is published is answered on that exchange as
+# any modern request; a run that is published is answered with a CreateTaskResult, and from
+# then on lives on its own until it ends and its TTL passes.
+from __future__ import annotations
+
+import collections
+import math
+import secrets
+import time
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
+
+import trio
+
+from .._ports import App, ClientCapabilityError, InputRequired
+from ..protocol import (
+    JSON,
+    ErrorCode,
+    ErrorResponse,
+    LocalProtocolError,
+    Notification,
+    RemoteProtocolError,
+    Request,
+    Response,
+    dumps,
+)
+from ..protocol._auth import Principal
+from ..protocol._mrtr import InputRequest, check_input_response
+from ..protocol._tasks import (
+    TASK_METHODS,
+    TaskSnapshot,
+    TaskStatus,
+    get_task_result,
+    read_input_answers,
+    read_task_id,
+    task_not_found,
+)
+from ._budget import ByteBudget
+from ._handler import outcome_of
+
+if TYPE_CHECKING:
+    from .._config import ServerConfig
+
+__all__ = ["TaskManager", "TaskRun", "TaskStats"]
+
+
+class Front(Protocol):
+    """The exchange a run answers through until it is published (ModernExchange)."""
+
+    @property
+    def log_threshold(self) -> str | None: ...
+
+    async def notify(self, notification: Notification) -> bool: ...
+
+    def notify_now(self, notification: Notification) -> bool: ...
+
+    def capability_error(self, required: Mapping[str, JSON]) -> ClientCapabilityError: ...
+
+
+class TaskStats:
+    """Totals of the tasks since the server started (TM-BP-COUNTERS)."""
+
+    def __init__(self) -> None:
+        self.created = 0
+        """Runs published as tasks."""
+        self.answered_at_once = 0
+        """Runs that ended (or asked for input) before they became tasks."""
+        self.completed = 0
+        self.failed = 0
+        self.cancelled = 0
+        self.expired = 0
+        """Tasks freed at the end of their TTL (those still running were cancelled)."""
+        self.refused = 0
+        """Calls that found no room (TK-BOUND)."""
+        self.results_too_large = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return dict(vars(self))
+
+
+def split_answers(
+    requests: Mapping[str, InputRequest], answers: Mapping[str, JSON]
+) -> tuple[dict[str, Mapping[str, JSON]], dict[str, InputRequest]]:
+    """The questions ``answers`` already answers (each answer checked, MU-MRTR-4), and the
+    ones still open."""
+    got: dict[str, Mapping[str, JSON]] = {}
+    missing: dict[str, InputRequest] = {}
+    for key, question in requests.items():
+        if key in answers:
+            got[key] = check_input_response(key, question, answers[key])
+        else:
+            missing[key] = question
+    return got, missing
+
+
+class TaskRun:
+    """One tools/call that may become a task, then the task. It is its handler's port
+    (trio_mcp._ports.RequestPort)."""
+
+    def __init__(
+        self,
+        manager: TaskManager,
+        request: Request,
+        *,
+        front: Front,
+        protocol_version: str,
+        client_info: Mapping[str, JSON],
+        client_capabilities: Mapping[str, JSON],
+        principal: Principal | None,
+        owner: str,
+        answers: Mapping[str, JSON],
+    ) -> None:
+        self._manager = manager
+        self._request = request
+        self._front: Front | None = front
+        self._version = protocol_version
+        self._client_info = client_info
+        self._capabilities = client_capabilities
+        self.principal = principal
+        #: TM-AUTH-BIND / TK-BIND: whose task this is.
+        self.principal_key = principal.key if principal is not None else ""
+        self.owner = owner
+        self.task_id = secrets.token_urlsafe(24)
+        self.scope = trio.CancelScope()
+        #: The answers the handler can be given: from the creating request's MRTR rounds,
+        #: then from tasks/update.
+        self._answers: dict[str, JSON] = dict(answers)
+        #: The answers used before publication, to seal into a requestState (MRTR).
+        self._used: dict[str, JSON] = {}
+        #: The questions open now, by key (input_required), and the event their answers set.
+        self._open: dict[str, InputRequest] = {}
+        self._answered = trio.Event()
+        #: What the handler ended with, before publication: read by the front.
+        self.outcome: Response | ErrorResponse | InputRequired | None = None
+        self.settled = trio.Event()
+        self.snapshot: TaskSnapshot | None = None
+        self.deadline = math.inf
+        self._result_bytes = 0
+
+    # -- lifetime ---------------------------------------------------------------------------
+
+    @property
+    def published(self) -> bool:
+        return self.snapshot is not None
+
+    @property
+    def status(self) -> TaskStatus | None:
+        return None if self.snapshot is None else self.snapshot.status
+
+    async def main(self) -> None:
+        """The handler, in the tasks' nursery (TK-LIFE)."""
+        outcome: Response | ErrorResponse | InputRequired | None = None
+        try:
+            with self.scope:
+                try:
+                    outcome = await outcome_of(
+                        lambda: self._manager.app.dispatch(self, self._request), self._request
+                    )
+                except InputRequired as ask:
+                    outcome = ask
+        finally:
+            self.outcome = outcome
+            if self.published:
+                self._end(outcome)
+            else:
+                self._manager.discard(self)
+            self.settled.set()
+
+    def publish(self) -> TaskSnapshot:
+        """The run becomes a task: visible to tasks/* from now (TK-CREATE: stored before the
+        CreateTaskResult goes out)."""
+        assert self.snapshot is None
+        self._front = None
+        self.snapshot = self._manager.published(self)
+        return self.snapshot
+
+    def abandon(self) -> None:
+        """The exchange that started the run left before it was published: a request like
+        any other, it ends with its client (MU-CANCEL-1)."""
+        if not self.published:
+            self.scope.cancel()
+
+    def _move(self, status: TaskStatus, **kwargs: Any) -> None:
+        assert self.snapshot is not None
+        self.snapshot = self.snapshot.moved(status, time.time(), **kwargs)
+        self._manager.changed(self)
+
+    def _end(self, outcome: Response | ErrorResponse | InputRequired | None) -> None:
+        assert self.snapshot is not None
+        self._open.clear()
+        if self.snapshot.status.terminal or not self._manager.holds(self):
+            # TK-CANCEL: a cancelled task keeps nothing its work produced later; an expired
+            # one (TK-TTL) is gone already.
+            return
+        if isinstance(outcome, Response):
+            size = len(dumps(outcome.result))
+            if not self._manager.hold_result(self, size):
+                self._move(
+                    TaskStatus.FAILED,
+                    message="The result is larger than the server keeps for a task.",
+                    error={"code": int(ErrorCode.INTERNAL_ERROR),
+                           "message": "Internal error: the task's result is too large to keep."},
+                )
+                return
+            self._result_bytes = size
+            self._move(TaskStatus.COMPLETED, result=outcome.result)
+        elif isinstance(outcome, ErrorResponse):
+            error: dict[str, JSON] = {"code": int(outcome.code), "message": outcome.message}
+            if outcome.data is not None:
+                error["data"] = outcome.data
+            # TK-FAILED: a JSON-RPC error during the work; statusMessage says why.
+            self._move(TaskStatus.FAILED, message=outcome.message, error=error)
+        else:
+            # Ended without an outcome: its scope was cancelled by the TTL or by shutdown.
+            self._move(
+                TaskStatus.FAILED,
+                message="The task was ended by the server.",
+                error={"code": int(ErrorCode.INTERNAL_ERROR),
+                       "message": "Internal error: the server ended the task."},
+            )
+
+    def release(self) -> int:
+        """The result bytes this run held, given back (TK-TTL)."""
+        held, self._result_bytes = self._result_bytes, 0
+        return held
+
+    # -- what tasks/* do --------------------------------------------------------------------
+
+    def cancel(self) -> None:
+        """TK-CANCEL: cancelled at once (terminal within the request), its work's scope
+        cancelled; a task already terminal is left as it is (idempotent)."""
+        if self.snapshot is None or self.snapshot.status.terminal:
+            return
+        self._open.clear()
+        self._move(TaskStatus.CANCELLED, message="Cancelled by the client.")
+        self.scope.cancel()
+        self._answered.set()
+
+    def update(self, answers: Mapping[str, JSON], request: Request) -> None:
+        """TK-UPDATE: answers to open questions, applied before the ack, so the very next
+        tasks/get shows them (TK-DECIDE-1). Keys of no open question are ignored; an
+        answer of the wrong shape refuses the whole update (-32602), nothing applied."""
+        assert self.snapshot is not None
+        if self.snapshot.status.terminal:
+            return
+        fresh = {k: v for k, v in answers.items() if k in self._open}
+        for key, value in fresh.items():
+            try:
+                check_input_response(key, self._open[key], value)
+            except RemoteProtocolError as exc:
+                raise RemoteProtocolError(
+                    exc.message, code=exc.code, data=exc.data, request_id=request.id
+                ) from None
+        if not fresh:
+            return
+        for key, value in fresh.items():
+            self._answers[key] = value
+            del self._open[key]
+        if self._open:
+            self._move(TaskStatus.INPUT_REQUIRED, input_requests=self._open)
+        else:
+            self._move(TaskStatus.WORKING)
+        self._answered.set()
+        self._answered = trio.Event()
+
+    # -- the port ---------------------------------------------------------------------------
+
+    @property
+    def session_id(self) -> str | None:
+        return None
+
+    @property
+    def protocol_version(self) -> str:
+        return self._version
+
+    @property
+    def client_info(self) -> Mapping[str, JSON]:
+        return self._client_info
+
+    @property
+    def client_capabilities(self) -> Mapping[str, JSON]:
+        # TK-INPUT-CAPS: only the questions the creating request's capabilities allow.
+        return self._capabilities
+
+    @property
+    def log_threshold(self) -> str | None:
+        # A published task has no stream to log to.
+        return self._front.log_threshold if self._front is not None else None
+
+    @property
+    def client_request_timeout(self) -> float:
+        return self._manager.config.client_request_timeout
+
+    @property
+    def finished(self) -> bool:
+        return self.snapshot is not None and self.snapshot.status.terminal
+
+    @property
+    def page_size(self) -> int:
+        return self._manager.config.page_size
+
+    async def notify(self, notification: Notification) -> bool:
+        await trio.lowlevel.checkpoint()
+        if self._front is not None:
+            return await self._front.notify(notification)
+        # TK-NOTIFY: a published task's own notifications have no stream to go on.
+        return False
+
+    def notify_now(self, notification: Notification) -> bool:
+        return self._front.notify_now(notification) if self._front is not None else False
+
+    async def request(
+        self, method: str, params: Mapping[str, JSON] | None, *, timeout: float
+    ) -> Mapping[str, JSON]:
+        raise LocalProtocolError(
+            f"Cannot send {method} from a task: ask for input with ctx.elicit, ctx.sample or "
+            "ctx.list_roots."
+        )
+
+    async def ask(
+        self, requests: Mapping[str, InputRequest], *, timeout: float
+    ) -> dict[str, Mapping[str, JSON]]:
+        """Before publication, as a modern request: the answers of its retry, or
+        InputRequired. In a task (TK-INPUT): the questions become the task's inputRequests,
+        and the answer comes by tasks/update, however long that takes within the TTL (the
+        client polls; ``timeout`` does not apply)."""
+        await trio.lowlevel.checkpoint()
+        got, missing = split_answers(requests, self._answers)
+        if not self.published:
+            self._used.update({k: self._answers[k] for k in got})
+            if missing:
+                raise InputRequired(missing, self._used)
+            return got
+        if not missing:
+            return got
+        reused = [key for key in missing if key in self._open]
+        if reused:
+            raise LocalProtocolError(
+                f"input key {reused[0]!r} is already asked and unanswered in this task"
+            )
+        self._open.update(missing)
+        self._move(TaskStatus.INPUT_REQUIRED, input_requests=self._open)
+        while any(key not in self._answers for key in missing):
+            await self._answered.wait()
+        got.update(split_answers(missing, self._answers)[0])
+        return got
+
+    def capability_error(self, required: Mapping[str, JSON]) -> ClientCapabilityError:
+        if self._front is not None:
+            return self._front.capability_error(required)
+        # Inside a task the client cannot be told on the wire: the task fails with it.
+        return ClientCapabilityError(
+            f"Missing required client capability: {', '.join(sorted(required))}.",
+            code=ErrorCode.MISSING_CLIENT_CAPABILITY,
+            data={"requiredCapabilities": dict(required)},
+        )
+
+    def close_stream(self) -> bool:
+        return False
+
+
+class TaskManager:
+    """The tasks of one runtime: their nursery, their table, their bounds and TTLs."""
+
+    def __init__(
+        self,
+        app: App,
+        config: ServerConfig,
+        *,
+        on_change: Callable[[TaskRun], None] | None = None,
+    ) -> None:
+        self.app = app
+        self.config = config
+        self.stats = TaskStats()
+        self._on_change = on_change
+        self._nursery: trio.Nursery | None = None
+        #: Every run alive: published tasks, and runs still deciding (TK-BOUND counts both).
+        self.runs: dict[str, TaskRun] = {}
+        self._by_owner: collections.Counter[str] = collections.Counter()
+        #: Published tasks in order of their TTL's end: one TTL for all, so creation order.
+        self._expiry: collections.deque[TaskRun] = collections.deque()
+        self._expiry_changed = trio.Event()
+        self.results = ByteBudget(config.max_task_results_memory)
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """The nursery the tasks run in, and the TTLs' end (TK-TTL)."""
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            task_status.started()
+            try:
+                await self._expire_forever()
+            finally:
+                self._nursery = None
+                nursery.cancel_scope.cancel()
+
+    async def _expire_forever(self) -> None:
+        while True:
+            if not self._expiry:
+                await self._expiry_changed.wait()
+                self._expiry_changed = trio.Event()
+                continue
+            head = self._expiry[0]
+            await trio.sleep_until(head.deadline)
+            now = trio.current_time()
+            while self._expiry and self._expiry[0].deadline <= now:
+                self._expire(self._expiry.popleft())
+
+    def _expire(self, run: TaskRun) -> None:
+        # TK-TTL: nothing of a task outlives its TTL; work still running is cancelled.
+        run.scope.cancel()
+        if self.runs.get(run.task_id) is run:
+            self.stats.expired += 1
+            self._forget(run)
+
+    # -- the calls ---------------------------------------------------------------------------
+
+    def start(
+        self,
+        request: Request,
+        *,
+        front: Front,
+        protocol_version: str,
+        client_info: Mapping[str, JSON],
+        client_capabilities: Mapping[str, JSON],
+        principal: Principal | None,
+        peer: str | None,
+        answers: Mapping[str, JSON],
+        publish: bool,
+    ) -> TaskRun | None:
+        """Start a call's handler as a run in the tasks' nursery; published at once with
+        ``publish``. None when there is no room (TK-BOUND) or the server is stopping."""
+        owner = principal.key if principal is not None else f"peer:{peer or ''}"
+        if (
+            self._nursery is None
+            or len(self.runs) >= self.config.max_tasks
+            or self._by_owner[owner] >= self.config.max_tasks_per_owner
+        ):
+            self.stats.refused += 1
+            return None
+        run = TaskRun(
+            self,
+            request,
+            front=front,
+            protocol_version=protocol_version,
+            client_info=client_info,
+            client_capabilities=client_capabilities,
+            principal=principal,
+            owner=owner,
+            answers=answers,
+        )
+        self.runs[run.task_id] = run
+        self._by_owner[owner] += 1
+        if publish:
+            run.publish()
+        self._nursery.start_soon(run.main, name=f"task {request.method}")
+        return run
+
+    def published(self, run: TaskRun) -> TaskSnapshot:
+        now = time.time()
+        ttl_ms = max(1, round(self.config.task_ttl * 1000))
+        snapshot = TaskSnapshot(
+            task_id=run.task_id,
+            status=TaskStatus.WORKING,
+            created_at=now,
+            updated_at=now,
+            ttl_ms=ttl_ms,
+            poll_interval_ms=max(1, round(self.config.task_poll_interval * 1000)),
+        )
+        run.deadline = trio.current_time() + self.config.task_ttl
+        self._expiry.append(run)
+        self._expiry_changed.set()
+        self.stats.created += 1
+        return snapshot
+
+    def discard(self, run: TaskRun) -> None:
+        """A run that ended before it was published: it was never a task."""
+        if self.runs.get(run.task_id) is run:
+            self.stats.answered_at_once += 1
+            self._forget(run)
+
+    def _forget(self, run: TaskRun) -> None:
+        del self.runs[run.task_id]
+        self._by_owner[run.owner] -= 1
+        if self._by_owner[run.owner] <= 0:
+            del self._by_owner[run.owner]
+        self.results.give(run.release())
+
+    def holds(self, run: TaskRun) -> bool:
+        return self.runs.get(run.task_id) is run
+
+    def hold_result(self, run: TaskRun, size: int) -> bool:
+        if size > self.config.max_task_result_bytes or not self.results.take(size):
+            self.stats.results_too_large += 1
+            return False
+        return True
+
+    def changed(self, run: TaskRun) -> None:
+        status = run.status
+        if status is TaskStatus.COMPLETED:
+            self.stats.completed += 1
+        elif status is TaskStatus.FAILED:
+            self.stats.failed += 1
+        elif status is TaskStatus.CANCELLED:
+            self.stats.cancelled += 1
+        if self._on_change is not None:
+            self._on_change(run)
+
+    # -- tasks/* ----------------------------------------------------------------------------
+
+    def find(self, task_id: str, principal: Principal | None) -> TaskRun | None:
+        """TK-BIND: the published task ``task_id`` of this principal; None for any other."""
+        run = self.runs.get(task_id)
+        key = principal.key if principal is not None else ""
+        if run is None or not run.published or run.principal_key != key:
+            return None
+        return run
+
+    def answer(self, request: Request, principal: Principal | None) -> dict[str, JSON]:
+        """The result of a tasks/get, tasks/update or tasks/cancel (after the header and
+        capability gates: TK-GATE).
+
+        Raises:
+            RemoteProtocolError: -32602 for an unknown id or malformed params.
+        """
+        assert request.method in TASK_METHODS
+        task_id = read_task_id(request)
+        answers = read_input_answers(request) if request.method == "tasks/update" else None
+        run = self.find(task_id, principal)
+        if run is None or run.snapshot is None:
+            raise task_not_found(request)
+        if request.method == "tasks/get":
+            return get_task_result(run.snapshot)
+        if request.method == "tasks/cancel":
+            run.cancel()
+        else:
+            assert answers is not None
+            run.update(answers, request)
+        # TK-ACK: an update and a cancel are acknowledged with an empty complete result.
+        return {"resultType": "complete"}
+
+    def statistics(self) -> dict[str, int]:
+        return {
+            **{f"tasks_{k}": v for k, v in self.stats.as_dict().items()},
+            "tasks_alive": len(self.runs),
+            "tasks_result_bytes": self.results.held,
+        }

@@ -1,0 +1,230 @@
+# The tasks extension (io.modelcontextprotocol/tasks, SEP-2663; spec/tasks.md): a modern
+# tools/call answered at once with a task id while its work goes on, then polled, answered
+# and cancelled by id from any connection. Pure: the state machine of one task, the wire
+# shapes of its results, and the reading of tasks/* requests. The runtime owns the tasks
+# (trio_mcp._trio._tasks) and hands in ids, clocks and results.
+from __future__ import annotations
+
+import datetime
+import enum
+from collections.abc import Mapping
+from typing import Final
+
+import attrs
+
+from ._errors import ErrorCode, RemoteProtocolError
+from ._jsonrpc import JSON, Request
+from ._mrtr import InputRequest
+
+__all__ = [
+    "TASKS_EXTENSION",
+    "TASK_METHODS",
+    "IllegalTransition",
+    "TaskSnapshot",
+    "TaskStatus",
+    "TaskSupport",
+    "create_task_result",
+    "declares_tasks",
+    "get_task_result",
+    "iso_time",
+    "read_input_answers",
+    "read_task_id",
+    "task_not_found",
+    "tasks_requirement",
+]
+
+TASKS_EXTENSION: Final = "io.modelcontextprotocol/tasks"
+
+#: TK-METHODS: the requests about a task that exists; tasks/result and tasks/list are not
+#: among them (TK-NOLIST).
+TASK_METHODS: Final = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
+
+
+class TaskSupport(enum.Enum):
+    """Whether a tool runs as a task (TK-OPTIN: the server decides, per tool)."""
+
+    #: Never: always answered on its own exchange.
+    FORBIDDEN = "forbidden"
+    #: When the client allows it and the work outlasts the server's short wait
+    #: (``task_after``): quick calls stay synchronous.
+    OPTIONAL = "optional"
+    #: Always: a client without the extension gets -32021 before the tool runs.
+    REQUIRED = "required"
+
+
+class TaskStatus(enum.Enum):
+    WORKING = "working"
+    INPUT_REQUIRED = "input_required"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def terminal(self) -> bool:
+        return self in _TERMINAL
+
+
+_TERMINAL: Final = frozenset({TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.CANCELLED})
+
+#: TK-STATES: working <-> input_required; either -> completed | failed | cancelled; a
+#: terminal state never changes.
+_MOVES: Final = {
+    TaskStatus.WORKING: frozenset({TaskStatus.INPUT_REQUIRED, *_TERMINAL}),
+    TaskStatus.INPUT_REQUIRED: frozenset({TaskStatus.WORKING, *_TERMINAL}),
+}
+
+
+class IllegalTransition(Exception):
+    """A move the state machine does not have (a bug of the runtime, never the client's)."""
+
+
+def declares_tasks(client_capabilities: Mapping[str, JSON]) -> bool:
+    """TK-OPTIN: whether this request's own capabilities declare the extension."""
+    extensions = client_capabilities.get("extensions")
+    return isinstance(extensions, Mapping) and isinstance(extensions.get(TASKS_EXTENSION),
+                                                          Mapping)
+
+
+def tasks_requirement() -> dict[str, JSON]:
+    """The client capabilities a task request needs, as -32021 names them (TK-GATE)."""
+    return {"extensions": {TASKS_EXTENSION: {}}}
+
+
+def iso_time(epoch: float) -> str:
+    """TK-WIRE: an ISO 8601 UTC timestamp with date, "T", seconds and milliseconds."""
+    moment = datetime.datetime.fromtimestamp(epoch, tz=datetime.UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@attrs.frozen(kw_only=True)
+class TaskSnapshot:
+    """One task as clients see it, at one moment. A transition makes a new snapshot."""
+
+    task_id: str
+    status: TaskStatus
+    created_at: float
+    updated_at: float
+    ttl_ms: int
+    poll_interval_ms: int
+    status_message: str | None = None
+    #: The questions still open (input_required), by key.
+    input_requests: Mapping[str, InputRequest] = attrs.field(factory=dict)
+    #: The tool's CallToolResult (completed).
+    result: Mapping[str, JSON] | None = None
+    #: The JSON-RPC error the work ended with (failed): code, message, data.
+    error: Mapping[str, JSON] | None = None
+
+    def moved(
+        self,
+        status: TaskStatus,
+        at: float,
+        *,
+        message: str | None = None,
+        input_requests: Mapping[str, InputRequest] | None = None,
+        result: Mapping[str, JSON] | None = None,
+        error: Mapping[str, JSON] | None = None,
+    ) -> TaskSnapshot:
+        """The task after a transition at ``at`` (TK-STATES; TK-UPDATED: every transition,
+        and every change of the open questions, bumps lastUpdatedAt).
+
+        Raises:
+            IllegalTransition: from a terminal state, or a move the machine lacks.
+        """
+        if self.status.terminal or (
+            status is not self.status and status not in _MOVES[self.status]
+        ):
+            raise IllegalTransition(f"{self.status.value} -> {status.value}")
+        if status is TaskStatus.INPUT_REQUIRED and not input_requests:
+            raise IllegalTransition("input_required needs open questions")
+        return attrs.evolve(
+            self,
+            status=status,
+            updated_at=max(at, self.updated_at),
+            status_message=message,
+            input_requests=dict(input_requests or {}) if status is TaskStatus.INPUT_REQUIRED
+            else {},
+            result=result if status is TaskStatus.COMPLETED else None,
+            error=error if status is TaskStatus.FAILED else None,
+        )
+
+    def expires_at(self) -> float:
+        """TK-TTL: counted from creation."""
+        return self.created_at + self.ttl_ms / 1000
+
+    def fields(self) -> dict[str, JSON]:
+        """The Task fields every task result carries (TK-WIRE)."""
+        out: dict[str, JSON] = {
+            "taskId": self.task_id,
+            "status": self.status.value,
+            "createdAt": iso_time(self.created_at),
+            "lastUpdatedAt": iso_time(self.updated_at),
+            "ttlMs": self.ttl_ms,
+            "pollIntervalMs": self.poll_interval_ms,
+        }
+        if self.status_message is not None:
+            out["statusMessage"] = self.status_message
+        return out
+
+
+def create_task_result(task: TaskSnapshot) -> dict[str, JSON]:
+    """TK-CREATE: a tools/call answered with a task: flat, resultType "task", no
+    requestState, no inputRequests, no result."""
+    return {"resultType": "task", **task.fields()}
+
+
+def get_task_result(task: TaskSnapshot) -> dict[str, JSON]:
+    """TK-GET: the task and what its status carries: the open questions (all of them), the
+    tool's result, or the error. resultType is "complete" (TK-DECIDE-4)."""
+    out: dict[str, JSON] = {"resultType": "complete", **task.fields()}
+    if task.status is TaskStatus.INPUT_REQUIRED:
+        out["inputRequests"] = {
+            key: {"method": q.method, "params": dict(q.params or {})}
+            for key, q in task.input_requests.items()
+        }
+    elif task.status is TaskStatus.COMPLETED and task.result is not None:
+        out["result"] = dict(task.result)
+    elif task.status is TaskStatus.FAILED and task.error is not None:
+        out["error"] = dict(task.error)
+    return out
+
+
+def _invalid(why: str, request: Request) -> RemoteProtocolError:
+    return RemoteProtocolError(
+        f"Invalid params: {why}.", code=ErrorCode.INVALID_PARAMS, request_id=request.id
+    )
+
+
+#: Task ids this server makes are 32 URL-safe characters; anything much longer is no id of
+#: ours, and is refused before it is looked up or echoed.
+_MAX_TASK_ID: Final = 128
+
+
+def read_task_id(request: Request) -> str:
+    """The taskId a tasks/* request names.
+
+    Raises:
+        RemoteProtocolError: -32602 when it is missing or not a string.
+    """
+    task_id = (request.params or {}).get("taskId")
+    if not isinstance(task_id, str) or not task_id or len(task_id) > _MAX_TASK_ID:
+        raise _invalid("taskId must be a task id string", request)
+    return task_id
+
+
+def task_not_found(request: Request) -> RemoteProtocolError:
+    """TK-UNKNOWN: an id that names no task of this principal (never made, expired, or
+    another's: one answer for all, so that ids leak nothing)."""
+    return _invalid("no such task (unknown, expired, or not yours)", request)
+
+
+def read_input_answers(request: Request) -> dict[str, JSON]:
+    """tasks/update's inputResponses: a map of key to answer (TK-UPDATE; which keys count is
+    the task's to say).
+
+    Raises:
+        RemoteProtocolError: -32602 when it is not an object.
+    """
+    answers = (request.params or {}).get("inputResponses")
+    if not isinstance(answers, Mapping):
+        raise _invalid("inputResponses must be an object of answers by key", request)
+    return dict(answers)
