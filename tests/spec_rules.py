@@ -97,10 +97,14 @@ REQUIRED_FIELDS = ("Level", "Applies to", "Source", "Says", "We do", "Status")
 
 _SPEC_ID = r"(?:T|L|J|U|MT|ML|MJ|MU)-[A-Z]+-\d+"
 _TM_ID = r"TM-[A-Z]+-[A-Z0-9]+(?:-[A-Z0-9]+)*"
-#: A well-formed rule id: the spec catalogue's (``T-POST-4``) or trio-mcp's own (``TM-GET-ONE``).
-RULE_ID_RE = re.compile(rf"^(?:{_SPEC_ID}|{_TM_ID})$")
+#: The tasks extension's rules (SEP-2663), named rather than numbered: the extension's text
+#: numbers nothing.
+_TK_ID = r"TK-[A-Z]+(?:-[A-Z0-9]+)*"
+#: A well-formed rule id: the spec catalogue's (``T-POST-4``), the tasks extension's
+#: (``TK-CANCEL``) or trio-mcp's own (``TM-GET-ONE``).
+RULE_ID_RE = re.compile(rf"^(?:{_SPEC_ID}|{_TK_ID}|{_TM_ID})$")
 #: A rule id cited in running text (code comments, docstrings).
-CODE_CITATION_RE = re.compile(rf"\b(?:{_SPEC_ID}|{_TM_ID})\b")
+CODE_CITATION_RE = re.compile(rf"\b(?:{_SPEC_ID}|{_TK_ID}|{_TM_ID})\b")
 
 
 def _tm(*areas: str) -> str:
@@ -124,9 +128,10 @@ AREAS: Mapping[str, tuple[str, ...]] = {
     "tools.md": (r"U-(?:TOOL|PAGE)-\d+", _tm("TOOL", "PAGE")),
     "utilities.md": (
         r"U-(?:CANCEL|PROG|LOG|RES|PROMPT|COMP|TASK)-\d+",
-        _tm("CANCEL", "PROG", "LOG", "RSRC", "PROMPT", "COMP", "TASK"),
+        _tm("CANCEL", "PROG", "LOG", "RSRC", "PROMPT", "COMP"),
     ),
     "modern.md": (r"M[TLJU]-[A-Z]+-\d+", _tm("MOD", "ERA", "MRTR", "CACHE")),
+    "tasks.md": (_TK_ID, _tm("TASK")),
 }
 
 _HEADING_RE = re.compile(r"^### (?P<id>\S+) — (?P<title>\S.*)$")

@@ -162,7 +162,7 @@ class ServerConfig:
     max_listen_resources: int = 256
     """Resource URIs one subscriptions/listen request may subscribe to."""
     task_after: float = 0.5
-    """TK-DECIDE: how long a tools/call of a tool that may run as a task (``task="optional"``)
+    """TM-TASK-DECIDE: how long a tools/call of a tool that may run as a task (``task="optional"``)
     runs on its own exchange before it becomes a task, when its client allows tasks: quicker
     calls are answered as usual."""
     task_ttl: float = 900.0
@@ -171,15 +171,15 @@ class ServerConfig:
     task_poll_interval: float = 0.5
     """TK-WIRE: the pollIntervalMs a task suggests to its client."""
     max_tasks: int = 4096
-    """TK-BOUND: tasks alive at once in this server (those still deciding included). Past it
+    """TM-TASK-BOUND: tasks alive at once in this server (those still deciding included). Past it
     a tool that must run as a task is refused with 503; one that may runs on its exchange."""
     max_tasks_per_owner: int = 256
-    """TK-BOUND: tasks alive at once for one principal (or, without authorization, one peer
+    """TM-TASK-BOUND: tasks alive at once for one principal (or, without authorization, one peer
     address), so that one client cannot take every slot."""
     max_task_result_bytes: int = 1024 * 1024
-    """TK-BOUND: the largest result a task keeps; a larger one fails the task (-32603)."""
+    """TM-TASK-BOUND: the largest result a task keeps; a larger one fails the task (-32603)."""
     max_task_results_memory: int = 64 * 1024 * 1024
-    """TK-BOUND: what the results of every live task may hold together; a result that does
+    """TM-TASK-BOUND: what the results of every live task may hold together; a result that does
     not fit fails its task (-32603) rather than grow the server."""
     http_header_timeout: float = 10.0
     """trio-mcp's own HTTP server (TM-HTTP-OWN): how long a new connection may take to send a

@@ -199,7 +199,7 @@ class App(Protocol):
         """The client capabilities ``request`` needs before it runs (ML-META-3)."""
 
     def task_support(self, tool: str) -> TaskSupport:
-        """Whether a call of ``tool`` may run as a task (TK-DECIDE)."""
+        """Whether a call of ``tool`` may run as a task (TM-TASK-DECIDE)."""
 
     def runs_tasks(self) -> bool:
         """Whether any tool may run as a task: then the tasks extension is served."""

@@ -91,7 +91,7 @@ class Server:
         client sends ``Mcp-Param-<name>`` with the argument's value (MT-HDR-7; never a
         secret, MT-HDR-9). ``scopes`` are the OAuth scopes a call needs when the server
         has authorization (T-AUTH-STEPUP). ``task`` says whether a 2026-07-28 call may
-        run as a task (the tasks extension, TK-DECIDE): "forbidden" (the default),
+        run as a task (the tasks extension, TM-TASK-DECIDE): "forbidden" (the default),
         "optional" (when the client allows it and the call outlasts ``task_after``) or
         "required" (a client without the extension is refused with -32021).
         """

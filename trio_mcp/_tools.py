@@ -51,7 +51,7 @@ class ToolDef:
     mirrored: Mapping[str, tuple[str, ...]]
     """Parameters mirrored into Mcp-Param headers, by header name: their paths (MT-HDR-7)."""
     task: TaskSupport = TaskSupport.FORBIDDEN
-    """Whether a call may run as a task (TK-DECIDE)."""
+    """Whether a call may run as a task (TM-TASK-DECIDE)."""
     explicit_schema: bool = False
     """Whether ``input_schema`` was given as written (arguments are validated against it by
     a JSON Schema validator, besides the conversion the signature asks for)."""

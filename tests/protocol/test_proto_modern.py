@@ -89,7 +89,7 @@ def test_modern_methods_are_the_2026_client_requests() -> None:
         "resources/read",
         "completion/complete",
         "subscriptions/listen",
-        # The tasks extension's (spec/tasks.md TK-METHODS).
+        # The tasks extension's (spec/tasks.md TM-TASK-SERVED).
         "tasks/get",
         "tasks/update",
         "tasks/cancel",

@@ -59,7 +59,11 @@ META_SUBSCRIPTION_ID: Final = "io.modelcontextprotocol/subscriptionId"
 CLIENT_INFO: Final = {"name": "trio-mcp-modern-tests", "version": "0"}
 
 #: Which params field each method's Mcp-Name header mirrors.
-_NAME_FIELD: Final = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+_NAME_FIELD: Final = {
+    "tools/call": "name", "prompts/get": "name", "resources/read": "uri",
+    # The tasks extension's requests name their task (spec/tasks.md TK-HEADERS).
+    "tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId",
+}
 
 HeaderList = Sequence[tuple[str, str]]
 

@@ -75,12 +75,26 @@ class Listeners:
         for listener in list(self.live):
             listener.ending.set()
 
-    async def serve(self, call: ModernCall, responder: Responder) -> None:
+    def offer_task(self, params: Mapping[str, JSON]) -> int:
+        """TK-NOTIFY: a task's new state, to the listeners that follow it."""
+        return self.broadcast("notifications/tasks", params)
+
+    async def serve(
+        self,
+        call: ModernCall,
+        responder: Responder,
+        *,
+        accept_task: Callable[[str], bool] | None = None,
+    ) -> None:
         """Serve one listen request until its client leaves, its reader is cut, or the server
-        shuts down (raises RemoteProtocolError for a malformed filter)."""
+        shuts down (raises RemoteProtocolError for a malformed filter); ``accept_task`` says
+        which task ids its client may follow (None: it did not declare the extension)."""
         request = call.request
         filter = ListenFilter.parse(
-            request, self.app.capabilities(), max_resources=self.config.max_listen_resources
+            request,
+            self.app.capabilities(),
+            max_resources=self.config.max_listen_resources,
+            accept_task=accept_task,
         )
         scope = trio.CancelScope()
 

@@ -116,7 +116,7 @@ class ModernServer:
 
     def _serves(self, method: str) -> bool:
         if method in TASK_METHODS:
-            # TK-METHODS: served when some tool may run as a task.
+            # TM-TASK-SERVED: served when some tool may run as a task.
             return self.app.runs_tasks()
         return self.app.serves(method)
 
@@ -311,7 +311,7 @@ class ModernExchange:
             if run is not None:
                 return await self._via_task(run, binding)
             if support is TaskSupport.REQUIRED:
-                # TK-BOUND: no room for another task: retry later.
+                # TM-TASK-BOUND: no room for another task: retry later.
                 return ErrorResponse(
                     id=request.id,
                     code=ErrorCode.SERVER_BUSY,
@@ -331,7 +331,7 @@ class ModernExchange:
         )
 
     def _task_support(self) -> TaskSupport:
-        """TK-DECIDE: whether this call may run as a task: a tools/call of a tool that may,
+        """TM-TASK-DECIDE: whether this call may run as a task: a tools/call of a tool that may,
         from a client whose request declares the extension (TK-OPTIN)."""
         if self._request.method != "tools/call" or not declares_tasks(
             self._envelope.client_capabilities
@@ -343,7 +343,7 @@ class ModernExchange:
         )
 
     async def _via_task(self, run: TaskRun, binding: Binding | None) -> Response | ErrorResponse:
-        """Wait for a run to end or to be worth a task (TK-DECIDE), and answer for it: its
+        """Wait for a run to end or to be worth a task (TM-TASK-DECIDE), and answer for it: its
         own outcome, its question (MRTR), or the task it became."""
         try:
             if not run.published:

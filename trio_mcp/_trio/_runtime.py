@@ -17,6 +17,7 @@ from .._ports import App, SessionPort
 from ..protocol import JSON, ErrorCode, Notification, OriginPolicy, RemoteProtocolError
 from ..protocol._era import Era, ModernCall, ModernNotification, route_other, route_post
 from ..protocol._mrtr import RequestStateCodec
+from ..protocol._tasks import TaskSnapshot, declares_tasks, task_notification
 from ..protocol._transport import HttpRequest, Reply, error_reply, read_post_body
 from ._auth import Authenticator
 from ._budget import ByteBudget
@@ -53,7 +54,7 @@ class Runtime:
         key = config.request_state_key or os.urandom(32)
         codec = RequestStateCodec(key, ttl=config.request_state_ttl)
         #: Tool calls that outlive their exchange (spec/tasks.md).
-        self.tasks = TaskManager(app, config)
+        self.tasks = TaskManager(app, config, on_change=self._task_changed)
         self.modern = ModernServer(
             app, config, spawn=self.spawn, state_codec=codec, tasks=self.tasks
         )
@@ -83,6 +84,9 @@ class Runtime:
     def running(self) -> bool:
         return self._nursery is not None and self.manager.running
 
+    def _task_changed(self, snapshot: TaskSnapshot) -> None:
+        self.listeners.offer_task(task_notification(snapshot))
+
     def spawn(self, fn: Any, *args: Any, name: str) -> bool:
         """Start a task that outlives the HTTP exchange that needs it (a stream's writer)."""
         if self._nursery is None:
@@ -94,6 +98,7 @@ class Runtime:
         """Graceful shutdown (TM-SESS-SHUTDOWN): refuse new work, end every subscription
         with its result, give running requests ``grace`` seconds, then end them all."""
         self.listeners.end_all()
+        self.tasks.stop()
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self.manager.shutdown, grace)
             with trio.move_on_after(grace):
@@ -156,7 +161,13 @@ class Runtime:
             elif isinstance(route, ModernCall):
                 if route.request.method == "subscriptions/listen":
                     self.modern.check(route, request.headers)
-                    await self.listeners.serve(route, responder)
+                    await self.listeners.serve(
+                        route,
+                        responder,
+                        accept_task=self.tasks.follower(request.principal)
+                        if declares_tasks(route.envelope.client_capabilities)
+                        else None,
+                    )
                 else:
                     await self.modern.serve(
                         route,

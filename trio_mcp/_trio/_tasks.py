@@ -78,7 +78,7 @@ class TaskStats:
         self.expired = 0
         """Tasks freed at the end of their TTL (those still running were cancelled)."""
         self.refused = 0
-        """Calls that found no room (TK-BOUND)."""
+        """Calls that found no room (TM-TASK-BOUND)."""
         self.results_too_large = 0
 
     def as_dict(self) -> dict[str, int]:
@@ -245,7 +245,7 @@ class TaskRun:
 
     def update(self, answers: Mapping[str, JSON], request: Request) -> None:
         """TK-UPDATE: answers to open questions, applied before the ack, so the very next
-        tasks/get shows them (TK-DECIDE-1). Keys of no open question are ignored; an
+        tasks/get shows them (TM-TASK-CONSISTENT). Keys of no open question are ignored; an
         answer of the wrong shape refuses the whole update (-32602), nothing applied."""
         assert self.snapshot is not None
         if self.snapshot.status.terminal:
@@ -286,7 +286,7 @@ class TaskRun:
 
     @property
     def client_capabilities(self) -> Mapping[str, JSON]:
-        # TK-INPUT-CAPS: only the questions the creating request's capabilities allow.
+        # TK-INPUT: only the questions the creating request's capabilities allow.
         return self._capabilities
 
     @property
@@ -310,7 +310,7 @@ class TaskRun:
         await trio.lowlevel.checkpoint()
         if self._front is not None:
             return await self._front.notify(notification)
-        # TK-NOTIFY: a published task's own notifications have no stream to go on.
+        # TM-TASK-STREAMLESS: a published task's own notifications have no stream to go on.
         return False
 
     def notify_now(self, notification: Notification) -> bool:
@@ -374,14 +374,14 @@ class TaskManager:
         app: App,
         config: ServerConfig,
         *,
-        on_change: Callable[[TaskRun], None] | None = None,
+        on_change: Callable[[TaskSnapshot], None] | None = None,
     ) -> None:
         self.app = app
         self.config = config
         self.stats = TaskStats()
         self._on_change = on_change
         self._nursery: trio.Nursery | None = None
-        #: Every run alive: published tasks, and runs still deciding (TK-BOUND counts both).
+        #: Every run alive: published tasks, and runs still deciding (TM-TASK-BOUND counts both).
         self.runs: dict[str, TaskRun] = {}
         self._by_owner: collections.Counter[str] = collections.Counter()
         #: Published tasks in order of their TTL's end: one TTL for all, so creation order.
@@ -399,6 +399,12 @@ class TaskManager:
             finally:
                 self._nursery = None
                 nursery.cancel_scope.cancel()
+
+    def stop(self) -> None:
+        """Shutdown (TM-TASK-SHUTDOWN): every task's work is cancelled now; with the server
+        refusing requests, no client could read what they would produce."""
+        if self._nursery is not None:
+            self._nursery.cancel_scope.cancel()
 
     async def _expire_forever(self) -> None:
         while True:
@@ -435,7 +441,7 @@ class TaskManager:
         publish: bool,
     ) -> TaskRun | None:
         """Start a call's handler as a run in the tasks' nursery; published at once with
-        ``publish``. None when there is no room (TK-BOUND) or the server is stopping."""
+        ``publish``. None when there is no room (TM-TASK-BOUND) or the server is stopping."""
         owner = principal.key if principal is not None else f"peer:{peer or ''}"
         if (
             self._nursery is None
@@ -509,10 +515,14 @@ class TaskManager:
             self.stats.failed += 1
         elif status is TaskStatus.CANCELLED:
             self.stats.cancelled += 1
-        if self._on_change is not None:
-            self._on_change(run)
+        if self._on_change is not None and run.snapshot is not None:
+            self._on_change(run.snapshot)
 
     # -- tasks/* ----------------------------------------------------------------------------
+
+    def follower(self, principal: Principal | None) -> Callable[[str], bool]:
+        """TK-NOTIFY / TK-BIND: which task ids a listener of ``principal`` may follow."""
+        return lambda task_id: self.find(task_id, principal) is not None
 
     def find(self, task_id: str, principal: Principal | None) -> TaskRun | None:
         """TK-BIND: the published task ``task_id`` of this principal; None for any other."""

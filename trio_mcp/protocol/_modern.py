@@ -53,7 +53,7 @@ MODERN_METHODS: Final = frozenset(
         "resources/read",
         "completion/complete",
         "subscriptions/listen",
-        # TK-METHODS: the tasks extension's, served when some tool may run as a task.
+        # TM-TASK-SERVED: the tasks extension's, served when some tool may run as a task.
         "tasks/get",
         "tasks/update",
         "tasks/cancel",
@@ -384,6 +384,8 @@ class ListenFilter:
     acknowledged: Mapping[str, JSON]
     """The ``notifications`` object of notifications/subscriptions/acknowledged: the honoured
     subset of the request's (MU-SUB-2)."""
+    task_ids: frozenset[str] = frozenset()
+    """The tasks whose status notifications/tasks reports (TK-NOTIFY)."""
 
     @classmethod
     def parse(
@@ -392,11 +394,15 @@ class ListenFilter:
         capabilities: Mapping[str, JSON],
         *,
         max_resources: int,
+        accept_task: Callable[[str], bool] | None = None,
     ) -> ListenFilter:
         """Read a listen request's ``notifications`` against the server's capabilities.
+        ``accept_task`` says which task ids this client may follow; None: the request did
+        not declare the tasks extension.
 
         Raises:
-            RemoteProtocolError: -32602 for a malformed filter.
+            RemoteProtocolError: -32602 for a malformed filter; 400 -32021 for ``taskIds``
+                from a client without the tasks extension (TK-NOTIFY).
         """
         params = request.params or {}
         wanted = params.get("notifications")
@@ -430,8 +436,27 @@ class ListenFilter:
             if isinstance(resources, Mapping) and resources.get("subscribe"):
                 uris = set(subs)
                 honoured["resourceSubscriptions"] = sorted(uris)
+        tasks: frozenset[str] = frozenset()
+        task_ids = wanted.get("taskIds")
+        if task_ids is not None:
+            if not isinstance(task_ids, list) or not all(isinstance(t, str) for t in task_ids):
+                raise _invalid_listen("notifications.taskIds must be a list of task ids", request)
+            if len(task_ids) > max_resources:
+                raise _invalid_listen(
+                    f"at most {max_resources} task ids per listen request", request
+                )
+            if accept_task is None:
+                raise missing_capability(
+                    {"extensions": {"io.modelcontextprotocol/tasks": {}}}, request.id
+                )
+            # TK-NOTIFY: the ack names the tasks that will be reported: this client's own.
+            tasks = frozenset(t for t in task_ids if accept_task(t))
+            honoured["taskIds"] = sorted(tasks)
         return cls(
-            list_changed=frozenset(methods), resources=frozenset(uris), acknowledged=honoured
+            list_changed=frozenset(methods),
+            resources=frozenset(uris),
+            acknowledged=honoured,
+            task_ids=tasks,
         )
 
     def wants(self, method: str, params: Mapping[str, JSON] | None) -> bool:
@@ -439,6 +464,9 @@ class ListenFilter:
         if method == "notifications/resources/updated":
             uri = (params or {}).get("uri")
             return isinstance(uri, str) and uri in self.resources
+        if method == "notifications/tasks":
+            task_id = (params or {}).get("taskId")
+            return isinstance(task_id, str) and task_id in self.task_ids
         return method in self.list_changed
 
 

@@ -30,12 +30,13 @@ __all__ = [
     "read_input_answers",
     "read_task_id",
     "task_not_found",
+    "task_notification",
     "tasks_requirement",
 ]
 
 TASKS_EXTENSION: Final = "io.modelcontextprotocol/tasks"
 
-#: TK-METHODS: the requests about a task that exists; tasks/result and tasks/list are not
+#: TM-TASK-SERVED: the requests about a task that exists; tasks/result and tasks/list are not
 #: among them (TK-NOLIST).
 TASK_METHODS: Final = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
 
@@ -124,7 +125,7 @@ class TaskSnapshot:
         result: Mapping[str, JSON] | None = None,
         error: Mapping[str, JSON] | None = None,
     ) -> TaskSnapshot:
-        """The task after a transition at ``at`` (TK-STATES; TK-UPDATED: every transition,
+        """The task after a transition at ``at`` (TK-STATES; TK-STATES: every transition,
         and every change of the open questions, bumps lastUpdatedAt).
 
         Raises:
@@ -174,7 +175,7 @@ def create_task_result(task: TaskSnapshot) -> dict[str, JSON]:
 
 def get_task_result(task: TaskSnapshot) -> dict[str, JSON]:
     """TK-GET: the task and what its status carries: the open questions (all of them), the
-    tool's result, or the error. resultType is "complete" (TK-DECIDE-4)."""
+    tool's result, or the error. resultType is "complete" (TM-TASK-GETTYPE)."""
     out: dict[str, JSON] = {"resultType": "complete", **task.fields()}
     if task.status is TaskStatus.INPUT_REQUIRED:
         out["inputRequests"] = {
@@ -185,6 +186,13 @@ def get_task_result(task: TaskSnapshot) -> dict[str, JSON]:
         out["result"] = dict(task.result)
     elif task.status is TaskStatus.FAILED and task.error is not None:
         out["error"] = dict(task.error)
+    return out
+
+
+def task_notification(task: TaskSnapshot) -> dict[str, JSON]:
+    """TK-NOTIFY: the params of notifications/tasks: the task as tasks/get shows it."""
+    out = get_task_result(task)
+    del out["resultType"]
     return out
 
 
