@@ -58,6 +58,10 @@ STREAM_VS_SDK = 3.0
 #: Issue 20: the limits cost under 5% of request throughput: trio-mcp's requests/s over the
 #: same server's with their per-request work taken out.
 RPS_VS_NO_BUDGETS = 0.95
+#: Issue 22: what a live task holds besides its result (trio_mcp._trio._tasks.TASK_FOOTPRINT),
+#: and how far RSS may stay above its start once a wave of tasks has expired.
+TASK_FOOTPRINT_KIB = 4
+TASKS_BACK_KIB = 1024
 #: A load generator this busy (share of its CPU) may have limited the figure beside it.
 LOADGEN_BUSY = 0.9
 
@@ -65,7 +69,7 @@ LOADGEN_BUSY = 0.9
 def load(raw: Path) -> dict[str, Any]:
     data: dict[str, Any] = {}
     for name in ("machine", "rps", "modern", "stream", "abandoned", "slow", "stopped",
-                 "resume", "profile"):
+                 "resume", "profile", "budgets", "tasks"):
         path = raw / f"{name}.json"
         if path.exists():
             data[name] = json.loads(path.read_text())
@@ -247,6 +251,29 @@ def targets(data: dict[str, Any]) -> list[list[str]]:
                              "not within the run" if cut is None else f"{cut:.1f} s",
                              verdict(cut is not None and cut <= limit),
                              "" if cut is None else margin(cut, limit, lower_is_better=True)])
+    if "budgets" in data:
+        for row in data["budgets"]["summary"]:
+            r = row["ratio"]
+            rows.append([
+                f"budgets ({row['mode'].upper()}, side by side, median of {row['pairs']}): "
+                f"{TRIO_MCP} / {TRIO_NO_BUDGETS} >= {RPS_VS_NO_BUDGETS}",
+                f"{r:.3f}x", verdict(r >= RPS_VS_NO_BUDGETS), margin(r, RPS_VS_NO_BUDGETS)])
+    if "tasks" in data:
+        t = data["tasks"]
+        n, size = t["tasks"], t["result_size"]
+        bound = n * (TASK_FOOTPRINT_KIB + size / 1024)
+        growth = t["rss_live_kib"] - t["rss_before_kib"]
+        rows.append([
+            f"tasks: {n} live, RSS growth <= {n} x ({TASK_FOOTPRINT_KIB} KiB + the "
+            f"{size}-byte result) = {mib(bound)}", mib(growth), verdict(growth <= bound),
+            margin(growth, bound, lower_is_better=True)])
+        back = t["rss_after_kib"] - t["rss_before_kib"]
+        gone = t["after_tasks_alive"] == 0 and t["after_result_bytes"] == 0
+        rows.append([
+            f"tasks: after the TTL, none left and RSS within {TASKS_BACK_KIB} KiB of before",
+            f"{t['after_tasks_alive']} left, {back:+d} KiB",
+            verdict(gone and back <= TASKS_BACK_KIB),
+            margin(back, TASKS_BACK_KIB, lower_is_better=True)])
     if "resume" in data:
         t = find(data["resume"]["summary"], contender=TRIO_MCP)
         if t:
@@ -307,6 +334,10 @@ def render(data: dict[str, Any], *, quick: bool, command: str, plots: dict[str, 
         out.append(section_slow(data["stopped"], plots, stopped=True))
     if "resume" in data:
         out.append(section_resume(data["resume"]))
+    if "budgets" in data:
+        out.append(section_budgets(data["budgets"]))
+    if "tasks" in data:
+        out.append(section_tasks(data["tasks"]))
     if "profile" in data:
         out.append(section_profile(data["profile"]))
     if "note" in plots:
@@ -654,6 +685,47 @@ window; foreign is an event id from another session's stream; malformed is `not-
 
 {table(["contender", "stale", "foreign", "malformed"], cursor_rows)}
 """  # noqa: E501
+
+
+def section_budgets(b: dict[str, Any]) -> str:
+    rows = [[r["mode"].upper(), str(r["pair"]), r["first"], num(r[f"{TRIO_MCP}_rps"]),
+             num(r[f"{TRIO_NO_BUDGETS}_rps"]), f"{r['ratio']:.3f}"] for r in b["runs"]]
+    summary = [[r["mode"].upper(), str(r["pairs"]), f"{r['ratio']:.3f}",
+                f"{r['min']:.3f} to {r['max']:.3f}"] for r in b["summary"]]
+    return f"""## What issue 20's limits cost, side by side
+
+trio-mcp and trio-mcp/no-budgets (the same server with the limits' per-request work taken out)
+run at the same time on the same server CPU, 16 clients each, `tools/call echo`: whatever slows
+the machine slows both, so the ratio of their rates is the limits' cost with the noise taken
+out. Which one starts first alternates from pair to pair.
+
+{table(["mode", "pairs", "median trio-mcp / no-budgets", "range"], summary)}
+
+{table(["mode", "pair", "started first", "trio-mcp req/s", "no-budgets req/s", "ratio"], rows)}
+"""
+
+
+def section_tasks(t: dict[str, Any]) -> str:
+    rows = [
+        ["at the start", mib(t["rss_start_kib"]), ""],
+        ["after two waves expired (the start of the measured wave)",
+         mib(t["rss_before_kib"]), ""],
+        [f"{t['created']} tasks alive", mib(t["rss_live_kib"]),
+         f"{t['live_tasks_alive']} alive, {num(t['live_result_bytes'])} result bytes"],
+        ["after their TTL", mib(t["rss_after_kib"]),
+         f"{t['after_tasks_alive']} alive, {num(t['after_result_bytes'])} result bytes, "
+         f"{t['expired']} expired, {t['memory_releases']} heap trims"],
+    ]
+    return f"""## Abandoned tasks (issue 22)
+
+{t['tasks']} `tools/call` of a task-only tool from a client that declares the tasks extension,
+each ending at once with a {t['result_size']}-byte result that nobody reads, `task_ttl`
+{t['ttl']:g} s; created in {t['created_in_s']:.1f} s, the last one gone
+{t['expired_after_s']:.1f} s later. Two waves of as many tasks come before, so that what the
+heap keeps of its first growth is in the start.
+
+{table(["when", "server RSS", "server's counters"], rows)}
+"""
 
 
 def section_profile(prof: dict[str, Any]) -> str:

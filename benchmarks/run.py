@@ -131,7 +131,10 @@ SERVER_ENV: dict[str, dict[str, str]] = {TRIO_PYMALLOC: {"PYTHONMALLOC": "pymall
 REQUIRES: dict[str, tuple[str, ...]] = {SDK: ("uvloop", "httptools")}
 #: Who stands in for a skipped contender in a benchmark that has no other of its kind.
 STAND_IN = {SDK: SDK_PLAIN}
-BENCHMARKS = ("rps", "modern", "stream", "abandoned", "slow", "stopped", "resume", "profile")
+BENCHMARKS = (
+    "rps", "modern", "stream", "abandoned", "slow", "stopped", "resume", "profile", "budgets",
+    "tasks",
+)
 
 #: trio-mcp's defaults that the targets refer to (ServerConfig / Retention).
 TRIO_WINDOW_BYTES = 512 * 1024
@@ -162,6 +165,12 @@ class Settings:
     resume_read: int
     resume_delay: float
     profile_seconds: float
+    budgets_pairs: int = 10
+    """Side-by-side runs per response mode of the budgets' cost (half each way round)."""
+    budgets_duration: float = 5.0
+    tasks_n: int = 1000
+    tasks_size: int = 2000
+    tasks_ttl: float = 30.0
     skip: tuple[str, ...] = ()
     """Contenders left out of every benchmark."""
 
@@ -178,6 +187,7 @@ FULL = Settings(
 QUICK = attrs.evolve(
     FULL, runs=1, rps_warmup=0.5, rps_duration=2.0, stream_n=5000, abandoned_sessions=(200,),
     session_ttl=10.0, settle_timeout=60.0, slow_duration=14.0, profile_seconds=4.0,
+    budgets_pairs=2, budgets_duration=2.0, tasks_ttl=10.0,
     skip=(TRIO_PYMALLOC,),
 )
 
@@ -293,7 +303,12 @@ def spawn(
 
 @contextlib.asynccontextmanager
 async def server(
-    contender: str, log_dir: Path, *, json_response: bool = False, ttl: float | None = None
+    contender: str,
+    log_dir: Path,
+    *,
+    json_response: bool = False,
+    ttl: float | None = None,
+    task_ttl: float | None = None,
 ) -> AsyncIterator[ServerProcess]:
     """A fresh server process pinned to SERVER_CPUS, killed (its whole group) on exit.
 
@@ -309,6 +324,9 @@ async def server(
             cmd.append("--json-response")
         if ttl is not None and contender not in BARE_CONTENDERS:
             cmd += ["--session-ttl", str(ttl)]
+        if task_ttl is not None:
+            # One load generator is one owner: let it have every task of the benchmark.
+            cmd += ["--task-ttl", str(task_ttl), "--tasks-per-owner", "4096"]
         if contender in TRIO_CONTENDERS:
             cmd += ["--stats-port", str(stats_port)]
         else:
@@ -571,6 +589,130 @@ async def bench_rps(cfg: Settings, logs: Path) -> dict[str, Any]:
                     "runs": len(rs),
                 })
     return {"runs": runs, "summary": summary}
+
+
+# -- budgets: what issue 20's limits cost, side by side --------------------------------------------
+
+
+async def bench_budgets(cfg: Settings, logs: Path) -> dict[str, Any]:
+    """trio-mcp and trio-mcp/no-budgets at once, on the same server CPU, 16 clients each: what
+    disturbs one disturbs the other, so their rate ratio is the limits' cost with the
+    machine's noise taken out (rates taken one after the other on this machine vary by 25%,
+    which buries a cost of a few percent). Which of the two starts first alternates: the one
+    started first was measured 2-4% slower, whichever it was."""
+    runs: list[dict[str, Any]] = []
+    for mode in ("sse", "json"):
+        for pair in range(cfg.budgets_pairs):
+            order = (TRIO_MCP, TRIO_NO_BUDGETS) if pair % 2 == 0 else (TRIO_NO_BUDGETS, TRIO_MCP)
+            async with server(order[0], logs, json_response=mode == "json") as first, \
+                    server(order[1], logs, json_response=mode == "json") as second:
+                for srv in (first, second):
+                    await warm_up(srv.port)
+                got = await asyncio.gather(*(
+                    measure_rps(srv, 16, cfg.rps_warmup, cfg.budgets_duration, bare=False)
+                    for srv in (first, second)
+                ))
+            by = dict(zip(order, got, strict=True))
+            ratio = by[TRIO_MCP]["rps"] / by[TRIO_NO_BUDGETS]["rps"]
+            runs.append({
+                "mode": mode, "pair": pair, "first": order[0], "ratio": ratio,
+                **{f"{c}_rps": by[c]["rps"] for c in order},
+                "errors": sum(r["errors"] for r in got),
+            })
+            log(f"budgets {mode} pair {pair} ({order[0]} first): trio-mcp "
+                f"{by[TRIO_MCP]['rps']:.0f} req/s, no-budgets {by[TRIO_NO_BUDGETS]['rps']:.0f} "
+                f"req/s, ratio {ratio:.3f}")
+    summary = []
+    for mode in ("sse", "json"):
+        ratios = [r["ratio"] for r in runs if r["mode"] == mode]
+        summary.append({"mode": mode, "ratio": median(ratios), "pairs": len(ratios),
+                        "min": min(ratios), "max": max(ratios)})
+    return {"runs": runs, "summary": summary}
+
+
+# -- tasks: what abandoned tasks hold, and that they give it back ---------------------------------
+
+
+async def bench_tasks(cfg: Settings, logs: Path) -> dict[str, Any]:
+    """``tasks_n`` task calls (the tasks extension), each ending at once with ``tasks_size``
+    bytes of result, never read: the server's RSS and task counters before, while they live,
+    and after their TTL."""
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "0"},
+        "io.modelcontextprotocol/clientCapabilities": {
+            "extensions": {"io.modelcontextprotocol/tasks": {}}},
+    }
+    async with server(TRIO_MCP, logs, task_ttl=cfg.tasks_ttl) as srv:
+        head = modern_head(HOST, srv.port, MCP_PATH, "tools/call", "task_result")
+        client = Stateless(HOST, srv.port)
+
+        async def create(rid: int, size: int) -> str | None:
+            body = json.dumps({
+                "jsonrpc": "2.0", "id": rid, "method": "tools/call",
+                "params": {"name": "task_result", "arguments": {"size": size}, "_meta": meta},
+            }).encode()
+            resp = await client.call(encode_request(head, body))
+            msgs = messages_of(resp) if resp.status == 200 else []
+            result = msgs[-1].get("result", {}) if msgs and isinstance(msgs[-1], dict) else {}
+            return result.get("taskId") if result.get("resultType") == "task" else None
+
+        async def until_no_task(timeout: float) -> float:
+            t0 = time.perf_counter()
+            while time.perf_counter() - t0 < timeout:
+                stats = await srv.stats() or {}
+                if stats.get("tasks_alive") == 0:
+                    break
+                await asyncio.sleep(0.5)
+            return time.perf_counter() - t0
+
+        async def wave(first: int) -> tuple[int, float, dict[str, Any], int, float]:
+            """A wave of tasks: (created, seconds to create them, statistics and RSS while
+            they live, seconds until the last one expired)."""
+            t0 = time.perf_counter()
+            made = 0
+            for rid in range(first, first + cfg.tasks_n):
+                made += await create(rid, cfg.tasks_size) is not None
+            created_in = time.perf_counter() - t0
+            live_stats = await srv.stats() or {}
+            live = srv.rss_kib()
+            waited = await until_no_task(cfg.tasks_ttl + 60)
+            # TM-SESS-RELEASE: the heap is trimmed a loop period or two after they went.
+            releases = live_stats.get("memory_releases", 0)
+            t_release = time.perf_counter()
+            while time.perf_counter() - t_release < 30:
+                if (await srv.stats() or {}).get("memory_releases", 0) > releases:
+                    break
+                await asyncio.sleep(0.5)
+            await settle(srv, cfg.settle_timeout)
+            return made, created_in, live_stats, live, waited
+
+        # Two waves first, so that imports, caches and the allocator's first growth (what
+        # the heap keeps of pages a survivor shares) are counted in the start, not in the
+        # wave: from the third on, each wave measured here ended where it began.
+        start = srv.rss_kib()
+        await wave(0)
+        await wave(50_000)
+        before = srv.rss_kib()
+        made, created_in, live_stats, live, waited = await wave(100_000)
+        after_stats = await srv.stats() or {}
+        after = srv.rss_kib()
+        client.abort()
+    result = {
+        "tasks": cfg.tasks_n, "created": made, "result_size": cfg.tasks_size,
+        "ttl": cfg.tasks_ttl, "created_in_s": created_in, "expired_after_s": waited,
+        "rss_start_kib": start, "rss_before_kib": before, "rss_live_kib": live,
+        "rss_after_kib": after,
+        "live_tasks_alive": live_stats.get("tasks_alive"),
+        "live_result_bytes": live_stats.get("tasks_result_bytes"),
+        "after_tasks_alive": after_stats.get("tasks_alive"),
+        "after_result_bytes": after_stats.get("tasks_result_bytes"),
+        "expired": after_stats.get("tasks_expired"),
+        "memory_releases": after_stats.get("memory_releases"),
+    }
+    log(f"tasks: {made} of {cfg.tasks_n} created in {created_in:.1f} s; RSS {before} KiB "
+        f"before, {live} KiB live, {after} KiB after the TTL; alive {result['after_tasks_alive']}")
+    return result
 
 
 # -- modern (2026-07-28) ------------------------------------------------------------------------
@@ -1572,7 +1714,8 @@ async def main_async(args: argparse.Namespace) -> int:
         else:
             bench = {"rps": bench_rps, "modern": bench_modern, "stream": bench_stream,
                      "abandoned": bench_abandoned, "slow": bench_slow, "stopped": bench_stopped,
-                     "resume": bench_resume}[name]
+                     "resume": bench_resume, "budgets": bench_budgets,
+                     "tasks": bench_tasks}[name]
             results[name] = await bench(cfg, logs)
         results[name]["seconds"] = time.perf_counter() - t0
         results[name]["date"] = time.strftime("%Y-%m-%d %H:%M %Z")

@@ -5,7 +5,8 @@ runs) or, with ``--server hypercorn``, under hypercorn's trio worker hosting the
 
     python benchmarks/servers/trio_mcp_bench.py [--port 0] [--server {trio-mcp,hypercorn}]
         [--json-response] [--session-ttl S] [--stats-port PORT] [--stall-budget S]
-        [--window-events N] [--window-bytes N] [--no-budgets]
+        [--window-events N] [--window-bytes N] [--task-ttl S] [--tasks-per-owner N]
+        [--no-budgets]
 
 ``benchmarks/run.py`` gives it a port and waits for it; ``benchmarks/bench_memory.py`` (through
 ``loadgen.start_server``) reads the one line it prints once it listens,
@@ -94,8 +95,23 @@ async def stream(ctx: Context, n: int, size: int = 200, delay: float = 0.0, tag:
     return f"sent {n}"
 
 
+@server.tool(task="required")
+async def task_result(size: int = 0) -> str:
+    """Run as a task (for a client that declares the tasks extension) and end at once with
+    ``size`` bytes of text: what a task holds until its TTL.
+
+    Args:
+        size: bytes of text in the result.
+    """
+    return "x" * size
+
+
 def build_config(args: argparse.Namespace) -> ServerConfig:
     changes: dict[str, Any] = {}
+    if args.task_ttl is not None:
+        changes["task_ttl"] = args.task_ttl
+    if args.tasks_per_owner is not None:
+        changes["max_tasks_per_owner"] = args.tasks_per_owner
     if args.json_response:
         changes["response_mode"] = ResponseMode.JSON
     if args.session_ttl is not None:
@@ -124,6 +140,10 @@ def describe(config: ServerConfig) -> dict[str, Any]:
         "signal_timeout": config.signal_timeout,
         "release_memory_after": config.release_memory_after,
         "retention": attrs.asdict(config.retention),
+        "task_ttl": config.task_ttl,
+        "max_tasks": config.max_tasks,
+        "max_tasks_per_owner": config.max_tasks_per_owner,
+        "max_task_results_memory": config.max_task_results_memory,
     }
 
 
@@ -192,6 +212,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stall-budget", type=float, default=None, help="stall_budget, s")
     parser.add_argument("--window-events", type=int, default=None, help="retention.max_events")
     parser.add_argument("--window-bytes", type=int, default=None, help="retention.max_bytes")
+    parser.add_argument("--task-ttl", type=float, default=None, help="task_ttl, s")
+    parser.add_argument("--tasks-per-owner", type=int, default=None,
+                        help="max_tasks_per_owner (the benchmark is one client)")
     parser.add_argument("--no-budgets", action="store_true",
                         help="take out the per-request work of the limits (for comparison)")
     args = parser.parse_args(argv)

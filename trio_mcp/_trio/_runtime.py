@@ -54,7 +54,9 @@ class Runtime:
         key = config.request_state_key or os.urandom(32)
         codec = RequestStateCodec(key, ttl=config.request_state_ttl)
         #: Tool calls that outlive their exchange (spec/tasks.md).
-        self.tasks = TaskManager(app, config, on_change=self._task_changed)
+        self.tasks = TaskManager(
+            app, config, on_change=self._task_changed, releaser=self.manager.releaser
+        )
         self.modern = ModernServer(
             app, config, spawn=self.spawn, state_codec=codec, tasks=self.tasks
         )
