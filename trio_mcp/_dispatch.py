@@ -154,10 +154,6 @@ async def _run_hook(
         await hook(session, params)
     except Exception:
         # A failing hook must not end the session: it is logged, like a failing handler.
-        if failures.allow():
-            more = failures.take_suppressed()
-            logger.exception(
-                "notification hook %r failed%s",
-                hook,
-                f" ({more} more hook failures not logged)" if more else "",
-            )
+        tail = failures.tail("hook failures")
+        if tail is not None:
+            logger.exception("notification hook %r failed%s", hook, tail)

@@ -35,12 +35,9 @@ def isolate_connections() -> None:
         try:
             await run(self)
         except Exception as exc:
-            if _failures.allow():
-                more = _failures.take_suppressed()
-                logger.info(
-                    "a connection failed inside hypercorn and was closed: %r%s",
-                    exc, f" ({more} more not logged)" if more else "",
-                )
+            tail = _failures.tail()
+            if tail is not None:
+                logger.info("a connection failed inside hypercorn and was closed: %r%s", exc, tail)
 
     isolated_run._trio_mcp_isolated = True  # type: ignore[attr-defined]
     TCPServer.run = isolated_run  # type: ignore[method-assign]

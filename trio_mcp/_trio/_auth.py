@@ -280,12 +280,9 @@ class Authenticator:
         try:
             principal = await self.auth.verifier.verify(token)
         except InvalidToken as exc:
-            if self._invalid_log.allow():
-                more = self._invalid_log.take_suppressed()
-                logger.info(
-                    "refused an access token: %s%s", exc,
-                    f" ({more} more not logged)" if more else "",
-                )
+            tail = self._invalid_log.tail()
+            if tail is not None:
+                logger.info("refused an access token: %s%s", exc, tail)
             raise unauthorized(
                 self.metadata_url,
                 self._challenge_scopes(),

@@ -470,13 +470,11 @@ class Session:
             or hooks.bytes + len(key) > budget
         ):
             self.stats.client_notifications_dropped += 1
-            drops = self.manager.dropped_notifications_log
-            if drops.allow():
-                more = drops.take_suppressed()
+            tail = self.manager.dropped_notifications_log.tail("dropped,")
+            if tail is not None:
                 logger.warning(
                     "session %s: notification %s dropped: %d already wait for their hooks%s",
-                    self.id[:8], printable(method), len(waiting),
-                    f" ({more} more dropped, not logged)" if more else "",
+                    self.id[:8], printable(method), len(waiting), tail,
                 )
             return
         waiting[key] = (handler, params)

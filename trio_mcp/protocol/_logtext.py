@@ -28,7 +28,7 @@ class LogLimiter:
     client repeating what fails costs one line per interval, not one per attempt.
 
     ``allow()`` says whether to log now; ``suppressed`` is how many were held back since
-    the last record let through (to say so in it).
+    the last record let through (to say so in it). ``tail()`` does both, for the usual use.
     """
 
     __slots__ = ("_clock", "_next", "interval", "suppressed")
@@ -51,3 +51,11 @@ class LogLimiter:
         """How many records were held back since the last one let through; resets it."""
         count, self.suppressed = self.suppressed, 0
         return count
+
+    def tail(self, what: str = "") -> str | None:
+        """None when this record is held back; else the end of its line: how many like it
+        were held back since the last one, " (N more WHAT not logged)", or "" if none."""
+        if not self.allow():
+            return None
+        more = self.take_suppressed()
+        return f" ({more} more {what + ' ' if what else ''}not logged)" if more else ""
