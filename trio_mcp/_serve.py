@@ -17,6 +17,8 @@ from hypercorn.config import Config as HypercornConfig
 from hypercorn.trio import serve as hypercorn_serve
 
 from ._config import ServerConfig
+from ._metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from ._metrics import MetricsExporter
 from ._trio._writer import RATE_LOOKBACK
 
 if TYPE_CHECKING:
@@ -131,7 +133,8 @@ async def serve(
     ``config.shutdown_grace`` seconds to finish, then every session ends.
 
     With ``stats_port``, the counters of ``Runtime.statistics()`` are served as JSON on
-    ``http://127.0.0.1:<stats_port>/`` (always loopback, whatever ``host`` is).
+    ``http://127.0.0.1:<stats_port>/`` (always loopback, whatever ``host`` is), and in the
+    Prometheus text format at ``/metrics`` there.
     """
     cfg = config or ServerConfig()
     if http_server == "hypercorn":
@@ -269,10 +272,12 @@ async def _serve_hypercorn(
 
 
 class StatsApp:
-    """A read-only ASGI app that answers every GET with the runtime's counters as JSON."""
+    """A read-only ASGI app that answers every GET with the runtime's counters: as JSON, or
+    at ``/metrics`` in the Prometheus text format."""
 
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
+        self.metrics = MetricsExporter(runtime.statistics)
 
     async def __call__(
         self,
@@ -291,12 +296,18 @@ class StatsApp:
         if scope["type"] != "http":
             return
         ok = scope["method"] == "GET"
-        body = json.dumps(self.runtime.statistics() if ok else {"error": "GET only"}).encode()
+        content_type = b"application/json"
+        if ok and scope.get("path") == "/metrics":
+            # The same counters in the Prometheus text format.
+            body = self.metrics.render()
+            content_type = METRICS_CONTENT_TYPE.encode()
+        else:
+            body = json.dumps(self.runtime.statistics() if ok else {"error": "GET only"}).encode()
         await send(
             {
                 "type": "http.response.start",
                 "status": 200 if ok else 405,
-                "headers": [(b"content-type", b"application/json"),
+                "headers": [(b"content-type", content_type),
                             (b"content-length", str(len(body)).encode())],
             }
         )

@@ -135,6 +135,44 @@ async def test_stats_endpoint_answers_json_on_loopback() -> None:
     assert 405 == post.status
 
 
+@pytest.mark.spec("TM-BP-COUNTERS")
+async def test_stats_port_serves_the_counters_as_prometheus_metrics() -> None:
+    """GET /metrics on the stats port answers the same counters in the Prometheus text
+    format, which prometheus-client's parser reads back: levels as gauges, the rest as
+    counters, every value the one the JSON gives."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from trio_mcp._metrics import GAUGES
+
+    server, _record = make_server()
+    config = ServerConfig()
+    trigger = trio.Event()
+    with trio.fail_after(20):
+        async with trio.open_nursery() as nursery:
+            urls: list[str] = await nursery.start(
+                lambda task_status: serve(
+                    server, host="127.0.0.1", port=0, config=config, stats_port=0,
+                    shutdown_trigger=trigger.wait, task_status=task_status,
+                )
+            )
+            mcp_url, stats_url = urls
+            await open_session(mcp_url + config.path)
+            metrics = await request(stats_url.removesuffix("/stats") + "/metrics", "GET")
+            stats = json.loads((await request(stats_url, "GET")).body)
+            trigger.set()
+
+    assert 200 == metrics.status
+    assert metrics.content_type.startswith("text/plain")
+    families = {f.name: f for f in text_string_to_metric_families(metrics.body.decode())}
+    assert {f"trio_mcp_{name}" for name in stats} == set(families)
+    for name, value in stats.items():
+        family = families[f"trio_mcp_{name}"]
+        assert ("gauge" if name in GAUGES else "counter") == family.type, name
+        (sample,) = [s for s in family.samples if not s.name.endswith("_created")]
+        assert float(value) == sample.value, name
+    assert 1 == families["trio_mcp_sessions_open"].samples[0].value
+
+
 @pytest.mark.spec("TM-BP-RELEASE")
 async def test_under_serve_the_kernel_aborts_a_write_nobody_watches() -> None:
     """serve() sets TCP_USER_TIMEOUT on its listening socket (user_timeout: 30 stall

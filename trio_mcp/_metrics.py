@@ -1,0 +1,60 @@
+# The runtime's counters in the Prometheus text format (TM-BP-COUNTERS), for the stats port's
+# /metrics. prometheus-client writes the format (and its parser reads it back in the tests):
+# a collector reads Runtime.statistics() at each scrape, so serving requests costs nothing.
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from typing import Final
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+__all__ = ["CONTENT_TYPE", "GAUGES", "MetricsExporter"]
+
+CONTENT_TYPE: Final = "text/plain; version=0.0.4; charset=utf-8"
+PREFIX: Final = "trio_mcp_"
+
+#: The statistics that are levels now (they go down as well as up); every other one counts
+#: events since the server started, and is exported as a counter (``..._total``).
+GAUGES: Final = frozenset(
+    {
+        "sessions_open",
+        "streams_open",
+        "requests_inflight",
+        "events_retained",
+        "bytes_retained",
+        "bytes_of_bodies_arriving",
+        "modern_requests_running",
+        "listeners_open",
+        "tasks_alive",
+        "tasks_result_bytes",
+    }
+)
+
+
+class _StatisticsCollector(Collector):
+    def __init__(self, statistics: Callable[[], Mapping[str, object]]) -> None:
+        self._statistics = statistics
+
+    def collect(self) -> Iterator[Metric]:
+        for name, value in self._statistics().items():
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                continue
+            if name in GAUGES:
+                yield GaugeMetricFamily(PREFIX + name, f"trio-mcp: {name} now", value=value)
+            else:
+                yield CounterMetricFamily(
+                    PREFIX + name, f"trio-mcp: {name} since the server started", value=value
+                )
+
+
+class MetricsExporter:
+    """``statistics()`` in the Prometheus text format, read afresh at every ``render()``."""
+
+    def __init__(self, statistics: Callable[[], Mapping[str, object]]) -> None:
+        self._registry = CollectorRegistry(auto_describe=False)
+        self._registry.register(_StatisticsCollector(statistics))
+
+    def render(self) -> bytes:
+        return generate_latest(self._registry)
