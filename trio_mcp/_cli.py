@@ -66,7 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--stats-port", type=int, default=None,
-        help="serve the server's counters as JSON on 127.0.0.1:PORT/stats",
+        help="serve the counters on 127.0.0.1:PORT: JSON at /stats, Prometheus at /metrics",
     )
     serve.add_argument(
         "--log-level", default="info",
