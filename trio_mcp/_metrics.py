@@ -7,8 +7,15 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Final
 
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
+
+from ._trio._reqstats import LATENCY_BUCKETS, RequestMetrics
 
 __all__ = ["CONTENT_TYPE", "GAUGES", "MetricsExporter"]
 
@@ -34,10 +41,20 @@ GAUGES: Final = frozenset(
 
 
 class _StatisticsCollector(Collector):
-    def __init__(self, statistics: Callable[[], Mapping[str, object]]) -> None:
+    def __init__(
+        self,
+        statistics: Callable[[], Mapping[str, object]],
+        requests: RequestMetrics | None,
+    ) -> None:
         self._statistics = statistics
+        self._requests = requests
 
     def collect(self) -> Iterator[Metric]:
+        yield from self._flat()
+        if self._requests is not None:
+            yield from _requests(self._requests)
+
+    def _flat(self) -> Iterator[Metric]:
         for name, value in self._statistics().items():
             if isinstance(value, bool) or not isinstance(value, int | float):
                 continue
@@ -49,12 +66,42 @@ class _StatisticsCollector(Collector):
                 )
 
 
-class MetricsExporter:
-    """``statistics()`` in the Prometheus text format, read afresh at every ``render()``."""
+def _requests(metrics: RequestMetrics) -> Iterator[Metric]:
+    counts = CounterMetricFamily(
+        PREFIX + "requests", "trio-mcp: requests by method and outcome",
+        labels=["method", "outcome"],
+    )
+    for (method, outcome), count in sorted(metrics.counts.items(), key=lambda kv: (
+            kv[0][0], kv[0][1].value)):
+        counts.add_metric([method, outcome.value], count)
+    yield counts
+    seconds = HistogramMetricFamily(
+        PREFIX + "handler_seconds", "trio-mcp: how long request handlers ran, by method",
+        labels=["method"],
+    )
+    for method in sorted(metrics.buckets):
+        running = 0
+        buckets: list[tuple[str, float]] = []
+        for bound, count in zip(
+            [*map(str, LATENCY_BUCKETS), "+Inf"], metrics.buckets[method], strict=True
+        ):
+            running += count
+            buckets.append((bound, running))
+        seconds.add_metric([method], buckets, sum_value=metrics.seconds[method])
+    yield seconds
 
-    def __init__(self, statistics: Callable[[], Mapping[str, object]]) -> None:
+
+class MetricsExporter:
+    """``statistics()`` (and the requests of ``requests``) in the Prometheus text format,
+    read afresh at every ``render()``."""
+
+    def __init__(
+        self,
+        statistics: Callable[[], Mapping[str, object]],
+        requests: RequestMetrics | None = None,
+    ) -> None:
         self._registry = CollectorRegistry(auto_describe=False)
-        self._registry.register(_StatisticsCollector(statistics))
+        self._registry.register(_StatisticsCollector(statistics, requests))
 
     def render(self) -> bytes:
         return generate_latest(self._registry)

@@ -277,7 +277,7 @@ class StatsApp:
 
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
-        self.metrics = MetricsExporter(runtime.statistics)
+        self.metrics = MetricsExporter(runtime.statistics, runtime.manager.requests)
 
     async def __call__(
         self,

@@ -139,7 +139,8 @@ async def test_stats_endpoint_answers_json_on_loopback() -> None:
 async def test_stats_port_serves_the_counters_as_prometheus_metrics() -> None:
     """GET /metrics on the stats port answers the same counters in the Prometheus text
     format, which prometheus-client's parser reads back: levels as gauges, the rest as
-    counters, every value the one the JSON gives."""
+    counters, every value the one the JSON gives; and requests by method and outcome with a
+    histogram of their handlers' time."""
     from prometheus_client.parser import text_string_to_metric_families
 
     from trio_mcp._metrics import GAUGES
@@ -156,7 +157,10 @@ async def test_stats_port_serves_the_counters_as_prometheus_metrics() -> None:
                 )
             )
             mcp_url, stats_url = urls
-            await open_session(mcp_url + config.path)
+            session = await open_session(mcp_url + config.path)
+            await session.call("ping")
+            await session.call("tools/list")
+            await session.call("no/such-method-" + "x" * 40)
             metrics = await request(stats_url.removesuffix("/stats") + "/metrics", "GET")
             stats = json.loads((await request(stats_url, "GET")).body)
             trigger.set()
@@ -164,7 +168,18 @@ async def test_stats_port_serves_the_counters_as_prometheus_metrics() -> None:
     assert 200 == metrics.status
     assert metrics.content_type.startswith("text/plain")
     families = {f.name: f for f in text_string_to_metric_families(metrics.body.decode())}
-    assert {f"trio_mcp_{name}" for name in stats} == set(families)
+    assert {f"trio_mcp_{name}" for name in stats} | {
+        "trio_mcp_requests", "trio_mcp_handler_seconds"} == set(families)
+    # Requests by method and outcome; a method the server does not know is "other", so that
+    # a client cannot grow the table.
+    requests = {(s.labels["method"], s.labels["outcome"]): s.value
+                for s in families["trio_mcp_requests"].samples if s.name.endswith("_total")}
+    assert {("ping", "ok"): 1, ("tools/list", "ok"): 1, ("other", "error"): 1} == requests
+    histogram = families["trio_mcp_handler_seconds"]
+    assert "histogram" == histogram.type
+    counts = {s.labels["method"]: s.value for s in histogram.samples
+              if s.name.endswith("_count")}
+    assert {"ping": 1, "tools/list": 1, "other": 1} == counts
     for name, value in stats.items():
         family = families[f"trio_mcp_{name}"]
         assert ("gauge" if name in GAUGES else "counter") == family.type, name

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping
 
+from .._ports import InputRequired
 from ..protocol import (
     JSON,
     ErrorCode,
@@ -13,6 +15,7 @@ from ..protocol import (
     Request,
     Response,
 )
+from ._reqstats import Outcome, RequestMetrics
 
 __all__ = ["outcome_of"]
 
@@ -20,18 +23,33 @@ logger = logging.getLogger("trio_mcp.session")
 
 
 async def outcome_of(
-    handler: Callable[[], Awaitable[Mapping[str, JSON]]], request: Request
+    handler: Callable[[], Awaitable[Mapping[str, JSON]]],
+    request: Request,
+    metrics: RequestMetrics | None = None,
 ) -> Response | ErrorResponse:
-    """Run ``handler`` for ``request``: its result as a Response, or its error.
+    """Run ``handler`` for ``request``: its result as a Response, or its error; counted in
+    ``metrics`` with the time it took.
 
     Cancellation, and any other BaseException (a modern request's InputRequired), passes
     through to the caller.
     """
+    started = time.perf_counter()
+    outcome = Outcome.CANCELLED
     try:
-        return Response(id=request.id, result=await handler())
+        response = Response(id=request.id, result=await handler())
+        outcome = Outcome.OK
+        return response
     except ProtocolError as exc:
+        outcome = Outcome.ERROR
         return ErrorResponse(id=request.id, code=exc.code, message=exc.message, data=exc.data)
     except Exception:
         # U-LOG-6 spirit: the trace goes to the server log, not to the client.
         logger.exception("handler for %s failed", request.method)
+        outcome = Outcome.ERROR
         return ErrorResponse(id=request.id, code=ErrorCode.INTERNAL_ERROR, message="Internal error")
+    except InputRequired:
+        outcome = Outcome.INPUT_REQUIRED
+        raise
+    finally:
+        if metrics is not None:
+            metrics.record(request.method, outcome, time.perf_counter() - started)

@@ -49,6 +49,7 @@ from ..protocol._transport import (
 from ..protocol._versions import effective_version, negotiate
 from ._budget import ByteBudget
 from ._memory import MemoryReleaser
+from ._reqstats import RequestMetrics
 from ._responder import Responder, watching_disconnect
 from ._session import SESSION_FOOTPRINT, Session
 from ._view import View
@@ -122,6 +123,8 @@ class SessionManager:
         self._dropped_notifications_log = LogLimiter(interval=10.0)
         #: TM-SEC-BODIES: bodies still arriving, server-wide (the HTTP edges take from it).
         self.bodies = ByteBudget(config.max_body_memory)
+        #: Requests by method and outcome, both eras and tasks (/metrics).
+        self.requests = RequestMetrics()
         self.releaser = MemoryReleaser(config.release_memory_after)
         self._nursery: trio.Nursery | None = None
         self.shutting_down = False

@@ -59,6 +59,7 @@ from ..protocol._tasks import (
 )
 from ..protocol._transport import modern_reply
 from ._handler import outcome_of
+from ._reqstats import RequestMetrics
 from ._responder import Responder, watching_disconnect
 from ._stream import EventStream
 from ._tasks import TaskManager, TaskRun, split_answers
@@ -93,12 +94,14 @@ class ModernServer:
         spawn: Callable[..., bool],
         state_codec: RequestStateCodec,
         tasks: TaskManager,
+        requests: RequestMetrics | None = None,
     ) -> None:
         self.app = app
         self.config = config
         self._spawn = spawn
         self.codec = state_codec
         self.tasks = tasks
+        self.requests = requests
         self.stats = ModernStats()
         #: The exchanges running now, for shutdown (TM-SESS-SHUTDOWN).
         self.running: set[ModernExchange] = set()
@@ -318,7 +321,9 @@ class ModernExchange:
                     message="Service Unavailable: the server has too many tasks; retry later.",
                 )
         try:
-            return await outcome_of(lambda: self._server.app.dispatch(self, request), request)
+            return await outcome_of(
+                lambda: self._server.app.dispatch(self, request), request, self._server.requests
+            )
         except InputRequired as ask:
             return self._input_required(ask, binding)
 

@@ -55,10 +55,19 @@ class Runtime:
         codec = RequestStateCodec(key, ttl=config.request_state_ttl)
         #: Tool calls that outlive their exchange (spec/tasks.md).
         self.tasks = TaskManager(
-            app, config, on_change=self._task_changed, releaser=self.manager.releaser
+            app,
+            config,
+            on_change=self._task_changed,
+            releaser=self.manager.releaser,
+            requests=self.manager.requests,
         )
         self.modern = ModernServer(
-            app, config, spawn=self.spawn, state_codec=codec, tasks=self.tasks
+            app,
+            config,
+            spawn=self.spawn,
+            state_codec=codec,
+            tasks=self.tasks,
+            requests=self.manager.requests,
         )
         self.listeners = Listeners(app, config, spawn=self.spawn, stats=self.modern.stats)
         self.auth = Authenticator(config.auth) if config.auth is not None else None

@@ -43,6 +43,7 @@ from ..protocol._mrtr import InputRequest, check_input_response
 from ..protocol._sse import encode_event
 from ..protocol._versions import revision_at_least
 from ._handler import outcome_of
+from ._reqstats import RequestMetrics
 from ._view import View, ViewEnd, gap_event
 
 if TYPE_CHECKING:
@@ -150,6 +151,10 @@ class SessionOwner(Protocol):
         session dropped them."""
 
     def count_cut(self) -> None: ...
+
+    @property
+    def requests(self) -> RequestMetrics:
+        """Requests by method and outcome, and their handlers' time (/metrics)."""
 
 
 class Session:
@@ -557,7 +562,7 @@ class Session:
         port = RequestPort(self, flight)
         outcome: Message | None = None
         with flight.scope:
-            outcome = await outcome_of(lambda: self._handle(port, req), req)
+            outcome = await outcome_of(lambda: self._handle(port, req), req, self.manager.requests)
         if self.inflight.get(req.id) is flight:
             del self.inflight[req.id]
         if flight.cancelled_by_client or outcome is None:

@@ -45,6 +45,7 @@ from ..protocol._tasks import (
 from ._budget import ByteBudget
 from ._handler import outcome_of
 from ._memory import MemoryReleaser
+from ._reqstats import RequestMetrics
 
 if TYPE_CHECKING:
     from .._config import ServerConfig
@@ -166,7 +167,9 @@ class TaskRun:
             with self.scope:
                 try:
                     outcome = await outcome_of(
-                        lambda: self._manager.app.dispatch(self, self._request), self._request
+                        lambda: self._manager.app.dispatch(self, self._request),
+                        self._request,
+                        self._manager.requests,
                     )
                 except InputRequired as ask:
                     outcome = ask
@@ -381,8 +384,10 @@ class TaskManager:
         *,
         on_change: Callable[[TaskSnapshot], None] | None = None,
         releaser: MemoryReleaser | None = None,
+        requests: RequestMetrics | None = None,
     ) -> None:
         self.app = app
+        self.requests = requests
         #: TM-SESS-RELEASE: what expired tasks held counts toward the next heap trim.
         self._releaser = releaser
         self.config = config
