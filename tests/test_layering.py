@@ -210,7 +210,11 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("protocol", ("trio_mcp.protocol",)),
     ("interfaces", ("trio_mcp._ports", "trio_mcp._config", "trio_mcp._allocator")),
     ("runtime", ("trio_mcp._trio",)),
-    ("http edges", ("trio_mcp._asgi", "trio_mcp._http", "trio_mcp._hypercorn", "trio_mcp._serve")),
+    (
+        "http edges",
+        ("trio_mcp._asgi", "trio_mcp._http", "trio_mcp._hypercorn", "trio_mcp._metrics",
+         "trio_mcp._serve"),
+    ),
     (
         "user API",
         (
