@@ -234,6 +234,7 @@ class ModernExchange:
         self._peer = peer
         #: TM-AUTH-BIND: a requestState is valid only for the principal it was sealed for.
         self._principal = principal.key if principal is not None else ""
+        self._call = call
         self._request = call.request
         self._envelope = call.envelope
         self._responder = responder
@@ -301,11 +302,8 @@ class ModernExchange:
         support = self._task_support()
         if support is not TaskSupport.FORBIDDEN:
             run = self._server.tasks.start(
-                request,
+                self._call,
                 front=self,
-                protocol_version=self._envelope.version,
-                client_info=self.client_info,
-                client_capabilities=self.client_capabilities,
                 principal=self.principal,
                 peer=self._peer,
                 answers=self._answers,

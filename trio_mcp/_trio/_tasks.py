@@ -32,6 +32,7 @@ from ..protocol import (
     dumps,
 )
 from ..protocol._auth import Principal
+from ..protocol._era import ModernCall
 from ..protocol._mrtr import InputRequest, check_input_response
 from ..protocol._tasks import (
     TASK_METHODS,
@@ -113,22 +114,18 @@ class TaskRun:
     def __init__(
         self,
         manager: TaskManager,
-        request: Request,
+        call: ModernCall,
         *,
         front: Front,
-        protocol_version: str,
-        client_info: Mapping[str, JSON],
-        client_capabilities: Mapping[str, JSON],
         principal: Principal | None,
         owner: str,
         answers: Mapping[str, JSON],
     ) -> None:
         self._manager = manager
-        self._request = request
+        self._request = call.request
         self._front: Front | None = front
-        self._version = protocol_version
-        self._client_info = client_info
-        self._capabilities = client_capabilities
+        #: TK-INPUT: the creating request's envelope: its capabilities bound the questions.
+        self._envelope = call.envelope
         self.principal = principal
         #: TM-AUTH-BIND / TK-BIND: whose task this is.
         self.principal_key = principal.key if principal is not None else ""
@@ -286,16 +283,16 @@ class TaskRun:
 
     @property
     def protocol_version(self) -> str:
-        return self._version
+        return self._envelope.version
 
     @property
     def client_info(self) -> Mapping[str, JSON]:
-        return self._client_info
+        return self._envelope.client_info or {}
 
     @property
     def client_capabilities(self) -> Mapping[str, JSON]:
         # TK-INPUT: only the questions the creating request's capabilities allow.
-        return self._capabilities
+        return self._envelope.client_capabilities
 
     @property
     def log_threshold(self) -> str | None:
@@ -442,12 +439,9 @@ class TaskManager:
 
     def start(
         self,
-        request: Request,
+        call: ModernCall,
         *,
         front: Front,
-        protocol_version: str,
-        client_info: Mapping[str, JSON],
-        client_capabilities: Mapping[str, JSON],
         principal: Principal | None,
         peer: str | None,
         answers: Mapping[str, JSON],
@@ -463,22 +457,12 @@ class TaskManager:
         ):
             self.stats.refused += 1
             return None
-        run = TaskRun(
-            self,
-            request,
-            front=front,
-            protocol_version=protocol_version,
-            client_info=client_info,
-            client_capabilities=client_capabilities,
-            principal=principal,
-            owner=owner,
-            answers=answers,
-        )
+        run = TaskRun(self, call, front=front, principal=principal, owner=owner, answers=answers)
         self.runs[run.task_id] = run
         self._by_owner[owner] += 1
         if publish:
             run.publish()
-        self._nursery.start_soon(run.main, name=f"task {request.method}")
+        self._nursery.start_soon(run.main, name=f"task {call.request.method}")
         return run
 
     def published(self, run: TaskRun) -> TaskSnapshot:
