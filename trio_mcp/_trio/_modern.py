@@ -58,6 +58,7 @@ from ..protocol._tasks import (
     tasks_requirement,
 )
 from ..protocol._transport import modern_reply
+from ._envport import EnvelopePort
 from ._handler import outcome_of
 from ._reqstats import RequestMetrics
 from ._responder import Responder, watching_disconnect
@@ -216,7 +217,7 @@ class ModernServer:
             await self._drained.wait()
 
 
-class ModernExchange:
+class ModernExchange(EnvelopePort):
     """One modern request, from its handler's start to its answer. It is the handler's port
     (trio_mcp._ports.RequestPort)."""
 
@@ -229,14 +230,12 @@ class ModernExchange:
         principal: Principal | None = None,
         peer: str | None = None,
     ) -> None:
+        super().__init__(call, server.config)
         self._server = server
         self.principal = principal
         self._peer = peer
         #: TM-AUTH-BIND: a requestState is valid only for the principal it was sealed for.
         self._principal = principal.key if principal is not None else ""
-        self._call = call
-        self._request = call.request
-        self._envelope = call.envelope
         self._responder = responder
         self._scope = trio.CancelScope()
         self._stream: EventStream | None = None
@@ -411,37 +410,13 @@ class ModernExchange:
     # -- the port ---------------------------------------------------------------------------
 
     @property
-    def session_id(self) -> str | None:
-        return None
-
-    @property
-    def protocol_version(self) -> str:
-        return self._envelope.version
-
-    @property
-    def client_info(self) -> Mapping[str, JSON]:
-        return self._envelope.client_info or {}
-
-    @property
-    def client_capabilities(self) -> Mapping[str, JSON]:
-        return self._envelope.client_capabilities
-
-    @property
     def log_threshold(self) -> str | None:
         # MU-LOG-3 (MUST NOT): no log messages without the request's own level.
         return self._envelope.log_level
 
     @property
-    def client_request_timeout(self) -> float:
-        return self._server.config.client_request_timeout
-
-    @property
     def finished(self) -> bool:
         return self._finished
-
-    @property
-    def page_size(self) -> int:
-        return self._server.config.page_size
 
     async def notify(self, notification: Notification) -> bool:
         # Always a checkpoint, as trio's own async functions are, and before anything else:
@@ -512,8 +487,4 @@ class ModernExchange:
             http_status=400,
             data={"requiredCapabilities": dict(required)},
         )
-
-    def close_stream(self) -> bool:
-        # MT-SSE-6: a modern stream cannot be resumed, so it is never closed for polling.
-        return False
 

@@ -44,6 +44,7 @@ from ..protocol._tasks import (
     task_not_found,
 )
 from ._budget import ByteBudget
+from ._envport import EnvelopePort
 from ._handler import outcome_of
 from ._memory import MemoryReleaser
 from ._reqstats import RequestMetrics
@@ -107,7 +108,7 @@ def split_answers(
     return got, missing
 
 
-class TaskRun:
+class TaskRun(EnvelopePort):
     """One tools/call that may become a task, then the task. It is its handler's port
     (trio_mcp._ports.RequestPort)."""
 
@@ -121,11 +122,9 @@ class TaskRun:
         owner: str,
         answers: Mapping[str, JSON],
     ) -> None:
+        super().__init__(call, manager.config)
         self._manager = manager
-        self._request = call.request
         self._front: Front | None = front
-        #: TK-INPUT: the creating request's envelope: its capabilities bound the questions.
-        self._envelope = call.envelope
         self.principal = principal
         #: TM-AUTH-BIND / TK-BIND: whose task this is.
         self.principal_key = principal.key if principal is not None else ""
@@ -278,38 +277,13 @@ class TaskRun:
     # -- the port ---------------------------------------------------------------------------
 
     @property
-    def session_id(self) -> str | None:
-        return None
-
-    @property
-    def protocol_version(self) -> str:
-        return self._envelope.version
-
-    @property
-    def client_info(self) -> Mapping[str, JSON]:
-        return self._envelope.client_info or {}
-
-    @property
-    def client_capabilities(self) -> Mapping[str, JSON]:
-        # TK-INPUT: only the questions the creating request's capabilities allow.
-        return self._envelope.client_capabilities
-
-    @property
     def log_threshold(self) -> str | None:
         # A published task has no stream to log to.
         return self._front.log_threshold if self._front is not None else None
 
     @property
-    def client_request_timeout(self) -> float:
-        return self._manager.config.client_request_timeout
-
-    @property
     def finished(self) -> bool:
         return self.snapshot is not None and self.snapshot.status.terminal
-
-    @property
-    def page_size(self) -> int:
-        return self._manager.config.page_size
 
     async def notify(self, notification: Notification) -> bool:
         await trio.lowlevel.checkpoint()
@@ -366,9 +340,6 @@ class TaskRun:
             code=ErrorCode.MISSING_CLIENT_CAPABILITY,
             data={"requiredCapabilities": dict(required)},
         )
-
-    def close_stream(self) -> bool:
-        return False
 
 
 class TaskManager:
