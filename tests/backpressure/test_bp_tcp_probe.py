@@ -37,8 +37,9 @@ linux_only = pytest.mark.skipif(
 
 #: How often a busy view looks at its writer (trio_mcp._trio._view._CHECK_EVERY).
 CHECK = 0.25
-#: Scheduling slack for loopback timings on a shared two-core machine.
-SLACK = 0.25
+#: Scheduling slack for loopback timings on a shared two-core machine: a CI run cut 25 ms
+#: past a 0.25 s slack while other test processes shared the CPUs.
+SLACK = 0.75
 
 
 # -- the probe ------------------------------------------------------------------------------
