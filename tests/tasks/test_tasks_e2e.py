@@ -533,3 +533,36 @@ async def test_shutdown_ends_tasks_and_answers_a_deciding_call(live_server: Star
     assert (503, ErrorCode.SERVER_BUSY) == (answers[0].status, error_of(answers[0])["code"])
     assert task.snapshot is not None and "failed" == task.snapshot.status.value
     assert "ended by the server" in (task.snapshot.status_message or "")
+
+
+@pytest.mark.spec("TM-TASK-WITHDRAW")
+async def test_a_task_its_client_was_never_told_of_is_withdrawn_at_once() -> None:
+    """A published task withdrawn because its CreateTaskResult could not be sent has its
+    work cancelled and its slot and table entry freed at once, not at its TTL; a second
+    withdrawal changes nothing."""
+    from trio_mcp._trio._tasks import TaskManager
+    from trio_mcp.protocol import Request
+    from trio_mcp.protocol._era import Envelope, ModernCall
+
+    manager = TaskManager(tasks_server(), ServerConfig(max_tasks_per_owner=1))
+    call = ModernCall(
+        request=Request(id=1, method="tools/call", params={"name": "job",
+                                                          "arguments": {"seconds": 600}}),
+        envelope=Envelope(version="2026-07-28", client_capabilities=WITH_TASKS),
+    )
+    with trio.fail_after(TIMEOUT):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(manager.run)
+            run = manager.start(call, front=None,  # type: ignore[arg-type]
+                                principal=None, peer="127.0.0.1", answers={}, publish=True)
+            assert run is not None and run.published
+            manager.withdraw(run)
+            manager.withdraw(run)
+            await run.settled.wait()
+            again = manager.start(call, front=None,  # type: ignore[arg-type]
+                                  principal=None, peer="127.0.0.1", answers={}, publish=True)
+            nursery.cancel_scope.cancel()
+
+    assert run.scope.cancel_called and run.task_id not in manager.runs
+    assert again is not None  # the owner's one slot was given back
+    assert (1, 2) == (manager.stats.withdrawn, manager.stats.created)

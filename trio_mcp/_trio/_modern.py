@@ -232,6 +232,8 @@ class ModernExchange(EnvelopePort):
     ) -> None:
         super().__init__(call, server.config)
         self._server = server
+        #: The task this call became, until its CreateTaskResult is sent.
+        self._task: TaskRun | None = None
         self.principal = principal
         self._peer = peer
         #: TM-AUTH-BIND: a requestState is valid only for the principal it was sealed for.
@@ -293,8 +295,18 @@ class ModernExchange(EnvelopePort):
             server.stats.requests_cancelled += 1
             if self._stream is not None:
                 self._stream.close()
+            self._withdraw_task()
             return
+        if self._stream is not None and self._stream.closed:
+            # Cut, or its client left as the answer was ready: it cannot be told of a task.
+            self._withdraw_task()
         await self._answer(outcome)
+
+    def _withdraw_task(self) -> None:
+        """TM-TASK-WITHDRAW: a task whose CreateTaskResult cannot reach its client is known
+        to nobody: it is ended and freed now, not left to hold a slot for its whole TTL."""
+        if self._task is not None:
+            self._server.tasks.withdraw(self._task)
 
     async def _outcome(self, binding: Binding | None) -> Response | ErrorResponse:
         request = self._request
@@ -365,6 +377,7 @@ class ModernExchange(EnvelopePort):
                 )
             snapshot = run.snapshot if run.published else run.publish()
             assert snapshot is not None
+            self._task = run
             return Response(id=self._request.id, result=create_task_result(snapshot))
         finally:
             # Until it is a task, a call ends with its client (MU-CANCEL-1).

@@ -87,6 +87,8 @@ class TaskStats:
         """Tasks freed at the end of their TTL (those still running were cancelled)."""
         self.refused = 0
         """Calls that found no room (TM-TASK-BOUND)."""
+        self.withdrawn = 0
+        """Tasks whose CreateTaskResult could not reach their client (TM-TASK-WITHDRAW)."""
         self.results_too_large = 0
 
     def as_dict(self) -> dict[str, int]:
@@ -452,6 +454,14 @@ class TaskManager:
         self._expiry_changed.set()
         self.stats.created += 1
         return snapshot
+
+    def withdraw(self, run: TaskRun) -> None:
+        """TM-TASK-WITHDRAW: a published task whose creator never learnt its id: its work is
+        cancelled and it is forgotten at once."""
+        run.scope.cancel()
+        if self.runs.get(run.task_id) is run:
+            self.stats.withdrawn += 1
+            self._forget(run)
 
     def discard(self, run: TaskRun) -> None:
         """A run that ended before it was published: it was never a task."""
