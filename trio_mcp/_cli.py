@@ -9,6 +9,7 @@ import importlib
 import logging
 import os
 import signal
+import socket
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -69,6 +70,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="serve the counters on 127.0.0.1:PORT: JSON at /stats, Prometheus at /metrics",
     )
     serve.add_argument(
+        "--workers", type=int, default=1, metavar="N",
+        help="serve with N worker processes on one listening socket (default 1); 2025-11-25 "
+        "sessions need one process, the stateless 2026-07-28 revision spreads over all",
+    )
+    # Set by the parent of --workers for each worker it starts (trio_mcp._workers).
+    serve.add_argument("--listen-fd", type=int, default=None, help=argparse.SUPPRESS)
+    serve.add_argument("--worker-index", type=int, default=0, help=argparse.SUPPRESS)
+    serve.add_argument(
         "--log-level", default="info",
         choices=["debug", "info", "warning", "error", "critical"],
     )
@@ -121,14 +130,30 @@ def main(argv: Sequence[str] | None = None, *, own_command_line: bool | None = N
     import trio
 
     from ._config import ResponseMode, ServerConfig
+    from ._workers import secret_from_env
 
+    if args.workers < 1:
+        raise SystemExit("trio-mcp: --workers must be at least 1")
+    if args.workers > 1 and args.listen_fd is None:
+        _run_pool(args, argv)
+        return
     server = load_server(args.server)
     config = ServerConfig(
         path=args.path,
         response_mode=ResponseMode.JSON if args.json_response else ResponseMode.SSE,
         allowed_origins=frozenset(args.allow_origin),
         auth=_auth_config(args),
+        secret=secret_from_env(),
+        workers=args.workers,
     )
+    sock = None
+    stats_port = args.stats_port
+    if args.listen_fd is not None:
+        # A worker of --workers: the parent's listening socket (TM-WORK-PROCESSES); its
+        # counters on a port of its own, next to the first worker's.
+        sock = socket.socket(fileno=args.listen_fd)
+        if stats_port:
+            stats_port += args.worker_index
 
     async def run() -> None:
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
@@ -146,17 +171,66 @@ def main(argv: Sequence[str] | None = None, *, own_command_line: bool | None = N
                     lambda task_status: server.serve(
                         host=args.host, port=args.port, config=config,
                         certfile=args.certfile, keyfile=args.keyfile,
-                        shutdown_trigger=on_signal, stats_port=args.stats_port,
-                        http_server=args.http_server, task_status=task_status,
+                        shutdown_trigger=on_signal, stats_port=stats_port,
+                        http_server=args.http_server, sock=sock, task_status=task_status,
                     )
                 )
                 for url in urls:
+                    if sock is not None and not url.endswith("/stats"):
+                        continue  # the parent of the workers shows the endpoint, once
                     where = url if url.endswith("/stats") else f"{url}{config.path}"
                     what = "counters" if url.endswith("/stats") else server.name
+                    if sock is not None:
+                        what = f"worker {args.worker_index}'s {what}"
                     print(f"trio-mcp: serving {what} at {where}", flush=True)
 
     with contextlib.suppress(KeyboardInterrupt):
         trio.run(run)
+
+
+def _run_pool(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
+    """The parent of ``--workers N``: bind, listen, start the workers and keep them running
+    until SIGINT or SIGTERM, then stop them gracefully (TM-WORK-PROCESSES)."""
+    import trio
+
+    from ._config import ServerConfig
+    from ._serve import listening_socket, user_timeout
+    from ._workers import WorkerPool, child_command, secret_from_env
+
+    config = ServerConfig()
+    sock = listening_socket(
+        args.host, args.port, user_timeout_ms=int(user_timeout(config) * 1000)
+    )
+    sock.listen(1024)
+    host, port = sock.getsockname()[:2]
+    scheme = "https" if args.certfile else "http"
+    shown = f"[{host}]" if ":" in host else host
+    # TM-WORK-SECRET: one secret for every worker, so that each verifies the others'
+    # cursors and requestStates; the deployment's own when it gives one.
+    secret = secret_from_env() or os.urandom(32)
+    pool = WorkerPool(
+        command=child_command(sys.argv[1:] if argv is None else argv),
+        sock=sock, count=args.workers, secret=secret,
+        grace=config.shutdown_grace + 10.0,
+    )
+    log = logging.getLogger("trio_mcp")
+
+    async def run() -> None:
+        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async with trio.open_nursery() as nursery:
+                await nursery.start(pool.run)
+                print(
+                    f"trio-mcp: serving at {scheme}://{shown}:{port}{args.path} with "
+                    f"{args.workers} workers", flush=True,
+                )
+                async for signum in signals:
+                    log.info("%s: stopping the workers", signal.Signals(signum).name)
+                    break
+                nursery.cancel_scope.cancel()
+
+    with contextlib.suppress(KeyboardInterrupt):
+        trio.run(run)
+    sock.close()
 
 
 def _auth_config(args: argparse.Namespace) -> AuthConfig | None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import enum
+import hashlib
+import os
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
@@ -156,9 +158,16 @@ class ServerConfig:
     request_state_ttl: float = 600.0
     """How long a modern requestState stays valid after it is issued (TM-MRTR-STATE)."""
     request_state_key: bytes | None = attrs.field(default=None, repr=False)
-    """The key that seals modern requestStates (at least 32 bytes). None: a random key of
-    this process, so a retry that reaches another process (several workers, a restart) is
-    refused; give every process the same key to accept it there (ML-STATE-2)."""
+    """The key that seals modern requestStates (at least 32 bytes). None: one derived from
+    ``secret``, else a random key of this process, so a retry that reaches another process
+    (several workers, a restart) is refused; give every process the same key to accept it
+    there (ML-STATE-2)."""
+    secret: bytes | None = attrs.field(default=None, repr=False)
+    """The secret every process serving the same clients shares (at least 32 bytes): the keys
+    of event ids (TM-RES-EVENTID) and of requestStates (TM-MRTR-STATE) are derived from it,
+    so that a cursor or a requestState one process made verifies in another (TM-WORK-SECRET).
+    None: keys that live only in this process. ``trio-mcp serve --workers N`` makes one for
+    its workers; ``$TRIO_MCP_SECRET`` (hex) gives one to processes started apart."""
     max_listen_resources: int = 256
     """Resource URIs one subscriptions/listen request may subscribe to."""
     task_after: float = 0.5
@@ -192,9 +201,26 @@ class ServerConfig:
     """The request line and headers of one request; beyond, 431 and the connection closes."""
     http_max_connections: int = 4096
     """Connections open at once; beyond, a new one gets 503 and is closed."""
+    workers: int = 1
+    """How many processes serve this endpoint together (``trio-mcp serve --workers``). A
+    2025-11-25 session lives in the memory of the process that created it, so with more than
+    one, and no session store they share, a legacy ``initialize`` is refused with a clear
+    error rather than half of a session's requests answered 404 (TM-WORK-LEGACY)."""
     auth: AuthConfig | None = None
     """Authorization (T-AUTH-*): None serves every client, as a local server may."""
 
     def __attrs_post_init__(self) -> None:
         if self.request_state_key is not None and len(self.request_state_key) < 32:
             raise ValueError("request_state_key must be at least 32 bytes (HMAC-SHA256)")
+        if self.secret is not None and len(self.secret) < 32:
+            raise ValueError("secret must be at least 32 bytes")
+
+    def derived_key(self, purpose: str) -> bytes:
+        """A 32-byte key for ``purpose`` ("cursor", "request-state") from ``secret``, or a
+        random one of this process without it. Keys for different purposes are independent,
+        so that a MAC made for one use never verifies as another."""
+        if self.secret is None:
+            return os.urandom(32)
+        return hashlib.blake2b(
+            self.secret, digest_size=32, person=purpose.encode()[:16]
+        ).digest()

@@ -117,6 +117,7 @@ async def serve(
     shutdown_trigger: Callable[[], Awaitable[None]] | None = None,
     stats_port: int | None = None,
     http_server: HttpServerName = "trio-mcp",
+    sock: socket.socket | None = None,
     task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve ``server`` over HTTP until cancelled, or until ``shutdown_trigger`` returns.
@@ -135,15 +136,20 @@ async def serve(
     With ``stats_port``, the counters of ``Runtime.statistics()`` are served as JSON on
     ``http://127.0.0.1:<stats_port>/`` (always loopback, whatever ``host`` is), and in the
     Prometheus text format at ``/metrics`` there.
+
+    ``sock``, a bound socket, is served instead of binding ``host`` and ``port``: a worker
+    of ``trio-mcp serve --workers`` serves the one its parent listens on.
     """
     cfg = config or ServerConfig()
     if http_server == "hypercorn":
         await _serve_hypercorn(
-            server, host, port, cfg, certfile, keyfile, shutdown_trigger, stats_port, task_status
+            server, host, port, cfg, certfile, keyfile, shutdown_trigger, stats_port, sock,
+            task_status,
         )
         return
     await _serve_own(
-        server, host, port, cfg, certfile, keyfile, shutdown_trigger, stats_port, task_status
+        server, host, port, cfg, certfile, keyfile, shutdown_trigger, stats_port, sock,
+        task_status,
     )
 
 
@@ -156,13 +162,15 @@ async def _serve_own(
     keyfile: str | None,
     shutdown_trigger: Callable[[], Awaitable[None]] | None,
     stats_port: int | None,
+    sock: socket.socket | None,
     task_status: trio.TaskStatus[list[str]],
 ) -> None:
     from ._http import HttpServer
     from ._trio._runtime import Runtime
 
     runtime = Runtime(server, cfg, bind_hosts=[host])
-    sock = listening_socket(host, port, user_timeout_ms=int(user_timeout(cfg) * 1000))
+    if sock is None:
+        sock = listening_socket(host, port, user_timeout_ms=int(user_timeout(cfg) * 1000))
     sock.listen(1024)
     listener = trio.SocketListener(trio.socket.from_stdlib_socket(sock))
     ssl_context = None
@@ -230,12 +238,14 @@ async def _serve_hypercorn(
     keyfile: str | None,
     shutdown_trigger: Callable[[], Awaitable[None]] | None,
     stats_port: int | None,
+    sock: socket.socket | None,
     task_status: trio.TaskStatus[list[str]],
 ) -> None:
     from ._asgi import ASGIApp
 
     app = ASGIApp(server, cfg, bind_hosts=[host])
-    sock = listening_socket(host, port, user_timeout_ms=int(user_timeout(cfg) * 1000))
+    if sock is None:
+        sock = listening_socket(host, port, user_timeout_ms=int(user_timeout(cfg) * 1000))
     # hypercorn wraps the descriptor it is given and closes it when it stops: it gets a
     # duplicate, so each side closes only its own.
     fd = os.dup(sock.fileno())

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import secrets
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -46,7 +45,7 @@ from ..protocol._transport import (
     plan_legacy_post,
     session_not_found,
 )
-from ..protocol._versions import effective_version, negotiate
+from ..protocol._versions import MODERN_VERSIONS, effective_version, negotiate
 from ._budget import ByteBudget
 from ._memory import MemoryReleaser
 from ._reqstats import RequestMetrics
@@ -117,8 +116,9 @@ class SessionManager:
         self.sessions: OrderedDict[str, Session] = OrderedDict()
         #: The same, per client address (TM-SESS-CAP).
         self._by_peer: dict[str, OrderedDict[str, Session]] = {}
-        # The key lives only in this process: cursors from before a restart do not verify.
-        self.codec = CursorCodec(os.urandom(32))
+        # TM-RES-EVENTID / TM-WORK-SECRET: without a shared secret the key lives only in this
+        # process, and cursors from before a restart (or from another worker) do not verify.
+        self.codec = CursorCodec(config.derived_key("cursor"))
         self.stats = ManagerStats()
         self._dropped_notifications_log = LogLimiter(interval=10.0)
         #: TM-SEC-BODIES: bodies still arriving, server-wide (the HTTP edges take from it).
@@ -328,6 +328,19 @@ class SessionManager:
                 "(object) and clientInfo (object).",
                 code=ErrorCode.INVALID_PARAMS,
                 http_status=200,
+                request_id=message.id,
+            )
+        if self.config.workers > 1:
+            # TM-WORK-LEGACY: this session would live in this process alone, and the
+            # client's next requests reach any of the workers: refused up front, naming the
+            # revision every worker serves alike, rather than half of them answered 404.
+            raise RemoteProtocolError(
+                f"Unsupported protocol version: this server runs {self.config.workers} worker "
+                "processes without a shared session store, so it serves only the stateless "
+                "revisions.",
+                code=ErrorCode.UNSUPPORTED_PROTOCOL_VERSION,
+                http_status=400,
+                data={"supported": list(MODERN_VERSIONS), "requested": requested},
                 request_id=message.id,
             )
         state_bytes = len(dumps_json(caps)) + len(dumps_json(info))

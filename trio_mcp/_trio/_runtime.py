@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -51,7 +50,7 @@ class Runtime:
         self.bodies: ByteBudget = self.manager.bodies
         # TM-MRTR-STATE: the configured key, shared by the processes that serve the same
         # clients (ML-STATE-2); else one that lives only in this process.
-        key = config.request_state_key or os.urandom(32)
+        key = config.request_state_key or config.derived_key("request-state")
         codec = RequestStateCodec(key, ttl=config.request_state_ttl)
         #: Tool calls that outlive their exchange (spec/tasks.md).
         self.tasks = TaskManager(
@@ -71,11 +70,14 @@ class Runtime:
         )
         self.listeners = Listeners(app, config, spawn=self.spawn, stats=self.modern.stats)
         self.auth = Authenticator(config.auth) if config.auth is not None else None
+        #: The task of run(), once it runs (for the inspector).
+        self.task: trio.lowlevel.Task | None = None
 
     # -- lifetime ---------------------------------------------------------------------------
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Run the session manager and the tasks of modern streams; attach to the App."""
+        self.task = trio.lowlevel.current_task()
         try:
             async with trio.open_nursery() as nursery:
                 await nursery.start(self.manager.run)
