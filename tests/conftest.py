@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, settings
 
-pytest_plugins = ["support.fixtures"]
+pytest_plugins = ["support.fixtures", "support.redis"]
 
 # The machine is shared and has two cores: a property is judged by its examples, never by how
 # long one took, so Hypothesis's per-example deadline and speed health check are off.

@@ -74,6 +74,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="serve with N worker processes on one listening socket (default 1); 2025-11-25 "
         "sessions need one process, the stateless 2026-07-28 revision spreads over all",
     )
+    serve.add_argument(
+        "--store", metavar="URL", default=None,
+        help="keep 2025-11-25 sessions in Redis (redis://host:port/db) so that every worker "
+        "serves them (needs coredis: pip install 'trio-mcp[redis]')",
+    )
     # Set by the parent of --workers for each worker it starts (trio_mcp._workers).
     serve.add_argument("--listen-fd", type=int, default=None, help=argparse.SUPPRESS)
     serve.add_argument("--worker-index", type=int, default=0, help=argparse.SUPPRESS)
@@ -145,6 +150,7 @@ def main(argv: Sequence[str] | None = None, *, own_command_line: bool | None = N
         auth=_auth_config(args),
         secret=secret_from_env(),
         workers=args.workers,
+        store=args.store,
     )
     sock = None
     stats_port = args.stats_port

@@ -206,6 +206,15 @@ class ServerConfig:
     2025-11-25 session lives in the memory of the process that created it, so with more than
     one, and no session store they share, a legacy ``initialize`` is refused with a clear
     error rather than half of a session's requests answered 404 (TM-WORK-LEGACY)."""
+    store: str | None = None
+    """Where 2025-11-25 sessions are kept so that every worker serves them: a Redis URL
+    (``redis://host:port/db``, ``rediss://``, ``unix:///path``; needs ``coredis``, the
+    ``redis`` extra). None: in this process's memory only (TM-STORE-RECORD)."""
+    store_timeout: float = 1.0
+    """How long one call to the store may take before the request gets 503 (TM-STORE-DOWN)."""
+    store_prefix: str = "trio-mcp"
+    """The start of every key the store writes: servers of different endpoints may share one
+    Redis under different prefixes."""
     auth: AuthConfig | None = None
     """Authorization (T-AUTH-*): None serves every client, as a local server may."""
 

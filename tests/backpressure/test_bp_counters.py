@@ -19,6 +19,8 @@ COUNTERS = {
     "requests_inflight", "events_appended", "events_evicted", "events_retained",
     "bytes_retained", "client_notifications_dropped", "sessions_refused", "client_state_refused",
     "subscriptions_refused", "bodies_refused", "bodies_timed_out", "bytes_of_bodies_arriving",
+    # With a shared store only (tests/store/): they stay at zero here.
+    "sessions_adopted", "sessions_released", "store_failures", "controls_received",
 }
 
 

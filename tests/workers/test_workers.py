@@ -18,7 +18,13 @@ from typing import Any
 
 import pytest
 import trio
-from support.client import initialize_params, post_headers, request, rpc_request
+from support.client import (
+    initialize_params,
+    open_session,
+    post_headers,
+    request,
+    rpc_request,
+)
 from support.fixtures import wait_until
 from support.modern import call_tool, modern_request, post
 from support.process import start_until
@@ -225,3 +231,27 @@ def test_a_secret_shorter_than_32_bytes_is_refused_at_start() -> None:
     )
     assert 0 != result.returncode
     assert "at least 32 bytes" in result.stderr
+
+
+@pytest.mark.spec("TM-STORE-RECORD", "TM-WORK-PROCESSES")
+@pytest.mark.parametrize("http_server", ["trio-mcp", "hypercorn"])
+async def test_with_a_redis_store_every_request_of_a_legacy_session_is_answered(
+    pool: Any, redis_url: str, http_server: str
+) -> None:
+    """Issue 21's check: with two workers and a Redis store, one initialize and forty
+    requests of that session over fresh connections are answered 40 of 40, by both
+    workers."""
+    p = pool(2, "--store", redis_url, "--server", http_server)
+    stats = await _wait_for_workers(p, 2)
+    with trio.fail_after(TIMEOUT):
+        session = await open_session(p.url)
+        statuses = []
+        for i in range(40):
+            response = await session.post(rpc_request("tools/list", id=i))
+            statuses.append(response.status)
+        adopted = [
+            json.loads((await request(stats[i], "GET")).body)["sessions_adopted"]
+            for i in (0, 1)
+        ]
+    assert [200] * 40 == statuses
+    assert 1 == sum(adopted)

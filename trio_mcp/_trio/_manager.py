@@ -51,6 +51,14 @@ from ._memory import MemoryReleaser
 from ._reqstats import RequestMetrics
 from ._responder import Responder, watching_disconnect
 from ._session import SESSION_FOOTPRINT, Session
+from ._store import (
+    Control,
+    ControlKind,
+    MemoryStore,
+    SessionRecord,
+    SessionStore,
+    StoreUnavailable,
+)
 from ._view import View
 
 if TYPE_CHECKING:
@@ -103,14 +111,32 @@ class ManagerStats:
     (TM-SEC-NOTIFY)."""
     subscriptions_refused_closed: int = 0
     """Subscriptions refused to ended sessions (TM-SEC-STATE)."""
+    sessions_adopted: int = 0
+    """Sessions another worker created, taken up here for a request (TM-STORE-RECORD)."""
+    sessions_released: int = 0
+    """Sessions this worker stopped holding, idle here, while they live on in the shared
+    store (TM-STORE-RECORD); not counted as expired."""
+    store_failures: int = 0
+    """Requests answered 503 because the shared store did not answer (TM-STORE-DOWN)."""
+    controls_received: int = 0
+    """Cancellations, client responses and session ends from other workers (TM-STORE-CONTROL)."""
 
 
 class SessionManager:
     """Owns all sessions of one server. ``run()`` must be running for requests to be served."""
 
-    def __init__(self, app: App, config: ServerConfig, *, bind_hosts: list[str]) -> None:
+    def __init__(
+        self,
+        app: App,
+        config: ServerConfig,
+        *,
+        bind_hosts: list[str],
+        store: SessionStore | None = None,
+    ) -> None:
         self.app = app
         self.config = config
+        #: Where sessions are kept besides this process's table (TM-STORE-RECORD).
+        self.store: SessionStore = store or MemoryStore()
         #: Least recently used first (``used`` moves a session to the end): eviction looks
         #: at the front only (TM-SESS-CAP).
         self.sessions: OrderedDict[str, Session] = OrderedDict()
@@ -118,7 +144,7 @@ class SessionManager:
         self._by_peer: dict[str, OrderedDict[str, Session]] = {}
         # TM-RES-EVENTID / TM-WORK-SECRET: without a shared secret the key lives only in this
         # process, and cursors from before a restart (or from another worker) do not verify.
-        self.codec = CursorCodec(config.derived_key("cursor"))
+        self.codec = CursorCodec(config.derived_key("cursor"), origin=self.store.origin)
         self.stats = ManagerStats()
         self._dropped_notifications_log = LogLimiter(interval=10.0)
         #: TM-SEC-BODIES: bodies still arriving, server-wide (the HTTP edges take from it).
@@ -134,6 +160,7 @@ class SessionManager:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         try:
             async with trio.open_nursery() as nursery:
+                await nursery.start(self.store.run, self._on_control)
                 self._nursery = nursery
                 nursery.start_soon(self._expire_loop)
                 task_status.started()
@@ -218,6 +245,8 @@ class SessionManager:
             if self.releaser.maybe_release():
                 self.stats.memory_releases += 1
             self._expire_once(trio.current_time())
+            if self.store.shared:
+                await self._keep_alive()
 
     def _expire_once(self, now: float) -> None:
         # A function of its own, so that no local of this sleeping loop keeps the last
@@ -236,13 +265,134 @@ class SessionManager:
                     self.stats.sessions_expired += 1
                     self.stats.sessions_abandoned += 1
                     session.close("abandoned")
+                    if self.store.shared:
+                        # TM-STORE-CONTROL: abandoned is an end for every worker.
+                        self._spawn(self._end_elsewhere, session.id, "abandoned")
                 continue
             ttl = cfg.session_idle_ttl
             if session.phase.value == "awaiting-initialized":
                 ttl = min(ttl, cfg.uninitialized_ttl)
             if now - session.last_activity >= ttl:
+                if self.store.shared:
+                    # TM-STORE-RECORD: idle here; the shared record keeps its own expiry,
+                    # renewed by whichever worker the client reaches.
+                    self.stats.sessions_released += 1
+                    session.close("released")
+                    continue
                 self.stats.sessions_expired += 1
                 session.close("expired")
+
+    async def _keep_alive(self) -> None:
+        """TM-STORE-RECORD: a session with work running here stays alive in the store, its
+        client silent or not; one that ended elsewhere (expired or deleted, a control
+        message lost) ends here too."""
+        busy = [s.id for s in self.sessions.values() if not s.idle]
+        try:
+            gone = await self.store.keep_alive(busy, self.config.session_idle_ttl)
+        except StoreUnavailable:
+            return  # counted by the requests that meet it; the next tick tries again
+        for session_id in gone:
+            session = self.sessions.get(session_id)
+            if session is not None:
+                session.close("ended-elsewhere")
+
+    def _spawn(self, fn: Any, *args: Any) -> None:
+        if self._nursery is not None:
+            self._nursery.start_soon(fn, *args)
+
+    async def _end_elsewhere(self, session_id: str, reason: str) -> None:
+        try:
+            await self.store.delete(session_id, reason)
+        except StoreUnavailable:
+            logger.warning("session %s ended here (%s) but not in the store", session_id[:8],
+                           reason)
+
+    # -- the shared store (TM-STORE-*) ----------------------------------------------------------
+
+    async def _stored(self, call: Any) -> Any:
+        """Await a store call; an unanswered one is a 503 with a retry hint (TM-STORE-DOWN):
+        nothing is acknowledged that was not stored."""
+        try:
+            return await call
+        except StoreUnavailable:
+            self.stats.store_failures += 1
+            raise RemoteProtocolError(
+                "Service Unavailable: the session store is not answering; retry later.",
+                code=ErrorCode.STORE_UNAVAILABLE,
+                http_status=503,
+                headers=(("retry-after", "1"),),
+            ) from None
+
+    async def _adopt(self, record: SessionRecord) -> Session:
+        """Take up here a session another worker created (TM-STORE-RECORD)."""
+        session = Session(
+            manager=self,
+            session_id=record.id,
+            version=record.version,
+            client_info=record.client_info,
+            client_capabilities=record.client_capabilities,
+            client_state_bytes=record.client_state_bytes,
+            peer=record.peer,
+            principal=record.principal,
+            server_capabilities=record.server_capabilities,
+            config=self.config,
+        )
+        session.refresh(record)
+        await self._register(session)
+        other = self.sessions.get(record.id)
+        if other is not session and other is not None and not other.closed:
+            # Taken up by a concurrent request meanwhile: one replica per worker.
+            session.close("released")
+            return other
+        self.stats.sessions_adopted += 1
+        return session
+
+    async def _register(self, session: Session) -> None:
+        """Start the session's supervisor, then enter it in the tables: a request that finds
+        it there can start handlers at once."""
+        assert self._nursery is not None
+        await self._nursery.start(session.run)
+        if self.sessions.get(session.id) not in (None, session):
+            return  # the caller sees the other one
+        self.sessions[session.id] = session
+        if session.peer is not None:
+            self._by_peer.setdefault(session.peer, OrderedDict())[session.id] = session
+
+    @property
+    def outbound_base(self) -> int:
+        return self.store.outbound_base
+
+    def forward(self, session: Session, kind: ControlKind, payload: JSON) -> None:
+        """A cancellation or a client response for nothing running here: for the worker
+        that runs it (TM-STORE-CONTROL)."""
+        if self.store.shared:
+            self._spawn(self._publish, Control(kind, session.id, payload))
+
+    async def _publish(self, control: Control) -> None:
+        try:
+            await self.store.publish(control)
+        except StoreUnavailable:
+            logger.warning("a %s for session %s could not reach the other workers",
+                           control.kind.value, control.session_id[:8])
+
+    async def save_shared(self, session: Session) -> None:
+        """Store what changed in a session before the request that changed it is answered,
+        so that the client's next request, at any worker, sees it (TM-STORE-RECORD)."""
+        if not self.store.shared or session.closed:
+            return
+        ttl = self.config.session_idle_ttl
+        if not await self._stored(self.store.save(session.id, session.shared_state(), ttl)):
+            session.close("ended-elsewhere")
+
+    def _on_control(self, control: Control) -> None:
+        session = self.sessions.get(control.session_id)
+        if session is None or session.closed:
+            return
+        self.stats.controls_received += 1
+        if control.kind is ControlKind.END:
+            session.close("ended-elsewhere")
+        else:
+            session.apply_control(control)
 
     # -- HTTP entry ---------------------------------------------------------------------
 
@@ -256,8 +406,24 @@ class SessionManager:
         else:
             raise method_not_allowed()
 
-    def _lookup(self, session_id: str, request: HttpRequest) -> Session:
+    async def _lookup(self, session_id: str, request: HttpRequest) -> Session:
         session = self.sessions.get(session_id)
+        if self.store.shared:
+            # TM-STORE-RECORD: the store says whether the session lives, and what it is now;
+            # a session another worker created is taken up here.
+            cfg = self.config
+            record = await self._stored(self.store.fetch(
+                session_id, idle_ttl=cfg.session_idle_ttl, uninitialized_ttl=cfg.uninitialized_ttl
+            ))
+            if record is None:
+                if session is not None and not session.closed:
+                    session.close("ended-elsewhere")
+                raise session_not_found()
+            session = self.sessions.get(session_id)  # it may have been taken up meanwhile
+            if session is None or session.closed:
+                session = await self._adopt(record)
+            else:
+                session.refresh(record)
         if session is None or session.closed:
             raise session_not_found()
         if session.principal != _principal_key(request):
@@ -277,11 +443,12 @@ class SessionManager:
             )
             return
         assert plan.session_id is not None
-        session = self._lookup(plan.session_id, request)
+        session = await self._lookup(plan.session_id, request)
         version = effective_version(plan.version_header, session.version)
         del version  # checked for validity; the session's negotiated version rules behaviour
         check_batch(plan, session.version)
         requests: list[Request] = []
+        shared_before = session.shared_state()
         for message in plan.messages:
             admission = session.admit(message)
             if admission is Admission.IGNORE:
@@ -294,6 +461,9 @@ class SessionManager:
                 session.receive_notification(message)
             else:
                 session.receive_response(message)
+        if session.shared_state() != shared_before:
+            # notifications/initialized: stored before it is acknowledged.
+            await self.save_shared(session)
         if not requests:
             # T-POST-4 (MUST): accepted notifications and responses get 202 with no body.
             await responder.reply(Reply(status=202))
@@ -330,7 +500,7 @@ class SessionManager:
                 http_status=200,
                 request_id=message.id,
             )
-        if self.config.workers > 1:
+        if self.config.workers > 1 and not self.store.shared:
             # TM-WORK-LEGACY: this session would live in this process alone, and the
             # client's next requests reach any of the workers: refused up front, naming the
             # revision every worker serves alike, rather than half of them answered 404.
@@ -370,6 +540,15 @@ class SessionManager:
         # visible ASCII.
         session_id = secrets.token_urlsafe(24)
         capabilities = self.app.capabilities()
+        # TM-STORE-RECORD: kept where every worker finds it before the client learns its id.
+        await self._stored(self.store.create(
+            SessionRecord(
+                id=session_id, version=version, client_info=info, client_capabilities=caps,
+                server_capabilities=capabilities, client_state_bytes=state_bytes, peer=peer,
+                principal=principal,
+            ),
+            self.config.uninitialized_ttl,
+        ))
         session = Session(
             manager=self,
             session_id=session_id,
@@ -382,11 +561,7 @@ class SessionManager:
             server_capabilities=capabilities,
             config=self.config,
         )
-        assert self._nursery is not None
-        self.sessions[session_id] = session
-        if peer is not None:
-            self._by_peer.setdefault(peer, OrderedDict())[session_id] = session
-        await self._nursery.start(session.run)
+        await self._register(session)
         self.stats.sessions_created += 1
         result = initialize_result(
             version,
@@ -577,7 +752,7 @@ class SessionManager:
 
     async def _get(self, request: HttpRequest, responder: Responder) -> None:
         plan = plan_get(request)
-        session = self._lookup(plan.session_id, request)
+        session = await self._lookup(plan.session_id, request)
         effective_version(plan.version_header, session.version)
         session.heard()
         if plan.last_event_id is not None:
@@ -609,6 +784,16 @@ class SessionManager:
                 http_status=400,
                 data={"lastEventId": plan.last_event_id[:200]},
             )
+        if cursor.origin != self.codec.origin:
+            # TM-STORE-STREAMS: the stream is held by another worker (or by one that has
+            # since stopped): it cannot be continued here, and is not replayed from nothing.
+            raise RemoteProtocolError(
+                "Resumption failed: this stream is held by another worker of this server; "
+                "its events cannot be delivered from here.",
+                code=ErrorCode.RESUMPTION_FAILED,
+                http_status=409,
+                data={"lastEventId": plan.last_event_id[:200], "reason": "stream-elsewhere"},
+            )
         # T-RESUME-5 / T-RESUME-6: re-attach to the cursor's own stream, after the cursor.
         await self._serve_view(session, cursor.stream, cursor.seq, responder, attached_comment=True)
 
@@ -616,8 +801,12 @@ class SessionManager:
 
     async def _delete(self, request: HttpRequest, responder: Responder) -> None:
         plan = plan_delete(request)
-        session = self._lookup(plan.session_id, request)
+        session = await self._lookup(plan.session_id, request)
         effective_version(plan.version_header, session.version)
+        if self.store.shared:
+            # TM-STORE-CONTROL: gone from the store first, so that no worker takes it up
+            # again; then every worker holding it ends its part.
+            await self._stored(self.store.delete(session.id, "deleted"))
         # T-SESS-9: the client ends its session; every later request with its id gets 404.
         session.close("deleted")
         self.stats.sessions_deleted += 1

@@ -25,6 +25,7 @@ from ._manager import SessionManager
 from ._modern import ModernServer
 from ._responder import Responder
 from ._session import SessionPort as LegacySessionPort
+from ._store import MemoryStore, SessionStore
 from ._tasks import TaskManager
 
 if TYPE_CHECKING:
@@ -33,6 +34,15 @@ if TYPE_CHECKING:
 logger = logging.getLogger("trio_mcp.runtime")
 
 __all__ = ["Runtime"]
+
+
+def _store_for(config: ServerConfig) -> SessionStore:
+    """The session store ``config.store`` names (TM-STORE-RECORD)."""
+    if config.store is None:
+        return MemoryStore()
+    from ._redis import RedisStore
+
+    return RedisStore(config.store, timeout=config.store_timeout, prefix=config.store_prefix)
 
 
 class Runtime:
@@ -44,7 +54,9 @@ class Runtime:
         self._bind_hosts = list(bind_hosts)
         self._policies: dict[str | None, OriginPolicy] = {}
         self._nursery: trio.Nursery | None = None
-        self.manager = SessionManager(app, config, bind_hosts=bind_hosts)
+        self.manager = SessionManager(
+            app, config, bind_hosts=bind_hosts, store=_store_for(config)
+        )
         #: TM-SEC-BODIES: what the HTTP edges hold of bodies still arriving (the manager
         #: keeps it, so that its counters are among the server's).
         self.bodies: ByteBudget = self.manager.bodies

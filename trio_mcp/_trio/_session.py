@@ -36,6 +36,7 @@ from ..protocol._auth import Principal
 from ..protocol._capabilities import announces, declares
 from ..protocol._errors import resource_not_found
 from ..protocol._eventlog import EventLog
+from ..protocol._jsonrpc import parse_message
 from ..protocol._lifecycle import Admission, admit
 from ..protocol._logging import DEFAULT_LOG_LEVEL, requested_level
 from ..protocol._logtext import LogLimiter, printable
@@ -44,6 +45,7 @@ from ..protocol._sse import encode_event
 from ..protocol._versions import revision_at_least
 from ._handler import outcome_of
 from ._reqstats import RequestMetrics
+from ._store import Control, ControlKind, SessionRecord, SharedState
 from ._view import View, ViewEnd, gap_event
 
 if TYPE_CHECKING:
@@ -156,6 +158,16 @@ class SessionOwner(Protocol):
     def requests(self) -> RequestMetrics:
         """Requests by method and outcome, and their handlers' time (/metrics)."""
 
+    @property
+    def outbound_base(self) -> int:
+        """The first id of the server requests this process sends (TM-STORE-CONTROL)."""
+
+    def forward(self, session: Session, kind: ControlKind, payload: JSON) -> None:
+        """Pass a cancellation or a client response on to the other workers."""
+
+    async def save_shared(self, session: Session) -> None:
+        """Store what changed in the session (TM-STORE-RECORD); raises RemoteProtocolError."""
+
 
 class Session:
     """State and tasks of one session. Created by the SessionManager, run by its nursery."""
@@ -204,7 +216,7 @@ class Session:
         #: When the client last showed itself: a request naming this session, or a
         #: connection of it ending (TM-SESS-ABANDONED).
         self.last_heard = self.created_at
-        self._outbound_ids = itertools.count(1)
+        self._outbound_ids = itertools.count(manager.outbound_base)
         self._changed = trio.Event()
         self._progress = trio.Event()
         self._closed = trio.Event()
@@ -432,12 +444,48 @@ class Session:
             self.phase = Phase.OPERATING
         return admission
 
+    def shared_state(self) -> SharedState:
+        """What other workers must see of this session (TM-STORE-RECORD)."""
+        return SharedState(
+            initialized=self.phase is Phase.OPERATING,
+            log_level=self.log_level,
+            subscriptions=frozenset(self.subscriptions),
+        )
+
+    def refresh(self, record: SessionRecord) -> None:
+        """Take what another worker changed in the session (TM-STORE-RECORD)."""
+        if record.initialized and self.phase is Phase.AWAITING_INITIALIZED:
+            self.phase = Phase.OPERATING
+        self.log_level = record.log_level
+        if record.subscriptions != self.subscriptions:
+            size = sum(len(u.encode("utf-8")) for u in record.subscriptions)
+            self.log.reserve(size - sum(len(u.encode("utf-8")) for u in self.subscriptions))
+            self.subscriptions = set(record.subscriptions)
+
+    def apply_control(self, control: Control) -> None:
+        """What another worker passed on for this session (TM-STORE-CONTROL)."""
+        if control.kind is ControlKind.CANCEL:
+            rid = control.payload
+            flight = self.inflight.get(rid) if isinstance(rid, str | int) else None
+            if flight is not None and flight.request.method != "initialize":
+                self.cancel_flight(flight)
+        elif control.kind is ControlKind.RESPONSE:
+            try:
+                message = parse_message(control.payload)
+            except RemoteProtocolError:
+                return
+            if isinstance(message, Response | ErrorResponse):
+                self.receive_response(message, forwarded=True)
+
     def receive_notification(self, note: Notification) -> None:
         self.heard()
         if note.method == "notifications/cancelled":
             params = note.params or {}
             rid = params.get("requestId")
             flight = self.inflight.get(rid) if isinstance(rid, str | int) else None
+            if flight is None and isinstance(rid, str | int):
+                # TM-STORE-CONTROL: it may be running in another worker.
+                self.manager.forward(self, ControlKind.CANCEL, rid)
             # U-CANCEL-5 / U-CANCEL-9: unknown, finished or malformed: ignored.
             if flight is not None and flight.request.method != "initialize":
                 # TM-SEC-LOG: the reason is the client's text, escaped and cut.
@@ -497,10 +545,16 @@ class Session:
         finally:
             hooks.running = False
 
-    def receive_response(self, message: Response | ErrorResponse) -> None:
-        self.heard()
+    def receive_response(
+        self, message: Response | ErrorResponse, *, forwarded: bool = False
+    ) -> None:
+        if not forwarded:
+            self.heard()
         rid = message.id
         out = self.outbound.pop(rid, None) if isinstance(rid, int) else None
+        if out is None and not forwarded:
+            # TM-STORE-CONTROL: it may answer another worker's request.
+            self.manager.forward(self, ControlKind.RESPONSE, message.to_dict())
         if out is None:
             logger.debug("response to unknown server request %r ignored", rid)
             return
@@ -583,6 +637,7 @@ class Session:
             return {}
         if method == "logging/setLevel":
             self.log_level = requested_level(params)
+            await self.manager.save_shared(self)
             return {}
         if not declares(self.server_capabilities, method):
             # L-CAP-1 (MUST) / U-PROMPT-9: only what this session negotiated is served; a
@@ -603,6 +658,7 @@ class Session:
                 if uri in self.subscriptions:
                     self.subscriptions.discard(uri)
                     self.log.reserve(-len(uri.encode("utf-8")))
+                    await self.manager.save_shared(self)
                 return {}
             self._check_subscription(uri)
             if not self.app.has_resource(uri):
@@ -610,6 +666,7 @@ class Session:
             if uri not in self.subscriptions:
                 self.subscriptions.add(uri)
                 self.log.reserve(len(uri.encode("utf-8")))
+                await self.manager.save_shared(self)
             return {}
         return await self.app.dispatch(port, request)
 

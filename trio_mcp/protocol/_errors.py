@@ -46,6 +46,8 @@ class ErrorCode(IntEnum):
     RESUMPTION_FAILED = -31001
     #: trio-mcp: the server has too many sessions or requests in flight right now.
     SERVER_BUSY = -31002
+    #: trio-mcp: the shared session store did not answer (TM-STORE-DOWN); retry later.
+    STORE_UNAVAILABLE = -31003
 
 
 class ProtocolError(Exception):

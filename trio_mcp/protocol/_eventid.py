@@ -21,7 +21,9 @@ import attrs
 __all__ = ["Cursor", "CursorCodec"]
 
 _MAC_BYTES: Final = 12  # 96 bits: forging one by guessing is out of reach
-_SHAPE: Final = re.compile(r"^(0|[1-9][0-9]{0,15})\.(0|[1-9][0-9]{0,15})\.([A-Za-z0-9_-]{16})$")
+_SHAPE: Final = re.compile(
+    r"^(?:([a-z0-9]{1,16})~)?(0|[1-9][0-9]{0,15})\.(0|[1-9][0-9]{0,15})\.([A-Za-z0-9_-]{16})$"
+)
 
 
 @attrs.frozen
@@ -30,13 +32,19 @@ class Cursor:
 
     stream: int
     seq: int
+    origin: str = ""
+    """The process holding the stream, when several share the sessions (TM-STORE-STREAMS)."""
 
 
 @attrs.frozen
 class CursorCodec:
-    """Encodes and verifies event ids for one server process."""
+    """Encodes and verifies event ids for one server process. With an ``origin`` (the
+    process's name among workers sharing sessions), ids name it too, under the MAC:
+    ``<origin>~<stream>.<seq>.<mac>``, so that another worker can tell a stream held
+    elsewhere from a forged cursor."""
 
     key: bytes = attrs.field(repr=False)
+    origin: str = ""
     _keyed: Any = attrs.field(init=False, repr=False, eq=False)
 
     def __attrs_post_init__(self) -> None:
@@ -45,9 +53,10 @@ class CursorCodec:
         key = self.key if len(self.key) <= 64 else hashlib.blake2b(self.key).digest()
         object.__setattr__(self, "_keyed", hashlib.blake2b(key=key, digest_size=_MAC_BYTES))
 
-    def _mac(self, session_id: str, stream: int, seq: int) -> str:
+    def _mac(self, session_id: str, stream: int, seq: int, origin: str = "") -> str:
         mac = self._keyed.copy()
-        mac.update(f"{session_id}\x00{stream}\x00{seq}".encode())
+        where = f"{session_id}\x00{stream}\x00{seq}"
+        mac.update((f"{where}\x00{origin}" if origin else where).encode())
         return base64.urlsafe_b64encode(mac.digest()).decode("ascii")
 
     def encode(self, session_id: str, cursor: Cursor) -> str:
@@ -56,6 +65,9 @@ class CursorCodec:
 
     def event_id(self, session_id: str, stream: int, seq: int) -> str:
         """``encode`` without a Cursor to make: the id of every event sent comes from here."""
+        if self.origin:
+            mac = self._mac(session_id, stream, seq, self.origin)
+            return f"{self.origin}~{stream}.{seq}.{mac}"
         return f"{stream}.{seq}.{self._mac(session_id, stream, seq)}"
 
     def decode(self, session_id: str, event_id: str) -> Cursor | None:
@@ -63,7 +75,8 @@ class CursorCodec:
         m = _SHAPE.match(event_id.strip())
         if m is None:
             return None
-        stream, seq = int(m.group(1)), int(m.group(2))
-        if not hmac.compare_digest(m.group(3), self._mac(session_id, stream, seq)):
+        origin = m.group(1) or ""
+        stream, seq = int(m.group(2)), int(m.group(3))
+        if not hmac.compare_digest(m.group(4), self._mac(session_id, stream, seq, origin)):
             return None
-        return Cursor(stream, seq)
+        return Cursor(stream, seq, origin)

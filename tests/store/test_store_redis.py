@@ -1,0 +1,272 @@
+# 2025-11-25 sessions in a real Redis, served by two workers: two servers in this process on
+# loopback, each with its own runtime and session table, sharing one Redis and one secret,
+# as two `--workers` processes do. Each request of a session goes to either worker; what one
+# worker must know of the other's requests (a cancellation, the client's answer, the end of
+# the session) travels through Redis.
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import attrs
+import pytest
+import trio
+from support.client import (
+    McpSession,
+    open_session,
+    open_stream,
+    post_headers,
+    request,
+    rpc_messages,
+    rpc_request,
+)
+from support.fixtures import LiveServer, StartServer, wait_until
+from support.redis import RedisServer
+
+from trio_mcp import Context, Server, ServerConfig
+
+TIMEOUT = 15
+SECRET = bytes(range(32))
+
+
+def _app() -> Server:
+    server = Server("store-tests")
+    server.held = trio.Event()  # type: ignore[attr-defined]
+    server.cancelled = 0  # type: ignore[attr-defined]
+
+    @server.tool()
+    async def quick(text: str = "") -> str:
+        """Answers at once."""
+        return f"quick {text}"
+
+    @server.tool()
+    async def hold(ctx: Context) -> str:
+        """Runs until cancelled."""
+        try:
+            server.held.set()  # type: ignore[attr-defined]
+            await trio.sleep_forever()
+        except trio.Cancelled:
+            server.cancelled += 1  # type: ignore[attr-defined]
+            raise
+        return "never"
+
+    @server.tool()
+    async def ask(ctx: Context) -> str:
+        """Asks the client for a name, and answers with it."""
+        answer = await ctx.elicit(
+            "Your name?",
+            {"type": "object", "properties": {"name": {"type": "string"}},
+             "required": ["name"]},
+        )
+        return f"hello {answer.content['name'] if answer.content else '?'}"
+
+    @server.resource("demo://thing")
+    async def thing() -> str:
+        return "a thing"
+
+    return server
+
+
+def _config(store: str, **extra: Any) -> ServerConfig:
+    return ServerConfig(store=store, secret=SECRET, workers=2, **extra)
+
+
+async def _two_workers(
+    live_server: StartServer, store: str, **extra: Any
+) -> tuple[LiveServer, LiveServer]:
+    a = await live_server(server=_app(), config=_config(store, **extra))
+    b = await live_server(server=_app(), config=_config(store, **extra))
+    return a, b
+
+
+def _at(session: McpSession, worker: LiveServer) -> McpSession:
+    """The same session, its requests sent to ``worker``."""
+    return attrs.evolve(session, url=worker.url)
+
+
+def _tool_call(name: str, rid: int | str, arguments: dict[str, Any] | None = None) -> bytes:
+    message = rpc_request("tools/call", {"name": name, "arguments": arguments or {}}, id=rid)
+    return json.dumps(message).encode()
+
+
+@pytest.mark.spec("TM-STORE-RECORD")
+async def test_each_request_of_a_session_may_reach_either_worker(
+    live_server: StartServer, redis_url: str
+) -> None:
+    """A session created at one worker is served by the other: forty requests alternating
+    between the two workers are all answered, each over a fresh connection."""
+    a, b = await _two_workers(live_server, redis_url)
+    with trio.fail_after(TIMEOUT):
+        session = await open_session(a.url)
+        answers = []
+        for i in range(40):
+            worker = (a, b)[i % 2]
+            result = await _at(session, worker).result(
+                "tools/call", {"name": "quick", "arguments": {"text": str(i)}}
+            )
+            answers.append(result["content"][0]["text"])
+    assert [f"quick {i}" for i in range(40)] == answers
+    assert 1 == b.manager.stats.sessions_adopted
+
+
+@pytest.mark.spec("TM-STORE-RECORD")
+async def test_what_one_worker_learns_of_a_session_the_other_knows_at_its_next_request(
+    live_server: StartServer, redis_url: str
+) -> None:
+    """notifications/initialized, the log level and a subscription, each sent to one worker,
+    hold at the other from the next request on."""
+    a, b = await _two_workers(live_server, redis_url)
+    with trio.fail_after(TIMEOUT):
+        session = await open_session(a.url, send_initialized=False)
+        assert 202 == (await _at(session, b).notify("notifications/initialized")).status
+        await _at(session, b).result("logging/setLevel", {"level": "error"})
+        await _at(session, b).result("resources/subscribe", {"uri": "demo://thing"})
+        await _at(session, a).result("tools/list")
+    here = a.manager.sessions[session.id]
+    assert "operating" == here.phase.value
+    assert "error" == here.log_level
+    assert {"demo://thing"} == here.subscriptions
+
+
+@pytest.mark.spec("TM-STORE-CONTROL", "T-SESS-9")
+async def test_a_delete_at_one_worker_ends_the_session_and_its_handlers_at_the_other(
+    live_server: StartServer, redis_url: str
+) -> None:
+    """DELETE at worker B cancels the handler running at worker A and ends the session
+    there; every later request, at either worker, gets 404."""
+    a, b = await _two_workers(live_server, redis_url)
+    with trio.fail_after(TIMEOUT):
+        session = await open_session(a.url)
+        headers = session.headers()
+        async with open_stream(a.url, "POST", headers, _tool_call("hold", 7)) as stream:
+            await a.server.held.wait()  # type: ignore[attr-defined]
+            assert 204 == (await _at(session, b).delete()).status
+            await wait_until(lambda: a.server.cancelled == 1)  # type: ignore[attr-defined]
+            assert (await stream.read_body()) is not None
+        for worker in (a, b):
+            response = await _at(session, worker).post(rpc_request("ping", id=9))
+            assert 404 == response.status, response.body
+    assert session.id not in a.manager.sessions
+
+
+@pytest.mark.spec("TM-STORE-CONTROL", "U-CANCEL-4")
+async def test_a_cancellation_sent_to_the_other_worker_cancels_the_request(
+    live_server: StartServer, redis_url: str
+) -> None:
+    """notifications/cancelled posted to worker B cancels the request running at worker A:
+    its handler is cancelled, and its stream ends with no response."""
+    a, b = await _two_workers(live_server, redis_url)
+    with trio.fail_after(TIMEOUT):
+        session = await open_session(a.url)
+        headers = session.headers()
+        async with open_stream(a.url, "POST", headers, _tool_call("hold", "h1")) as stream:
+            await a.server.held.wait()  # type: ignore[attr-defined]
+            ack = await _at(session, b).notify(
+                "notifications/cancelled", {"requestId": "h1", "reason": "changed my mind"}
+            )
+            assert 202 == ack.status
+            await wait_until(lambda: a.server.cancelled == 1)  # type: ignore[attr-defined]
+            body = await stream.read_body()
+    assert b'"id"' not in body.replace(b'"id":""', b"")  # no response on the stream
+    assert 1 == a.manager.stats.controls_received
+
+
+@pytest.mark.spec("TM-STORE-CONTROL")
+async def test_the_clients_answer_to_a_server_request_may_reach_the_other_worker(
+    live_server: StartServer, redis_url: str
+) -> None:
+    """The handler at worker A asks the client; the client posts its answer to worker B;
+    the handler gets it and completes."""
+    a, b = await _two_workers(live_server, redis_url)
+    with trio.fail_after(TIMEOUT):
+        session = await open_session(a.url, capabilities={"elicitation": {}})
+        headers = session.headers()
+        async with open_stream(a.url, "POST", headers, _tool_call("ask", 3)) as stream:
+            question = await stream.next_message()
+            assert "elicitation/create" == question["method"]
+            answer = {"jsonrpc": "2.0", "id": question["id"],
+                      "result": {"action": "accept", "content": {"name": "Ada"}}}
+            assert 202 == (await _at(session, b).post(answer)).status
+            final = await stream.next_message()
+    assert 3 == final["id"]
+    assert "hello Ada" == final["result"]["content"][0]["text"]
+
+
+@pytest.mark.spec("TM-STORE-STREAMS")
+async def test_a_stream_resumed_at_the_other_worker_is_refused_explicitly(
+    live_server: StartServer, redis_url: str
+) -> None:
+    """A Last-Event-ID minted by worker A, presented to worker B, gets 409 and -31001
+    naming the reason: never a replay from nothing, never a silent gap. At A it resumes."""
+    a, b = await _two_workers(live_server, redis_url)
+    with trio.fail_after(TIMEOUT):
+        session = await open_session(a.url)
+        response = await session.post(rpc_request("tools/call", {"name": "quick"}, id=5))
+        event_id = next(
+            line.split(":", 1)[1].strip()
+            for line in response.body.decode().splitlines() if line.startswith("id:")
+        )
+        elsewhere = await request(
+            b.url, "GET", session.headers([("last-event-id", event_id)])
+        )
+        home_headers = session.headers([("last-event-id", event_id)])
+        async with open_stream(a.url, "GET", home_headers) as home:
+            home_status = home.status
+    assert 409 == elsewhere.status, elsewhere.body
+    error = elsewhere.json()["error"]
+    assert -31001 == error["code"]
+    assert "stream-elsewhere" == error["data"]["reason"]
+    assert 200 == home_status
+
+
+@pytest.mark.spec("TM-STORE-DOWN")
+async def test_redis_down_is_503_with_a_retry_hint_and_the_server_recovers_by_itself(
+    live_server: StartServer, redis_server: RedisServer
+) -> None:
+    """While Redis is down, requests and new sessions get 503, Retry-After and -31003;
+    nothing is acknowledged. When it is back (empty: it kept nothing), the old session is
+    404 and a new one is served, with no restart."""
+    a, _ = await _two_workers(live_server, redis_server.url)
+    with trio.fail_after(TIMEOUT * 2):
+        session = await open_session(a.url)
+        redis_server.stop()
+        down = await session.post(rpc_request("ping", id=1))
+        fresh = await request(
+            a.url, "POST", post_headers(),
+            json.dumps(rpc_request("initialize", {
+                "protocolVersion": "2025-11-25", "capabilities": {},
+                "clientInfo": {"name": "t", "version": "0"}}, id=2)).encode(),
+        )
+        redis_server.start()
+        after = await session.post(rpc_request("ping", id=3))
+        again = await open_session(a.url)
+        assert {} == await again.result("ping")
+    for refused in (down, fresh):
+        assert 503 == refused.status, refused.body
+        assert refused.header("retry-after") is not None
+        assert -31003 == refused.json()["error"]["code"]
+    assert fresh.header("mcp-session-id") is None
+    assert 404 == after.status
+    assert a.manager.stats.store_failures >= 2
+
+
+@pytest.mark.slow
+@pytest.mark.spec("TM-STORE-RECORD", "TM-SESS-IDLE")
+async def test_an_idle_session_expires_in_redis_and_a_busy_one_is_kept_alive(
+    live_server: StartServer, redis_url: str
+) -> None:
+    """The record's expiry is the session's idle time to live: an idle session is gone for
+    both workers after it; one whose handler runs at a worker is renewed by that worker."""
+    a, b = await _two_workers(live_server, redis_url, session_idle_ttl=1.0)
+    with trio.fail_after(TIMEOUT * 2):
+        idle = await open_session(a.url)
+        busy = await open_session(a.url)
+        headers = busy.headers()
+        async with open_stream(a.url, "POST", headers, _tool_call("hold", 1)):
+            await a.server.held.wait()  # type: ignore[attr-defined]
+            await trio.sleep(3.0)
+            gone = await _at(idle, b).post(rpc_request("ping", id=2))
+            alive = await _at(busy, b).post(rpc_request("ping", id=3))
+    assert 404 == gone.status
+    assert 200 == alive.status
+    assert any("result" in m for m in rpc_messages(alive))

@@ -1,0 +1,273 @@
+# The Redis session store (TM-STORE-*): session records as hashes with the session's time to
+# live as their expiry, and one pub/sub channel on which workers tell each other what must
+# reach the worker running a request. The client is coredis (>= 6, on anyio, so it runs under
+# trio natively, cancellation included); every call is bounded by our own deadline, and
+# coredis's retries are off, so that an unreachable Redis is a prompt 503, not a stall.
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+from collections.abc import Callable, Iterable
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+import anyio
+import trio
+
+from ..protocol._logtext import LogLimiter
+from ._store import Control, ControlKind, SessionRecord, SharedState, StoreUnavailable
+
+__all__ = ["RedisStore"]
+
+logger = logging.getLogger("trio_mcp.store")
+
+#: The hash fields of a session record.
+_FIELDS = ("v", "ci", "cc", "sc", "sb", "peer", "pr", "init", "lvl", "subs")
+
+# Reads a record and renews its expiry in one round trip: the idle time to live once
+# notifications/initialized has arrived, the shorter one before (TM-SESS-IDLE).
+_FETCH = """
+local h = redis.call('HGETALL', KEYS[1])
+if #h == 0 then return h end
+local ttl = ARGV[2]
+for i = 1, #h, 2 do
+  if h[i] == 'init' and h[i + 1] == '1' then ttl = ARGV[1] end
+end
+redis.call('PEXPIRE', KEYS[1], ttl)
+return h
+"""
+
+# Writes what changed only while the session exists: a save racing a DELETE must not bring
+# the session back.
+_SAVE = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[1], 'init', ARGV[1], 'lvl', ARGV[2], 'subs', ARGV[3])
+redis.call('PEXPIRE', KEYS[1], ARGV[4])
+return 1
+"""
+
+#: How long the control listener waits before connecting again after losing Redis.
+_RECONNECT = (0.1, 5.0)
+
+
+def _ms(seconds: float) -> int:
+    return max(1, int(seconds * 1000))
+
+
+class RedisStore:
+    """Sessions in the Redis at ``url`` (``redis://host:port/db``, or ``unix:///path``),
+    under keys that start with ``prefix``; each call waits at most ``timeout`` seconds."""
+
+    def __init__(self, url: str, *, timeout: float = 1.0, prefix: str = "trio-mcp") -> None:
+        import coredis
+        from coredis.retry import NoRetryPolicy
+
+        parts = urlsplit(url)
+        common: dict[str, Any] = {
+            "retry_policy": NoRetryPolicy(),
+            "connect_timeout": timeout,
+            "password": unquote(parts.password) if parts.password else None,
+            "username": unquote(parts.username) if parts.username else None,
+        }
+        if parts.scheme == "unix":
+            self._client: coredis.Redis[bytes] = coredis.Redis(
+                unix_socket_path=parts.path, **common
+            )
+        elif parts.scheme in ("redis", "rediss"):
+            db = int(parts.path.strip("/") or 0)
+            self._client = coredis.Redis(
+                parts.hostname or "127.0.0.1", parts.port or 6379, db,
+                ssl=parts.scheme == "rediss", **common,
+            )
+        else:
+            raise ValueError(f"a Redis store URL is redis://, rediss:// or unix://, not {url!r}")
+        self._errors: tuple[type[BaseException], ...] = (
+            coredis.exceptions.RedisError, OSError, TimeoutError, trio.TooSlowError,
+        )
+        self.url = url
+        self.timeout = timeout
+        self.prefix = prefix
+        self._channel = f"{prefix}:control"
+        self._origin = secrets.token_hex(4)
+        # Server request ids of this process start at a random multiple of 2**32: two
+        # processes' ids meet only after four billion requests, and then one in a million.
+        self._outbound_base = (secrets.randbelow(2**20) << 32) + 1
+        self._fetch = self._client.register_script(_FETCH)
+        self._save = self._client.register_script(_SAVE)
+        self._running = False
+        self._down_log = LogLimiter(interval=10.0)
+
+    # -- SessionStore ---------------------------------------------------------------------
+
+    @property
+    def shared(self) -> bool:
+        return True
+
+    @property
+    def origin(self) -> str:
+        return self._origin
+
+    @property
+    def outbound_base(self) -> int:
+        return self._outbound_base
+
+    def _key(self, session_id: str) -> str:
+        return f"{self.prefix}:session:{session_id}"
+
+    async def run(
+        self,
+        on_control: Callable[[Control], None],
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        # The client's connection pool lives in a task group: this task owns it, and any
+        # task may send commands while it runs.
+        async with self._client, trio.open_nursery() as nursery:
+            self._running = True
+            try:
+                nursery.start_soon(self._listen, on_control)
+                task_status.started()
+                await trio.sleep_forever()
+            finally:
+                self._running = False
+
+    async def _listen(self, on_control: Callable[[Control], None]) -> None:
+        """Deliver what other workers publish; connect again, for ever, when Redis goes.
+        What is published while this worker is not subscribed is lost (TM-STORE-CONTROL)."""
+        delay = _RECONNECT[0]
+        while True:
+            try:
+                async with self._client.pubsub(
+                    channels=[self._channel], ignore_subscribe_messages=True
+                ) as pubsub:
+                    delay = _RECONNECT[0]
+                    async for message in pubsub:
+                        control = self._decode(message.get("data"))
+                        if control is not None:
+                            on_control(control)
+            except* self._errors as group:
+                tail = self._down_log.tail("failed,")
+                if tail is not None:
+                    logger.warning(
+                        "Redis control channel: %r; retrying%s", group.exceptions[0], tail
+                    )
+            except* (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                # coredis's pub/sub may fail this way while it is cancelled (its cleanup
+                # writes to a closed connection): the cancellation stands, at the sleep.
+                pass
+            await trio.sleep(delay)
+            delay = min(delay * 2, _RECONNECT[1])
+
+    def _decode(self, data: object) -> Control | None:
+        try:
+            raw = json.loads(data) if isinstance(data, bytes | str) else None
+            if not isinstance(raw, dict) or raw.get("o") == self._origin:
+                return None  # our own
+            return Control(ControlKind(raw["k"]), str(raw["s"]), raw.get("p"))
+        except (ValueError, KeyError, TypeError):
+            logger.warning("Redis control channel: an unreadable message was ignored")
+            return None
+
+    async def _call(self, what: str, fn: Callable[[], Any]) -> Any:
+        if not self._running:
+            raise StoreUnavailable("the Redis store is not running")
+        try:
+            with trio.fail_after(self.timeout):
+                return await fn()
+        except self._errors as exc:
+            tail = self._down_log.tail("failed,")
+            if tail is not None:
+                logger.warning("Redis %s failed: %r%s", what, exc, tail)
+            raise StoreUnavailable(f"Redis {what}: {exc!r}") from exc
+
+    async def create(self, record: SessionRecord, ttl: float) -> None:
+        fields = {
+            "v": record.version,
+            "ci": json.dumps(record.client_info),
+            "cc": json.dumps(record.client_capabilities),
+            "sc": json.dumps(record.server_capabilities),
+            "sb": str(record.client_state_bytes),
+            "peer": record.peer or "",
+            "pr": record.principal,
+            "init": "1" if record.initialized else "0",
+            "lvl": record.log_level or "",
+            "subs": json.dumps(sorted(record.subscriptions)),
+        }
+        key = self._key(record.id)
+
+        async def go() -> None:
+            async with self._client.pipeline(transaction=True) as pipe:
+                pipe.hset(key, fields)
+                pipe.pexpire(key, _ms(ttl))
+
+        await self._call("create", go)
+
+    async def fetch(
+        self, session_id: str, *, idle_ttl: float, uninitialized_ttl: float
+    ) -> SessionRecord | None:
+        raw = await self._call("fetch", lambda: self._fetch(
+            keys=[self._key(session_id)], args=[_ms(idle_ttl), _ms(uninitialized_ttl)]
+        ))
+        if not raw:
+            return None
+        items = list(raw)
+        h = {
+            (k.decode() if isinstance(k, bytes) else str(k)):
+            (v.decode() if isinstance(v, bytes) else str(v))
+            for k, v in zip(items[::2], items[1::2], strict=True)
+        }
+        try:
+            return SessionRecord(
+                id=session_id,
+                version=h["v"],
+                client_info=json.loads(h["ci"]),
+                client_capabilities=json.loads(h["cc"]),
+                server_capabilities=json.loads(h["sc"]),
+                client_state_bytes=int(h["sb"]),
+                peer=h["peer"] or None,
+                principal=h["pr"],
+                initialized=h["init"] == "1",
+                log_level=h["lvl"] or None,
+                subscriptions=frozenset(json.loads(h["subs"])),
+            )
+        except (KeyError, ValueError) as exc:
+            # Not a record this code wrote: treated as no session at all.
+            logger.warning("session record %s is unreadable (%r): ignored", session_id[:8], exc)
+            return None
+
+    async def save(self, session_id: str, state: SharedState, ttl: float) -> bool:
+        args = [
+            "1" if state.initialized else "0",
+            state.log_level or "",
+            json.dumps(sorted(state.subscriptions)),
+            _ms(ttl),
+        ]
+        saved = await self._call(
+            "save", lambda: self._save(keys=[self._key(session_id)], args=args)
+        )
+        return bool(saved)
+
+    async def delete(self, session_id: str, reason: str) -> None:
+        await self._call("delete", lambda: self._client.delete([self._key(session_id)]))
+        await self.publish(Control(ControlKind.END, session_id, reason))
+
+    async def publish(self, control: Control) -> None:
+        message = json.dumps(
+            {"k": control.kind.value, "s": control.session_id, "o": self._origin,
+             "p": control.payload}
+        )
+        await self._call("publish", lambda: self._client.publish(self._channel, message))
+
+    async def keep_alive(self, session_ids: Iterable[str], ttl: float) -> set[str]:
+        ids = list(session_ids)
+        if not ids:
+            return set()
+
+        async def go() -> list[Any]:
+            async with self._client.pipeline(transaction=False) as pipe:
+                results = [pipe.pexpire(self._key(sid), _ms(ttl)) for sid in ids]
+            return [await r for r in results]
+
+        renewed = await self._call("keep_alive", go)
+        return {sid for sid, ok in zip(ids, renewed, strict=True) if not ok}

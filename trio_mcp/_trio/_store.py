@@ -1,0 +1,172 @@
+# Where 2025-11-25 sessions are kept (spec/workers.md, TM-STORE-*). The runtime keeps every
+# session it serves in memory; a store decides whether other processes can serve it too.
+# MemoryStore, the default, shares nothing: a session lives in the process that created it.
+# A shared store (RedisStore, trio_mcp/_trio/_redis.py) keeps what a session is (its
+# record) where every worker reads it, and carries what must reach the worker running a
+# request: a cancellation, the client's answer to a server request, the session's end.
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Protocol
+
+import attrs
+import trio
+
+from ..protocol import JSON
+
+__all__ = [
+    "Control",
+    "ControlKind",
+    "MemoryStore",
+    "SessionRecord",
+    "SessionStore",
+    "StoreUnavailable",
+]
+
+
+class StoreUnavailable(Exception):
+    """The shared store did not answer, or not in time: the request gets 503 (TM-STORE-DOWN)."""
+
+
+@attrs.frozen(kw_only=True)
+class SessionRecord:
+    """What every worker must know of a session to serve its next request (TM-STORE-RECORD).
+    What a session is doing (its handlers, streams and connections) is not here: it stays in
+    the worker doing it."""
+
+    id: str
+    version: str
+    client_info: Mapping[str, Any]
+    client_capabilities: Mapping[str, Any]
+    server_capabilities: Mapping[str, Any]
+    client_state_bytes: int
+    peer: str | None
+    principal: str
+    initialized: bool = False
+    """Whether notifications/initialized has arrived (at any worker)."""
+    log_level: str | None = None
+    subscriptions: frozenset[str] = frozenset()
+
+
+@attrs.frozen
+class SharedState:
+    """The part of a record that changes during the session's life."""
+
+    initialized: bool
+    log_level: str | None
+    subscriptions: frozenset[str]
+
+
+class ControlKind(enum.Enum):
+    """What one worker tells the others about a session (TM-STORE-CONTROL)."""
+
+    #: notifications/cancelled for a request this worker is not running.
+    CANCEL = "cancel"
+    #: The client's response to a server request this worker did not send.
+    RESPONSE = "response"
+    #: The session ended (DELETE, or abandoned): every worker ends its part of it.
+    END = "end"
+
+
+@attrs.frozen
+class Control:
+    kind: ControlKind
+    session_id: str
+    payload: JSON
+    """CANCEL: the request id; RESPONSE: the JSON-RPC message; END: the reason."""
+
+
+class SessionStore(Protocol):
+    """Where sessions are kept, as the SessionManager sees it."""
+
+    @property
+    def shared(self) -> bool:
+        """Whether other processes read the same records (False: this process alone)."""
+
+    @property
+    def origin(self) -> str:
+        """This process's name among those sharing the store, in event ids of the streams
+        it holds ("" when nothing is shared): a cursor names the worker holding its stream."""
+
+    @property
+    def outbound_base(self) -> int:
+        """The first id of the server requests this process sends, so that a client's
+        response names one process's request only."""
+
+    async def run(
+        self,
+        on_control: Callable[[Control], None],
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Keep the store's connections, and call ``on_control`` with what other processes
+        publish, until cancelled."""
+
+    async def create(self, record: SessionRecord, ttl: float) -> None:
+        """Keep a new session for ``ttl`` seconds (raises StoreUnavailable)."""
+
+    async def fetch(
+        self, session_id: str, *, idle_ttl: float, uninitialized_ttl: float
+    ) -> SessionRecord | None:
+        """The session's record, its time to live renewed; None when it has ended or
+        expired (raises StoreUnavailable)."""
+
+    async def save(self, session_id: str, state: SharedState, ttl: float) -> bool:
+        """Record what changed; False when the session has ended meanwhile (it is not
+        brought back)."""
+
+    async def delete(self, session_id: str, reason: str) -> None:
+        """End the session for every process (raises StoreUnavailable)."""
+
+    async def publish(self, control: Control) -> None:
+        """Tell the other processes (at most once: TM-STORE-CONTROL)."""
+
+    async def keep_alive(self, session_ids: Iterable[str], ttl: float) -> set[str]:
+        """Renew these sessions, which have work running here; those that ended meanwhile."""
+
+
+@attrs.define
+class MemoryStore:
+    """Nothing shared: the session table of the process is all there is (the default)."""
+
+    @property
+    def shared(self) -> bool:
+        return False
+
+    @property
+    def origin(self) -> str:
+        return ""
+
+    @property
+    def outbound_base(self) -> int:
+        return 1
+
+    async def run(
+        self,
+        on_control: Callable[[Control], None],
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        task_status.started()
+        await trio.sleep_forever()
+
+    async def create(self, record: SessionRecord, ttl: float) -> None:
+        return None
+
+    async def fetch(
+        self, session_id: str, *, idle_ttl: float, uninitialized_ttl: float
+    ) -> SessionRecord | None:
+        return None
+
+    async def save(self, session_id: str, state: SharedState, ttl: float) -> bool:
+        return True
+
+    async def delete(self, session_id: str, reason: str) -> None:
+        return None
+
+    async def publish(self, control: Control) -> None:
+        return None
+
+    async def keep_alive(self, session_ids: Iterable[str], ttl: float) -> set[str]:
+        return set()
