@@ -16,7 +16,10 @@ from .protocol._modern import CacheHint
 if TYPE_CHECKING:
     from ._ports import TokenVerifier
 
-__all__ = ["AuthConfig", "ResponseMode", "ServerConfig"]
+__all__ = ["SECRET_ENV", "AuthConfig", "ResponseMode", "ServerConfig"]
+
+#: The environment variable that carries the secret processes share, in hex (TM-WORK-SECRET).
+SECRET_ENV = "TRIO_MCP_SECRET"
 
 
 def _scopes(value: Iterable[str]) -> frozenset[str]:
@@ -223,6 +226,28 @@ class ServerConfig:
             raise ValueError("request_state_key must be at least 32 bytes (HMAC-SHA256)")
         if self.secret is not None and len(self.secret) < 32:
             raise ValueError("secret must be at least 32 bytes")
+
+    @classmethod
+    def from_environment(
+        cls, environ: Mapping[str, str] | None = None, **settings: object
+    ) -> ServerConfig:
+        """``settings``, with what the environment says of a deployment of several
+        processes (TM-WORK-SECRET): ``$TRIO_MCP_SECRET`` (hex, at least 32 bytes), the
+        secret they share; ``$TRIO_MCP_STORE``, the session store's URL; and
+        ``$TRIO_MCP_WORKERS``, how many processes serve the endpoint. ``Server.asgi_app()``
+        reads them, for ``hypercorn -w N``, whose workers have no other way to agree."""
+        env = os.environ if environ is None else environ
+        found: dict[str, object] = {}
+        if value := env.get(SECRET_ENV):
+            try:
+                found["secret"] = bytes.fromhex(value)
+            except ValueError:
+                raise ValueError(f"${SECRET_ENV} must be hex") from None
+        if value := env.get("TRIO_MCP_STORE"):
+            found["store"] = value
+        if value := env.get("TRIO_MCP_WORKERS"):
+            found["workers"] = int(value)
+        return cls(**{**found, **settings})  # type: ignore[arg-type]
 
     def derived_key(self, purpose: str) -> bytes:
         """A 32-byte key for ``purpose`` ("cursor", "request-state") from ``secret``, or a

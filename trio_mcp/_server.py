@@ -385,11 +385,14 @@ class Server:
     # -- serving ------------------------------------------------------------------------
 
     def asgi_app(self, config: ServerConfig | None = None, *, bind: Sequence[str] = ()) -> Any:
-        """This server as an ASGI application (runs under hypercorn's trio worker)."""
+        """This server as an ASGI application (runs under hypercorn's trio worker). Without
+        ``config``, the settings of ``ServerConfig.from_environment()``: under ``hypercorn -w
+        N``, ``$TRIO_MCP_SECRET`` and ``$TRIO_MCP_STORE`` let the workers serve each other's
+        clients (spec/workers.md)."""
         from ._asgi import ASGIApp
         from ._config import ServerConfig
 
-        return ASGIApp(self, config or ServerConfig(), bind_hosts=list(bind))
+        return ASGIApp(self, config or ServerConfig.from_environment(), bind_hosts=list(bind))
 
     async def serve(self, *args: Any, **kwargs: Any) -> None:
         """Serve over HTTP with hypercorn; see :func:`trio_mcp.serve` for the arguments."""

@@ -18,12 +18,12 @@ from collections.abc import Sequence
 import attrs
 import trio
 
+from ._config import SECRET_ENV
+
 __all__ = ["SECRET_ENV", "WorkerExit", "WorkerPool", "child_command", "secret_from_env"]
 
 logger = logging.getLogger("trio_mcp.workers")
 
-#: The environment variable that carries the shared secret, in hex (TM-WORK-SECRET).
-SECRET_ENV = "TRIO_MCP_SECRET"
 #: A worker that died is started again after this long, doubled for each death in a row
 #: up to MAX_BACKOFF, so that a worker that cannot start does not spin.
 FIRST_BACKOFF = 0.5

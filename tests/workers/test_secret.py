@@ -36,3 +36,17 @@ def test_a_secret_shorter_than_32_bytes_is_refused() -> None:
     """A shared secret is at least 32 bytes."""
     with pytest.raises(ValueError, match="32 bytes"):
         ServerConfig(secret=b"short")
+
+
+@pytest.mark.spec("TM-WORK-SECRET")
+def test_the_environment_gives_the_secret_the_store_and_the_worker_count() -> None:
+    """ServerConfig.from_environment reads $TRIO_MCP_SECRET (hex), $TRIO_MCP_STORE and
+    $TRIO_MCP_WORKERS; settings passed win; a secret that is not hex is refused."""
+    env = {"TRIO_MCP_SECRET": SECRET.hex(), "TRIO_MCP_STORE": "redis://r:1/0",
+           "TRIO_MCP_WORKERS": "3"}
+    config = ServerConfig.from_environment(env)
+    assert (SECRET, "redis://r:1/0", 3) == (config.secret, config.store, config.workers)
+    assert 1 == ServerConfig.from_environment(env, workers=1).workers
+    assert ServerConfig.from_environment({}).secret is None
+    with pytest.raises(ValueError, match="hex"):
+        ServerConfig.from_environment({"TRIO_MCP_SECRET": "not hex"})

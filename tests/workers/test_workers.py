@@ -21,11 +21,12 @@ import trio
 from support.client import (
     initialize_params,
     open_session,
+    open_stream,
     post_headers,
     request,
     rpc_request,
 )
-from support.fixtures import wait_until
+from support.fixtures import free_port, wait_until
 from support.modern import call_tool, modern_request, post
 from support.process import start_until
 
@@ -255,3 +256,90 @@ async def test_with_a_redis_store_every_request_of_a_legacy_session_is_answered(
         ]
     assert [200] * 40 == statuses
     assert 1 == sum(adopted)
+
+
+def _hypercorn_workers(env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
+    port = free_port()
+    proc, _, _ = start_until(
+        [sys.executable, "-m", "hypercorn", "--worker-class", "trio", "-w", "2",
+         "--bind", f"127.0.0.1:{port}", "trio_mcp.demo:server.asgi_app()"],
+        r"Running on http://127\.0\.0\.1", cwd=ROOT, env={**os.environ, **env},
+    )
+    return proc, f"http://127.0.0.1:{port}/mcp"
+
+
+@pytest.mark.spec("TM-STORE-RECORD", "TM-WORK-SECRET")
+async def test_under_hypercorn_w_2_the_environment_shares_sessions_and_keys(
+    redis_url: str,
+) -> None:
+    """`hypercorn -w 2 'trio_mcp.demo:server.asgi_app()'` with $TRIO_MCP_STORE and
+    $TRIO_MCP_SECRET set: a legacy session's forty requests are answered 40 of 40."""
+    env = {"TRIO_MCP_STORE": redis_url, "TRIO_MCP_SECRET": "ab" * 32}
+    proc, url = await trio.to_thread.run_sync(_hypercorn_workers, env)
+    try:
+        with trio.fail_after(TIMEOUT):
+            session = await open_session(url)
+            statuses = [
+                (await session.post(rpc_request("tools/list", id=i))).status for i in range(40)
+            ]
+    finally:
+        proc.terminate()
+        await trio.to_thread.run_sync(proc.wait)
+    assert [200] * 40 == statuses
+
+
+@pytest.mark.spec("TM-WORK-LEGACY")
+async def test_under_hypercorn_w_2_without_a_store_legacy_sessions_are_refused() -> None:
+    """With $TRIO_MCP_WORKERS=2 and no store, hypercorn's workers refuse a legacy
+    initialize as `--workers` does, rather than lose half of the session's requests."""
+    proc, url = await trio.to_thread.run_sync(_hypercorn_workers, {"TRIO_MCP_WORKERS": "2"})
+    try:
+        with trio.fail_after(TIMEOUT):
+            response = await request(
+                url, "POST", post_headers(),
+                json.dumps(rpc_request("initialize", initialize_params(), id=1)).encode(),
+            )
+    finally:
+        proc.terminate()
+        await trio.to_thread.run_sync(proc.wait)
+    assert 400 == response.status
+    assert -32022 == response.json()["error"]["code"]
+
+
+def _worker_pid(p: Pool, index: int) -> int:
+    for pid in p.worker_pids():
+        args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        if args[args.index(b"--worker-index") + 1] == str(index).encode():
+            return pid
+    raise AssertionError(f"no worker {index}")
+
+
+@pytest.mark.spec("TM-STORE-STREAMS", "TM-STORE-RECORD", "TM-WORK-PROCESSES")
+async def test_a_worker_killed_mid_call_fails_its_stream_explicitly_and_the_session_lives_on(
+    pool: Any, redis_url: str
+) -> None:
+    """SIGKILL the worker running a call: the client's resume, at whichever worker takes
+    it, is refused explicitly (409, -31001) rather than left hanging or replayed from
+    nothing; the session itself is served on."""
+    p = pool(2, "--store", redis_url)
+    stats = await _wait_for_workers(p, 2)
+    with trio.fail_after(TIMEOUT):
+        session = await open_session(p.url)
+        call = rpc_request("tools/call", {"name": "countdown",
+                                          "arguments": {"n": 300, "interval": 0.1}}, id=1)
+        async with open_stream(p.url, "POST", session.headers(),
+                               json.dumps(call).encode()) as stream:
+            first = await stream.next_event()
+            assert first is not None and first.id
+            running = [
+                json.loads((await request(stats[i], "GET")).body)["requests_inflight"]
+                for i in (0, 1)
+            ]
+            os.kill(_worker_pid(p, running.index(1)), signal.SIGKILL)
+            await stream.read_body()
+        assert stream.truncated or stream.ended
+        resumed = await request(p.url, "GET", session.headers([("last-event-id", first.id)]))
+        tools = await session.post(rpc_request("tools/list", id=2))
+    assert 409 == resumed.status, resumed.body
+    assert "stream-elsewhere" == resumed.json()["error"]["data"]["reason"]
+    assert 200 == tools.status
