@@ -75,6 +75,10 @@ def build_parser() -> argparse.ArgumentParser:
         "sessions need one process, the stateless 2026-07-28 revision spreads over all",
     )
     serve.add_argument(
+        "--session-ttl", type=float, default=None, metavar="SECONDS",
+        help="a 2025-11-25 session with nothing in flight ends after this long (default 1800)",
+    )
+    serve.add_argument(
         "--store", metavar="URL", default=None,
         help="keep 2025-11-25 sessions in Redis (redis://host:port/db) so that every worker "
         "serves them (needs coredis: pip install 'trio-mcp[redis]')",
@@ -151,6 +155,7 @@ def main(argv: Sequence[str] | None = None, *, own_command_line: bool | None = N
         secret=secret_from_env(),
         workers=args.workers,
         store=args.store,
+        **({} if args.session_ttl is None else {"session_idle_ttl": args.session_ttl}),
     )
     sock = None
     stats_port = args.stats_port

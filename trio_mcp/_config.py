@@ -215,6 +215,11 @@ class ServerConfig:
     ``redis`` extra). None: in this process's memory only (TM-STORE-RECORD)."""
     store_timeout: float = 1.0
     """How long one call to the store may take before the request gets 503 (TM-STORE-DOWN)."""
+    store_recheck: float = 0.5
+    """How long a worker serves a session it holds before it reads the session's record
+    again (which also renews its time to live): an end or a change made at another worker
+    reaches it at once over the control channel, and within this even if that message is
+    lost (TM-STORE-RECORD). 0: at every request."""
     store_prefix: str = "trio-mcp"
     """The start of every key the store writes: servers of different endpoints may share one
     Redis under different prefixes."""

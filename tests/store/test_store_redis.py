@@ -223,13 +223,15 @@ async def test_a_stream_resumed_at_the_other_worker_is_refused_explicitly(
 async def test_redis_down_is_503_with_a_retry_hint_and_the_server_recovers_by_itself(
     live_server: StartServer, redis_server: RedisServer
 ) -> None:
-    """While Redis is down, requests and new sessions get 503, Retry-After and -31003;
-    nothing is acknowledged. When it is back (empty: it kept nothing), the old session is
-    404 and a new one is served, with no restart."""
-    a, _ = await _two_workers(live_server, redis_server.url)
+    """While Redis is down, requests whose session must be read (held here longer than
+    store_recheck) and new sessions get 503, Retry-After and -31003; nothing is
+    acknowledged. When it is back (empty: it kept nothing), the old session is 404 and a new
+    one is served, with no restart."""
+    a, _ = await _two_workers(live_server, redis_server.url, store_recheck=0.2)
     with trio.fail_after(TIMEOUT * 2):
         session = await open_session(a.url)
         redis_server.stop()
+        await trio.sleep(0.3)
         down = await session.post(rpc_request("ping", id=1))
         fresh = await request(
             a.url, "POST", post_headers(),
@@ -270,3 +272,21 @@ async def test_an_idle_session_expires_in_redis_and_a_busy_one_is_kept_alive(
     assert 404 == gone.status
     assert 200 == alive.status
     assert any("result" in m for m in rpc_messages(alive))
+
+
+@pytest.mark.spec("TM-STORE-RECORD", "TM-STORE-CONTROL")
+async def test_a_session_ended_with_its_message_lost_is_404_within_the_recheck_time(
+    live_server: StartServer, shared_redis: RedisServer, redis_url: str
+) -> None:
+    """A record removed with no word on the control channel (as when the message is lost)
+    is noticed by the worker holding the session at its next request after store_recheck:
+    404 then, and the session's handlers end there."""
+    a, _ = await _two_workers(live_server, redis_url, store_recheck=0.2)
+    with trio.fail_after(TIMEOUT):
+        session = await open_session(a.url)
+        key = f"trio-mcp:session:{session.id}".encode()
+        assert b":1" == shared_redis.command(b"DEL", key).strip()
+        await trio.sleep(0.3)
+        response = await session.post(rpc_request("ping", id=1))
+    assert 404 == response.status
+    assert session.id not in a.manager.sessions

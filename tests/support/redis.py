@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-__all__ = ["RedisServer", "redis_server", "redis_url"]
+__all__ = ["RedisServer", "redis_server", "redis_url", "shared_redis"]
 
 
 def _free_port() -> int:
@@ -82,7 +82,7 @@ class RedisServer:
 
 
 @pytest.fixture(scope="session")
-def _shared_redis() -> Iterator[RedisServer]:
+def shared_redis() -> Iterator[RedisServer]:
     server = RedisServer()
     server.start()
     yield server
@@ -90,10 +90,10 @@ def _shared_redis() -> Iterator[RedisServer]:
 
 
 @pytest.fixture
-def redis_url(_shared_redis: RedisServer) -> str:
+def redis_url(shared_redis: RedisServer) -> str:
     """The URL of the test session's Redis, emptied for this test."""
-    _shared_redis.command(b"FLUSHALL")
-    return _shared_redis.url
+    shared_redis.command(b"FLUSHALL")
+    return shared_redis.url
 
 
 @pytest.fixture

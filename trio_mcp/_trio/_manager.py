@@ -383,6 +383,9 @@ class SessionManager:
         ttl = self.config.session_idle_ttl
         if not await self._stored(self.store.save(session.id, session.shared_state(), ttl)):
             session.close("ended-elsewhere")
+            return
+        # The workers holding it read it again at their next request.
+        await self._publish(Control(ControlKind.CHANGED, session.id, None))
 
     def _on_control(self, control: Control) -> None:
         session = self.sessions.get(control.session_id)
@@ -391,6 +394,8 @@ class SessionManager:
         self.stats.controls_received += 1
         if control.kind is ControlKind.END:
             session.close("ended-elsewhere")
+        elif control.kind is ControlKind.CHANGED:
+            session.record_changed()
         else:
             session.apply_control(control)
 
@@ -408,10 +413,15 @@ class SessionManager:
 
     async def _lookup(self, session_id: str, request: HttpRequest) -> Session:
         session = self.sessions.get(session_id)
-        if self.store.shared:
+        cfg = self.config
+        held = (
+            session is not None
+            and not session.closed
+            and session.record_fresh(trio.current_time(), cfg.store_recheck)
+        )
+        if self.store.shared and not held:
             # TM-STORE-RECORD: the store says whether the session lives, and what it is now;
             # a session another worker created is taken up here.
-            cfg = self.config
             record = await self._stored(self.store.fetch(
                 session_id, idle_ttl=cfg.session_idle_ttl, uninitialized_ttl=cfg.uninitialized_ttl
             ))

@@ -217,6 +217,8 @@ class Session:
         #: connection of it ending (TM-SESS-ABANDONED).
         self.last_heard = self.created_at
         self._outbound_ids = itertools.count(manager.outbound_base)
+        #: When this worker last read the session's record from a shared store.
+        self._record_read = -math.inf
         self._changed = trio.Event()
         self._progress = trio.Event()
         self._closed = trio.Event()
@@ -452,8 +454,18 @@ class Session:
             subscriptions=frozenset(self.subscriptions),
         )
 
+    def record_fresh(self, now: float, within: float) -> bool:
+        """Whether this worker read the session's record less than ``within`` seconds ago,
+        and has not been told of a change since (TM-STORE-RECORD)."""
+        return now - self._record_read < within
+
+    def record_changed(self) -> None:
+        """Another worker changed the record: read it again at the next request."""
+        self._record_read = -math.inf
+
     def refresh(self, record: SessionRecord) -> None:
         """Take what another worker changed in the session (TM-STORE-RECORD)."""
+        self._record_read = trio.current_time()
         if record.initialized and self.phase is Phase.AWAITING_INITIALIZED:
             self.phase = Phase.OPERATING
         self.log_level = record.log_level

@@ -67,6 +67,8 @@ class ControlKind(enum.Enum):
     RESPONSE = "response"
     #: The session ended (DELETE, or abandoned): every worker ends its part of it.
     END = "end"
+    #: Its record changed (initialized, log level, subscriptions): holders read it again.
+    CHANGED = "changed"
 
 
 @attrs.frozen

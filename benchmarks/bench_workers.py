@@ -1,0 +1,281 @@
+"""Issue 21: what several workers buy, and what abandoned sessions keep in Redis.
+
+    python benchmarks/bench_workers.py                      # 3 runs, 5 s each
+    python benchmarks/bench_workers.py --runs 1 --duration 2
+    python benchmarks/run.py --only workers                 # the same, from the harness
+
+Throughput: ``tools/call`` (the demo's echo) by 32 clients, each on its keep-alive
+connection, against ``trio-mcp serve`` as users run it:
+
+- 2025-11-25 sessions (SSE answers): one process; one process with the Redis store (what
+  the store costs a request); two workers with the Redis store (``--workers 2 --store``);
+- 2026-07-28 requests (no session, JSON answers): one process; two workers.
+
+The machine has two cores, and two workers need both: nothing is pinned here, neither the
+servers nor the load generator nor redis-server, for any contender, so that each runs under
+the same conditions; contenders alternate run by run, medians are compared, and the load
+generator's own CPU use is reported beside each figure (it shares the cores with the
+workers, so the two-worker figure is a floor of what two free cores would give).
+
+Memory: 1,000 sessions created and abandoned through two workers, with a short session time
+to live; Redis's ``used_memory`` before, with them, and after their time to live.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import run  # noqa: E402  (the benchmarks directory is not a package)
+from client import open_session  # noqa: E402
+
+_CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+LEGACY = ("1 process", "1 process + Redis", "2 workers + Redis")
+MODERN = ("1 process", "2 workers")
+ARGS = {
+    "1 process": [],
+    "1 process + Redis": ["--store", "{redis}"],
+    "2 workers + Redis": ["--workers", "2", "--store", "{redis}"],
+    "2 workers": ["--workers", "2"],
+}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+class Redis:
+    """A redis-server of the benchmark's own, with no persistence."""
+
+    def __init__(self) -> None:
+        exe = shutil.which("redis-server")
+        if exe is None:
+            raise SystemExit("redis-server is missing: apt-get install -y redis-server")
+        self.port = free_port()
+        self.dir = tempfile.mkdtemp(prefix="bench-redis-")
+        self.proc = subprocess.Popen(
+            [exe, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", self.dir, "--loglevel", "warning"],
+            stdout=subprocess.DEVNULL,
+        )
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+
+    def command(self, *words: str) -> bytes:
+        payload = f"*{len(words)}\r\n".encode() + b"".join(
+            f"${len(w)}\r\n{w}\r\n".encode() for w in words
+        )
+        with socket.create_connection(("127.0.0.1", self.port), timeout=2) as s:
+            s.sendall(payload)
+            return s.recv(1 << 20)
+
+    def wait(self) -> None:
+        for _ in range(500):
+            try:
+                if self.command("PING").startswith(b"+PONG"):
+                    return
+            except OSError:
+                time.sleep(0.01)
+        raise SystemExit("redis-server did not start")
+
+    def used_memory(self) -> int:
+        info = self.command("INFO", "memory").decode()
+        return int(next(line.split(":")[1] for line in info.splitlines()
+                        if line.startswith("used_memory:")))
+
+    def keys(self) -> int:
+        reply = self.command("DBSIZE").decode()
+        return int(reply.strip().lstrip(":"))
+
+    def close(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(10)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class Pool:
+    """``trio-mcp serve`` in a process group of its own; its CPU time is the group's."""
+
+    def __init__(self, label: str, redis: Redis, logs: Path, *extra: str) -> None:
+        self.port = free_port()
+        args = [a.format(redis=redis.url) for a in ARGS[label]]
+        cmd = [sys.executable, "-m", "trio_mcp", "serve", "--port", str(self.port), *args,
+               *extra]
+        self.proc = run.spawn(cmd, logs / f"{label.replace(' ', '-')}.log")
+        self.label = label
+
+    def cpu_seconds(self) -> float:
+        total = 0
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == self.proc.pid:  # pgrp: the pool's own group
+                total += int(fields[11]) + int(fields[12])
+        return total / _CLK_TCK
+
+    async def __aenter__(self) -> Pool:
+        await run.listening(self.proc, self.port, timeout=30)
+        await asyncio.sleep(0.5)  # every worker up, not only the first
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await run.stop_server(self.proc)
+
+
+async def throughput(runs: int, warmup: float, duration: float, logs: Path) -> dict[str, Any]:
+    redis = Redis()
+    redis.wait()
+    results: list[dict[str, Any]] = []
+    try:
+        for r in range(runs):
+            for label in run.rotate(list(LEGACY), r):
+                async with Pool(label, redis, logs) as pool:
+                    await run.warm_up(pool.port)
+                    m = await run.measure_rps(pool, 32, warmup, duration, bare=False)  # type: ignore[arg-type]
+                m.update(era="2025-11-25", contender=label, run=r)
+                results.append(m)
+                run.log(f"workers run {r} legacy {label}: {m['rps']:.0f} req/s "
+                        f"errors {m['errors']} server cpu {m['server_cpu']:.0%} "
+                        f"loadgen cpu {m['loadgen_cpu']:.0%}")
+            for label in run.rotate(list(MODERN), r):
+                async with Pool(label, redis, logs, "--json-response") as pool:
+                    await run.warm_up_modern(pool.port)
+                    m = await run.measure_modern(pool, "json", 32, warmup, duration)  # type: ignore[arg-type]
+                m.update(era="2026-07-28", contender=label, run=r)
+                results.append(m)
+                run.log(f"workers run {r} modern {label}: {m['rps']:.0f} req/s "
+                        f"errors {m['errors']} server cpu {m['server_cpu']:.0%} "
+                        f"loadgen cpu {m['loadgen_cpu']:.0%}")
+    finally:
+        redis.close()
+    summary = []
+    for era, labels in (("2025-11-25", LEGACY), ("2026-07-28", MODERN)):
+        for label in labels:
+            rs = [x for x in results if (x["era"], x["contender"]) == (era, label)]
+            summary.append({
+                "era": era, "contender": label,
+                **{k: run.median([x[k] for x in rs]) for k in
+                   ("rps", "p50_ms", "p99_ms", "server_cpu", "loadgen_cpu")},
+                "errors": sum(x["errors"] for x in rs), "runs": len(rs),
+            })
+    return {"runs": results, "summary": summary}
+
+
+async def abandoned(sessions: int, ttl: float, logs: Path) -> dict[str, Any]:
+    redis = Redis()
+    redis.wait()
+    try:
+        async with Pool("2 workers + Redis", redis, logs, "--session-ttl", str(ttl)) as pool:
+            before = redis.used_memory()
+            for start in range(0, sessions, 50):
+                batch = [open_session("127.0.0.1", pool.port)
+                         for _ in range(min(50, sessions - start))]
+                for s in await asyncio.gather(*batch):
+                    s.conn.abort()
+            held = redis.used_memory()
+            keys_held = redis.keys()
+            await asyncio.sleep(ttl + 2.0)
+            after = redis.used_memory()
+            keys_after = redis.keys()
+    finally:
+        redis.close()
+    return {
+        "sessions": sessions, "ttl": ttl, "used_memory_before": before,
+        "used_memory_held": held, "used_memory_after_ttl": after,
+        "keys_held": keys_held, "keys_after_ttl": keys_after,
+        "bytes_per_session": (held - before) / sessions,
+    }
+
+
+def markdown(result: dict[str, Any]) -> str:
+    lines = [
+        "# Issue 21: workers and the Redis store",
+        "",
+        f"Written by `{result['command']}` on {result['date']}. 32 clients, `tools/call` echo, "
+        f"{result['runs']} run(s) of {result['duration']} s per contender (medians). Nothing "
+        "is pinned: servers, redis-server and the load generator share the two cores.",
+        "",
+        "| era | contender | req/s | p50 ms | p99 ms | server CPU | load generator CPU | errors |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for s in result["throughput"]["summary"]:
+        lines.append(
+            f"| {s['era']} | {s['contender']} | {s['rps']:.0f} | {s['p50_ms']:.2f} | "
+            f"{s['p99_ms']:.2f} | {s['server_cpu']:.0%} | {s['loadgen_cpu']:.0%} | "
+            f"{s['errors']} |"
+        )
+    by = {(s["era"], s["contender"]): s["rps"] for s in result["throughput"]["summary"]}
+    legacy = by[("2025-11-25", "2 workers + Redis")] / by[("2025-11-25", "1 process")]
+    legacy_store = (by[("2025-11-25", "2 workers + Redis")]
+                    / by[("2025-11-25", "1 process + Redis")])
+    modern = by[("2026-07-28", "2 workers")] / by[("2026-07-28", "1 process")]
+    a = result["abandoned"]
+    lines += [
+        "",
+        f"- 2025-11-25: two workers with Redis give **{legacy:.2f}x** one process without it, "
+        f"and {legacy_store:.2f}x one process with it (target: 1.7x).",
+        f"- 2026-07-28: two workers give **{modern:.2f}x** one process (target: 1.7x).",
+        "",
+        f"Abandoned sessions: {a['sessions']} sessions made through two workers, session time "
+        f"to live {a['ttl']:.0f} s. Redis `used_memory` {a['used_memory_before'] / 1024:.0f} KiB "
+        f"before, {a['used_memory_held'] / 1024:.0f} KiB with them ({a['keys_held']} keys, "
+        f"{a['bytes_per_session']:.0f} B per session), {a['used_memory_after_ttl'] / 1024:.0f} "
+        f"KiB and {a['keys_after_ttl']} keys after their time to live.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+async def bench(runs: int, warmup: float, duration: float, sessions: int, ttl: float,
+                logs: Path) -> dict[str, Any]:
+    return {
+        "throughput": await throughput(runs, warmup, duration, logs),
+        "abandoned": await abandoned(sessions, ttl, logs),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--duration", type=float, default=5.0)
+    parser.add_argument("--sessions", type=int, default=1000)
+    parser.add_argument("--ttl", type=float, default=10.0)
+    parser.add_argument("--out", default=str(HERE / "results" / "issue-21"))
+    args = parser.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    result = asyncio.run(bench(args.runs, 1.0, args.duration, args.sessions, args.ttl,
+                               out / "raw" / "server-logs"))
+    result.update(
+        command=" ".join(["python", "benchmarks/bench_workers.py", *sys.argv[1:]]),
+        date=time.strftime("%Y-%m-%d %H:%M %Z"), runs=args.runs, duration=args.duration,
+    )
+    (out / "workers.json").write_text(json.dumps(result, indent=1))
+    (out / "RESULTS.md").write_text(markdown(result))
+    print(markdown(result))
+
+
+if __name__ == "__main__":
+    main()
