@@ -180,6 +180,10 @@ class ASGIApp:
             return
         async with trio.open_nursery() as nursery:
             await nursery.start(self.runtime.run)
+            if self.runtime.manager.store.shared:
+                from ._http import serve_relay_port
+
+                await nursery.start(serve_relay_port, self.runtime, self.runtime.config)
             try:
                 yield self.runtime
             finally:

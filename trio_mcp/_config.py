@@ -220,6 +220,10 @@ class ServerConfig:
     again (which also renews its time to live): an end or a change made at another worker
     reaches it at once over the control channel, and within this even if that message is
     lost (TM-STORE-RECORD). 0: at every request."""
+    relay_host: str = "127.0.0.1"
+    """With a shared store, each worker listens here (on a port of its own) for the resumes
+    other workers relay to it (TM-STORE-STREAMS); the address the others reach it at, so
+    loopback serves the workers of one machine."""
     store_prefix: str = "trio-mcp"
     """The start of every key the store writes: servers of different endpoints may share one
     Redis under different prefixes."""

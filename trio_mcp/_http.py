@@ -270,6 +270,22 @@ class _Connection:
             await trio.aclose_forcefully(self.stream)
 
 
+async def serve_relay_port(
+    runtime: Runtime,
+    config: ServerConfig,
+    *,
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """TM-STORE-STREAMS: with a shared session store, a port of this worker's own, at
+    ``config.relay_host``, where other workers relay the resumes of streams this worker
+    holds. It is the endpoint again, on trio-mcp's own server whatever serves the public
+    side, with every check of the endpoint; its address is kept in the store."""
+    listeners = await trio.open_tcp_listeners(0, host=config.relay_host)
+    host, port = listeners[0].socket.getsockname()[:2]
+    runtime.manager.advertise(host, port)
+    await HttpServer(runtime, config).serve(listeners, task_status=task_status)
+
+
 class HttpServer:
     """Serves a Runtime over HTTP/1.1 on listeners this server owns (TM-HTTP-OWN)."""
 

@@ -165,7 +165,7 @@ async def _serve_own(
     sock: socket.socket | None,
     task_status: trio.TaskStatus[list[str]],
 ) -> None:
-    from ._http import HttpServer
+    from ._http import HttpServer, serve_relay_port
     from ._trio._runtime import Runtime
 
     runtime = Runtime(server, cfg, bind_hosts=[host])
@@ -188,6 +188,8 @@ async def _serve_own(
     stopped = trio.Event()
     async with trio.open_nursery() as nursery:
         await nursery.start(runtime.run)
+        if runtime.manager.store.shared:
+            await nursery.start(serve_relay_port, runtime, cfg)
         await nursery.start(lambda task_status: http.serve(
             [listener], ssl_context=ssl_context, task_status=task_status
         ))

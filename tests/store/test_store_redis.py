@@ -60,6 +60,14 @@ def _app() -> Server:
         )
         return f"hello {answer.content['name'] if answer.content else '?'}"
 
+    @server.tool()
+    async def count(ctx: Context, n: int = 6) -> str:
+        """Logs n numbered lines, a few milliseconds apart, then answers."""
+        for i in range(n):
+            await ctx.log("info", f"line {i}")
+            await trio.sleep(0.02)
+        return f"counted {n}"
+
     @server.resource("demo://thing")
     async def thing() -> str:
         return "a thing"
@@ -192,12 +200,45 @@ async def test_the_clients_answer_to_a_server_request_may_reach_the_other_worker
     assert "hello Ada" == final["result"]["content"][0]["text"]
 
 
-@pytest.mark.spec("TM-STORE-STREAMS")
-async def test_a_stream_resumed_at_the_other_worker_is_refused_explicitly(
+@pytest.mark.spec("TM-STORE-STREAMS", "T-RESUME-5", "T-RESUME-6")
+async def test_a_stream_resumed_at_the_other_worker_continues_there_exactly_once(
     live_server: StartServer, redis_url: str
 ) -> None:
-    """A Last-Event-ID minted by worker A, presented to worker B, gets 409 and -31001
-    naming the reason: never a replay from nothing, never a silent gap. At A it resumes."""
+    """A POST's stream at worker A dropped after two messages and resumed at worker B
+    continues strictly after the cursor, then live to its response: every message once,
+    in order, relayed from A, which holds the stream."""
+    a, b = await _two_workers(live_server, redis_url)
+    with trio.fail_after(TIMEOUT):
+        session = await open_session(a.url)
+        seen: list[dict[str, Any]] = []
+        cursor = None
+        async with open_stream(a.url, "POST", session.headers(), _tool_call("count", 4)) as s:
+            while len(seen) < 2:
+                event = await s.next_event(comments=False)
+                assert event is not None
+                cursor = event.id or cursor
+                if event.data:
+                    seen.append(json.loads(event.data))
+            await s.aclose()
+        assert cursor is not None
+        async with open_stream(
+            b.url, "GET", session.headers([("last-event-id", cursor)])
+        ) as resumed:
+            assert 200 == resumed.status
+            while "result" not in seen[-1]:
+                seen.append(await resumed.next_message())
+    lines = [m["params"]["data"] for m in seen if m.get("method") == "notifications/message"]
+    assert [f"line {i}" for i in range(6)] == lines
+    assert "counted 6" == seen[-1]["result"]["content"][0]["text"]
+    assert 1 == b.manager.stats.resumes_relayed
+
+
+@pytest.mark.spec("TM-STORE-STREAMS")
+async def test_a_resume_is_relayed_once_and_a_gone_holder_is_an_explicit_failure(
+    live_server: StartServer, redis_url: str
+) -> None:
+    """A resume already relayed once is not relayed again, and one whose holder is not in
+    the store: both get 409 and -31001 (holder-gone), never a replay from nothing."""
     a, b = await _two_workers(live_server, redis_url)
     with trio.fail_after(TIMEOUT):
         session = await open_session(a.url)
@@ -206,17 +247,17 @@ async def test_a_stream_resumed_at_the_other_worker_is_refused_explicitly(
             line.split(":", 1)[1].strip()
             for line in response.body.decode().splitlines() if line.startswith("id:")
         )
-        elsewhere = await request(
-            b.url, "GET", session.headers([("last-event-id", event_id)])
-        )
-        home_headers = session.headers([("last-event-id", event_id)])
-        async with open_stream(a.url, "GET", home_headers) as home:
-            home_status = home.status
-    assert 409 == elsewhere.status, elsewhere.body
-    error = elsewhere.json()["error"]
-    assert -31001 == error["code"]
-    assert "stream-elsewhere" == error["data"]["reason"]
-    assert 200 == home_status
+        looped = await request(b.url, "GET", session.headers(
+            [("last-event-id", event_id), ("trio-mcp-relayed", "1")]
+        ))
+        # A's relay port, as the store knows it, becomes one nobody listens on.
+        await a.manager.store.advertise("127.0.0.1:1", 5.0)
+        gone = await request(b.url, "GET", session.headers([("last-event-id", event_id)]))
+    for refused in (looped, gone):
+        assert 409 == refused.status, refused.body
+        error = refused.json()["error"]
+        assert -31001 == error["code"]
+        assert "holder-gone" == error["data"]["reason"]
 
 
 @pytest.mark.spec("TM-STORE-DOWN")

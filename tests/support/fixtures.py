@@ -14,7 +14,7 @@ from hypercorn.trio import serve as hypercorn_serve
 
 from trio_mcp import Server, ServerConfig
 from trio_mcp._asgi import ASGIApp
-from trio_mcp._http import HttpServer
+from trio_mcp._http import HttpServer, serve_relay_port
 from trio_mcp._serve import hypercorn_config, listening_socket
 from trio_mcp._trio._manager import SessionManager
 from trio_mcp._trio._runtime import Runtime
@@ -119,6 +119,8 @@ async def _serve_own(
     port = sock.getsockname()[1]
     async with trio.open_nursery() as nursery:
         await nursery.start(runtime.run)
+        if runtime.manager.store.shared:
+            await nursery.start(serve_relay_port, runtime, runtime.config)
         await nursery.start(lambda task_status: http.serve([listener], task_status=task_status))
         task_status.started([f"http://{host}:{port}"])
 

@@ -341,5 +341,5 @@ async def test_a_worker_killed_mid_call_fails_its_stream_explicitly_and_the_sess
         resumed = await request(p.url, "GET", session.headers([("last-event-id", first.id)]))
         tools = await session.post(rpc_request("tools/list", id=2))
     assert 409 == resumed.status, resumed.body
-    assert "stream-elsewhere" == resumed.json()["error"]["data"]["reason"]
+    assert "holder-gone" == resumed.json()["error"]["data"]["reason"]
     assert 200 == tools.status

@@ -48,6 +48,7 @@ from ..protocol._transport import (
 from ..protocol._versions import MODERN_VERSIONS, effective_version, negotiate
 from ._budget import ByteBudget
 from ._memory import MemoryReleaser
+from ._relay import RELAYED_HEADER, relay_get
 from ._reqstats import RequestMetrics
 from ._responder import Responder, watching_disconnect
 from ._session import SESSION_FOOTPRINT, Session
@@ -118,6 +119,8 @@ class ManagerStats:
     store (TM-STORE-RECORD); not counted as expired."""
     store_failures: int = 0
     """Requests answered 503 because the shared store did not answer (TM-STORE-DOWN)."""
+    resumes_relayed: int = 0
+    """Resumes passed to the worker holding their stream (TM-STORE-STREAMS)."""
     controls_received: int = 0
     """Cancellations, client responses and session ends from other workers (TM-STORE-CONTROL)."""
 
@@ -137,6 +140,8 @@ class SessionManager:
         self.config = config
         #: Where sessions are kept besides this process's table (TM-STORE-RECORD).
         self.store: SessionStore = store or MemoryStore()
+        #: Where this worker's relay port listens, once an HTTP edge has opened it.
+        self._relay_address: str | None = None
         #: Least recently used first (``used`` moves a session to the end): eviction looks
         #: at the front only (TM-SESS-CAP).
         self.sessions: OrderedDict[str, Session] = OrderedDict()
@@ -247,6 +252,7 @@ class SessionManager:
             self._expire_once(trio.current_time())
             if self.store.shared:
                 await self._keep_alive()
+                await self._advertise(period)
 
     def _expire_once(self, now: float) -> None:
         # A function of its own, so that no local of this sleeping loop keeps the last
@@ -295,6 +301,28 @@ class SessionManager:
             session = self.sessions.get(session_id)
             if session is not None:
                 session.close("ended-elsewhere")
+
+    def _count_relayed(self) -> None:
+        self.stats.resumes_relayed += 1
+
+    def advertise(self, host: str, port: int) -> None:
+        """An HTTP edge listens for relayed resumes at ``host:port`` (TM-STORE-STREAMS)."""
+        shown = f"[{host}]" if ":" in host else host
+        self._relay_address = f"{shown}:{port}"
+        self._spawn(self._advertise, None)
+
+    async def _advertise(self, period: float | None) -> None:
+        """Say where the relay port is, for a few expiry periods: a worker that dies is
+        forgotten once they pass."""
+        if self._relay_address is None:
+            return
+        if period is None:
+            cfg = self.config
+            period = max(0.05, min(cfg.session_idle_ttl, cfg.uninitialized_ttl) / 10)
+        try:
+            await self.store.advertise(self._relay_address, max(4 * period, 5.0))
+        except StoreUnavailable:
+            return  # said again at the next tick
 
     def _spawn(self, fn: Any, *args: Any) -> None:
         if self._nursery is not None:
@@ -766,7 +794,7 @@ class SessionManager:
         effective_version(plan.version_header, session.version)
         session.heard()
         if plan.last_event_id is not None:
-            await self._resume(session, plan, responder)
+            await self._resume(session, plan, responder, request)
             return
         # TM-GET-ONE: a second fresh GET takes the standalone stream over, as a resume
         # does (TM-RES-TAKEOVER): the older connection is detached (T-MULTI-2), and every
@@ -783,7 +811,9 @@ class SessionManager:
             priming=self._prime(session, STANDALONE_STREAM, carry=True),
         )
 
-    async def _resume(self, session: Session, plan: GetPlan, responder: Responder) -> None:
+    async def _resume(
+        self, session: Session, plan: GetPlan, responder: Responder, request: HttpRequest
+    ) -> None:
         assert plan.last_event_id is not None
         cursor = self.codec.decode(session.id, plan.last_event_id)
         if cursor is None:
@@ -795,14 +825,25 @@ class SessionManager:
                 data={"lastEventId": plan.last_event_id[:200]},
             )
         if cursor.origin != self.codec.origin:
-            # TM-STORE-STREAMS: the stream is held by another worker (or by one that has
-            # since stopped): it cannot be continued here, and is not replayed from nothing.
+            # TM-STORE-STREAMS: the stream is held by another worker: the resume is relayed
+            # to it, once; a holder that is gone (or a request relayed already) is an
+            # explicit failure, never a replay from nothing.
+            address = None
+            if request.headers.get(RELAYED_HEADER) is None:
+                address = await self._stored(self.store.locate(cursor.origin))
+            if address is not None and await relay_get(
+                address, request, responder,
+                connect_timeout=self.config.store_timeout,
+                write_timeout=self.config.stall_budget,
+                on_answer=self._count_relayed,
+            ):
+                return
             raise RemoteProtocolError(
-                "Resumption failed: this stream is held by another worker of this server; "
-                "its events cannot be delivered from here.",
+                "Resumption failed: the worker of this server that held this stream is "
+                "gone; its events are lost.",
                 code=ErrorCode.RESUMPTION_FAILED,
                 http_status=409,
-                data={"lastEventId": plan.last_event_id[:200], "reason": "stream-elsewhere"},
+                data={"lastEventId": plan.last_event_id[:200], "reason": "holder-gone"},
             )
         # T-RESUME-5 / T-RESUME-6: re-attach to the cursor's own stream, after the cursor.
         await self._serve_view(session, cursor.stream, cursor.seq, responder, attached_comment=True)

@@ -259,6 +259,17 @@ class RedisStore:
         )
         await self._call("publish", lambda: self._client.publish(self._channel, message))
 
+    async def advertise(self, address: str, ttl: float) -> None:
+        key = f"{self.prefix}:relay:{self._origin}"
+        await self._call("advertise", lambda: self._client.set(key, address, px=_ms(ttl)))
+
+    async def locate(self, origin: str) -> str | None:
+        key = f"{self.prefix}:relay:{origin}"
+        value = await self._call("locate", lambda: self._client.get(key))
+        if value is None:
+            return None
+        return value.decode() if isinstance(value, bytes) else str(value)
+
     async def keep_alive(self, session_ids: Iterable[str], ttl: float) -> set[str]:
         ids = list(session_ids)
         if not ids:

@@ -127,6 +127,12 @@ class SessionStore(Protocol):
     async def keep_alive(self, session_ids: Iterable[str], ttl: float) -> set[str]:
         """Renew these sessions, which have work running here; those that ended meanwhile."""
 
+    async def advertise(self, address: str, ttl: float) -> None:
+        """Where this process's relay port is, for ``ttl`` seconds (TM-STORE-STREAMS)."""
+
+    async def locate(self, origin: str) -> str | None:
+        """Where the relay port of the process named ``origin`` is; None when it is gone."""
+
 
 @attrs.define
 class MemoryStore:
@@ -172,3 +178,9 @@ class MemoryStore:
 
     async def keep_alive(self, session_ids: Iterable[str], ttl: float) -> set[str]:
         return set()
+
+    async def advertise(self, address: str, ttl: float) -> None:
+        return None
+
+    async def locate(self, origin: str) -> str | None:
+        return None
