@@ -45,8 +45,10 @@ async def refused(session: McpSession, last_event_id: str) -> tuple[int, str, di
 
 
 def edited(event_id: str, *, stream: int = 0, seq: int = 0) -> str:
-    s, q, mac = event_id.split(".")
-    return f"{int(s) + stream}.{int(q) + seq}.{mac}"
+    # With a shared store, an id starts with the worker holding its stream ("origin~").
+    origin, _, rest = event_id.rpartition("~")
+    s, q, mac = rest.split(".")
+    return f"{origin + '~' if origin else ''}{int(s) + stream}.{int(q) + seq}.{mac}"
 
 
 def assert_bad_request(answer: tuple[int, str, dict[str, object]]) -> None:

@@ -77,7 +77,7 @@ async def wait_detached(live: LiveServer, session: McpSession, stream: int) -> N
 
 
 def stream_of(event_id: str) -> int:
-    return int(event_id.split(".")[0])
+    return int(event_id.rpartition("~")[2].split(".")[0])
 
 
 def assert_explicit_failure(wire: Wire, request_id: object) -> None:

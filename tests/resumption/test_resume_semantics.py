@@ -62,7 +62,7 @@ def standalone_note(live: LiveServer, session: McpSession, i: int) -> None:
 
 def stream_of(event_id: str) -> int:
     """The stream an event id names (T-RESUME-3); opaque to clients, known to tests."""
-    return int(event_id.split(".")[0])
+    return int(event_id.rpartition("~")[2].split(".")[0])
 
 
 def tags(wire: Wire) -> set[str]:

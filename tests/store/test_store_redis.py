@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import json
+import random
 from typing import Any
 
 import attrs
@@ -61,11 +62,11 @@ def _app() -> Server:
         return f"hello {answer.content['name'] if answer.content else '?'}"
 
     @server.tool()
-    async def count(ctx: Context, n: int = 6) -> str:
-        """Logs n numbered lines, a few milliseconds apart, then answers."""
+    async def count(ctx: Context, n: int = 6, pause: float = 0.02) -> str:
+        """Logs n numbered lines, ``pause`` seconds apart, then answers."""
         for i in range(n):
             await ctx.log("info", f"line {i}")
-            await trio.sleep(0.02)
+            await trio.sleep(pause)
         return f"counted {n}"
 
     @server.resource("demo://thing")
@@ -331,3 +332,57 @@ async def test_a_session_ended_with_its_message_lost_is_404_within_the_recheck_t
         response = await session.post(rpc_request("ping", id=1))
     assert 404 == response.status
     assert session.id not in a.manager.sessions
+
+
+@pytest.mark.slow
+@pytest.mark.spec("TM-STORE-STREAMS", "T-RESUME-5", "T-RESUME-6")
+async def test_random_drops_resumed_at_random_workers_lose_and_repeat_nothing(
+    live_server: StartServer, redis_url: str
+) -> None:
+    """Issue 21's check: calls whose streams are dropped at random points, each time
+    resumed at a randomly chosen worker, over at least 1,000 drop points: every line of
+    every call arrives exactly once, in order, and every call's response arrives."""
+    a, b = await _two_workers(live_server, redis_url)
+    rng = random.Random(21)
+    lines_per_call = 40
+    drops = calls = 0
+    with trio.fail_after(600):
+        session = await open_session(a.url)
+        while drops < 1000:
+            calls += 1
+            body = _tool_call("count", calls, {"n": lines_per_call, "pause": 0.001})
+            start = rng.choice((a, b))
+            seen: list[str] = []
+            final: dict[str, Any] | None = None
+            cursor: str | None = None
+            opener = open_stream(start.url, "POST", session.headers(), body)
+            while final is None:
+                async with opener as stream:
+                    assert 200 == stream.status, (calls, drops)
+                    budget = rng.randint(0, 6)  # events to take before dropping
+                    while final is None:
+                        event = await stream.next_event(comments=False)
+                        if event is None:
+                            break
+                        cursor = event.id or cursor
+                        if event.data:
+                            message = json.loads(event.data)
+                            if "result" in message:
+                                final = message
+                            else:
+                                seen.append(message["params"]["data"])
+                        if budget == 0 and final is None:
+                            drops += 1
+                            await stream.aclose()
+                            break
+                        budget -= 1
+                if final is None:
+                    assert cursor is not None
+                    worker = rng.choice((a, b))
+                    opener = open_stream(
+                        worker.url, "GET", session.headers([("last-event-id", cursor)])
+                    )
+            assert [f"line {i}" for i in range(lines_per_call)] == seen, (calls, drops)
+            assert f"counted {lines_per_call}" == final["result"]["content"][0]["text"]
+    assert drops >= 1000
+    assert a.manager.stats.resumes_relayed + b.manager.stats.resumes_relayed > 0
