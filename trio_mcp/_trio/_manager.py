@@ -48,7 +48,7 @@ from ..protocol._transport import (
 from ..protocol._versions import MODERN_VERSIONS, effective_version, negotiate
 from ._budget import ByteBudget
 from ._memory import MemoryReleaser
-from ._relay import RELAYED_HEADER, relay_get
+from ._relay import RELAYED_HEADER, relay
 from ._reqstats import RequestMetrics
 from ._responder import Responder, watching_disconnect
 from ._session import SESSION_FOOTPRINT, Session
@@ -304,6 +304,12 @@ class SessionManager:
 
     def _count_relayed(self) -> None:
         self.stats.resumes_relayed += 1
+
+    async def locate(self, origin: str) -> str | None:
+        """Where the relay port of worker ``origin`` is (raises RemoteProtocolError 503 when
+        the store does not answer: TM-STORE-DOWN)."""
+        address: str | None = await self._stored(self.store.locate(origin))
+        return address
 
     def advertise(self, host: str, port: int) -> None:
         """An HTTP edge listens for relayed resumes at ``host:port`` (TM-STORE-STREAMS)."""
@@ -830,8 +836,8 @@ class SessionManager:
             # explicit failure, never a replay from nothing.
             address = None
             if request.headers.get(RELAYED_HEADER) is None:
-                address = await self._stored(self.store.locate(cursor.origin))
-            if address is not None and await relay_get(
+                address = await self.locate(cursor.origin)
+            if address is not None and await relay(
                 address, request, responder,
                 connect_timeout=self.config.store_timeout,
                 write_timeout=self.config.stall_budget,

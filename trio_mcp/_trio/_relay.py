@@ -1,9 +1,11 @@
-# Relaying a resume to the worker that holds its stream (TM-STORE-STREAMS). A stream's log
-# lives in the worker that opened it; a client's GET with a Last-Event-ID that names another
-# worker is passed to that worker's relay port, as the client sent it, and the answer comes
-# back byte for byte: the holder re-attaches the stream exactly as it would for the client
-# itself (strictly after the cursor, exactly once, then live). This worker only carries
-# bytes, at the pace its client takes them.
+# Relaying a request to the worker that holds what it names (TM-STORE-STREAMS,
+# TM-STORE-TASKS). A stream's log lives in the worker that opened it, and a task in the
+# worker that runs it; a client's GET with a Last-Event-ID that names another worker, or a
+# tasks/* request for a task another worker runs, is passed to that worker's relay port as
+# the client sent it, and the answer comes back byte for byte: the holder answers exactly
+# as it would answer the client itself (a stream re-attached strictly after the cursor,
+# exactly once, then live). This worker only carries bytes, at the pace its client takes
+# them.
 from __future__ import annotations
 
 import logging
@@ -15,7 +17,7 @@ import trio
 from ..protocol import HttpRequest, Reply
 from ._responder import Responder, watching_disconnect
 
-__all__ = ["RELAYED_HEADER", "relay_get"]
+__all__ = ["RELAYED_HEADER", "relay"]
 
 logger = logging.getLogger("trio_mcp.relay")
 
@@ -38,7 +40,7 @@ def _response_headers(raw: Sequence[tuple[bytes, bytes]]) -> list[tuple[str, str
     ]
 
 
-async def relay_get(
+async def relay(
     address: str,
     request: HttpRequest,
     responder: Responder,
@@ -47,7 +49,8 @@ async def relay_get(
     write_timeout: float,
     on_answer: Callable[[], None] = lambda: None,
 ) -> bool:
-    """Pass ``request`` (a GET) to the worker listening at ``address`` ("host:port") and
+    """Pass ``request`` (a resume's GET, or a tasks/* POST) to the worker listening at
+    ``address`` ("host:port") and
     its answer to ``responder``. False, having sent nothing, when that worker cannot be
     reached; True once an answer began (it may then end early, when either side goes), as
     ``on_answer`` is told when it does."""
@@ -61,11 +64,15 @@ async def relay_get(
         conn = h11.Connection(h11.CLIENT)
         headers = [(k, v) for k, v in request.headers.raw if k.lower() not in _HOP_BY_HOP]
         headers += [(RELAYED_HEADER.encode(), b"1"), (b"connection", b"close")]
+        if request.body:
+            headers.append((b"content-length", str(len(request.body)).encode()))
         if not any(k.lower() == b"host" for k, _ in headers):
             headers.append((b"host", address.encode()))
         try:
+            head = h11.Request(method=request.method, target=request.path, headers=headers)
             await upstream.send_all(
-                conn.send(h11.Request(method="GET", target=request.path, headers=headers))
+                (conn.send(head) or b"")
+                + ((conn.send(h11.Data(data=request.body)) or b"") if request.body else b"")
                 + (conn.send(h11.EndOfMessage()) or b"")
             )
         except (trio.BrokenResourceError, trio.ClosedResourceError):

@@ -16,13 +16,21 @@ from .._ports import App, SessionPort
 from ..protocol import JSON, ErrorCode, Notification, OriginPolicy, RemoteProtocolError
 from ..protocol._era import Era, ModernCall, ModernNotification, route_other, route_post
 from ..protocol._mrtr import RequestStateCodec
-from ..protocol._tasks import TaskSnapshot, declares_tasks, task_notification
+from ..protocol._tasks import (
+    TASK_METHODS,
+    TaskSnapshot,
+    declares_tasks,
+    task_lost,
+    task_notification,
+    task_origin,
+)
 from ..protocol._transport import HttpRequest, Reply, error_reply, read_post_body
 from ._auth import Authenticator
 from ._budget import ByteBudget
 from ._listen import Listeners
 from ._manager import SessionManager
 from ._modern import ModernServer
+from ._relay import RELAYED_HEADER, relay
 from ._responder import Responder
 from ._session import SessionPort as LegacySessionPort
 from ._store import MemoryStore, SessionStore
@@ -71,6 +79,7 @@ class Runtime:
             on_change=self._task_changed,
             releaser=self.manager.releaser,
             requests=self.manager.requests,
+            origin=self.manager.store.origin,
         )
         self.modern = ModernServer(
             app,
@@ -193,7 +202,7 @@ class Runtime:
                         if declares_tasks(route.envelope.client_capabilities)
                         else None,
                     )
-                else:
+                elif not await self._relay_task(route, request, responder):
                     await self.modern.serve(
                         route,
                         request.headers,
@@ -207,6 +216,28 @@ class Runtime:
                 await responder.reply(Reply(status=202))
         except RemoteProtocolError as exc:
             await responder.reply(error_reply(exc))
+
+    async def _relay_task(
+        self, call: ModernCall, request: HttpRequest, responder: Responder
+    ) -> bool:
+        """TM-STORE-TASKS: a tasks/* request for a task another worker runs goes to that
+        worker, once; True when it was answered so (or the task found lost)."""
+        if call.request.method not in TASK_METHODS or not self.manager.store.shared:
+            return False
+        task_id = (call.request.params or {}).get("taskId")
+        origin = task_origin(task_id) if isinstance(task_id, str) else ""
+        if origin in ("", self.manager.store.origin):
+            return False
+        address = None
+        if request.headers.get(RELAYED_HEADER) is None:
+            address = await self.manager.locate(origin)
+        if address is not None and await relay(
+            address, request, responder,
+            connect_timeout=self.config.store_timeout, write_timeout=self.config.stall_budget,
+        ):
+            return True
+        assert isinstance(task_id, str)
+        raise task_lost(call.request, task_id)
 
     def well_known(self, method: str, path: str) -> Reply | None:
         """The answer to a request outside the MCP endpoint that the server serves anyway:

@@ -131,7 +131,7 @@ class TaskRun(EnvelopePort):
         #: TM-AUTH-BIND / TK-BIND: whose task this is.
         self.principal_key = principal.key if principal is not None else ""
         self.owner = owner
-        self.task_id = secrets.token_urlsafe(24)
+        self.task_id = manager.new_task_id()
         self.scope = trio.CancelScope()
         #: The answers the handler can be given: from the creating request's MRTR rounds,
         #: then from tasks/update.
@@ -355,8 +355,12 @@ class TaskManager:
         on_change: Callable[[TaskSnapshot], None] | None = None,
         releaser: MemoryReleaser | None = None,
         requests: RequestMetrics | None = None,
+        origin: str = "",
     ) -> None:
         self.app = app
+        #: This worker's name among those sharing a store: the start of its task ids
+        #: (TM-STORE-TASKS); "" for a server alone.
+        self.origin = origin
         self.requests = requests
         #: TM-SESS-RELEASE: what expired tasks held counts toward the next heap trim.
         self._releaser = releaser
@@ -500,6 +504,13 @@ class TaskManager:
             self._on_change(run.snapshot)
 
     # -- tasks/* ----------------------------------------------------------------------------
+
+    def new_task_id(self) -> str:
+        """A fresh task id: 192 random bits, after the name of the worker running it when
+        several share a store (``<origin>~<random>``), so that any worker can tell where a
+        task runs (TM-STORE-TASKS)."""
+        token = secrets.token_urlsafe(24)
+        return f"{self.origin}~{token}" if self.origin else token
 
     def follower(self, principal: Principal | None) -> Callable[[str], bool]:
         """TK-NOTIFY / TK-BIND: which task ids a listener of ``principal`` may follow."""

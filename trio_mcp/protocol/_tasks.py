@@ -225,6 +225,23 @@ def task_not_found(request: Request) -> RemoteProtocolError:
     return _invalid("no such task (unknown, expired, or not yours)", request)
 
 
+def task_origin(task_id: str) -> str:
+    """The worker a task id names (TM-STORE-TASKS): what comes before its "~", or ""."""
+    origin, sep, _ = task_id.partition("~")
+    return origin if sep else ""
+
+
+def task_lost(request: Request, task_id: str) -> RemoteProtocolError:
+    """TM-STORE-TASKS: the worker that ran this task has stopped, and the task with it."""
+    return RemoteProtocolError(
+        "Invalid params: the worker of this server that ran this task has stopped; the "
+        "task and its result are lost.",
+        code=ErrorCode.INVALID_PARAMS,
+        request_id=request.id,
+        data={"taskId": task_id, "reason": "holder-gone"},
+    )
+
+
 def read_input_answers(request: Request) -> dict[str, JSON]:
     """tasks/update's inputResponses: a map of key to answer (TK-UPDATE; which keys count is
     the task's to say).

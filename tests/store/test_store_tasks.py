@@ -1,0 +1,112 @@
+# Tasks (the io.modelcontextprotocol/tasks extension) across two workers sharing a Redis store
+# (TM-STORE-TASKS): a task runs in the worker that created it; its id names that worker; a
+# tasks/get, tasks/update or tasks/cancel reaching the other worker is relayed to it; a task
+# whose worker has stopped is reported lost, explicitly.
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import trio
+from support.fixtures import LiveServer, StartServer
+from support.modern import call_tool, messages_of, modern_request, post
+
+from trio_mcp import Context, Server, ServerConfig
+
+TIMEOUT = 20
+TASKS = "io.modelcontextprotocol/tasks"
+WITH_TASKS: dict[str, Any] = {"extensions": {TASKS: {}}, "elicitation": {"form": {}}}
+SECRET = bytes(range(32))
+
+
+def _app() -> Server:
+    server = Server("store-tasks")
+
+    @server.tool(task="required")
+    async def job(seconds: float = 0.0) -> str:
+        """Works ``seconds``, then says so."""
+        await trio.sleep(seconds)
+        return f"worked {seconds:g}"
+
+    @server.tool(task="required")
+    async def ask(ctx: Context) -> str:
+        """Asks a name inside the task."""
+        answer = await ctx.elicit(
+            "Name?",
+            {"type": "object", "properties": {"name": {"type": "string"}},
+             "required": ["name"]},
+            key="who",
+        )
+        return f"hi {(answer.content or {}).get('name')}"
+
+    return server
+
+
+async def _workers(live_server: StartServer, store: str) -> tuple[LiveServer, LiveServer]:
+    config = ServerConfig(store=store, secret=SECRET, workers=2)
+    return (await live_server(_app(), config), await live_server(_app(), config))
+
+
+def _result(response: Any) -> dict[str, Any]:
+    (message,) = messages_of(response)
+    assert "result" in message, message
+    result: dict[str, Any] = message["result"]
+    return result
+
+
+async def _task(url: str, method: str, task_id: str, **params: Any) -> Any:
+    return await post(url, modern_request(method, {"taskId": task_id, **params},
+                                          capabilities=WITH_TASKS))
+
+
+async def _until(url: str, task_id: str, *statuses: str) -> dict[str, Any]:
+    while True:
+        task = _result(await _task(url, "tasks/get", task_id))
+        if task["status"] in statuses:
+            return task
+        await trio.sleep(0.02)
+
+
+@pytest.mark.spec("TM-STORE-TASKS")
+async def test_a_task_is_read_answered_and_cancelled_through_the_other_worker(
+    live_server: StartServer, redis_url: str
+) -> None:
+    """A task created at worker A is polled, given its answer and read to its result at
+    worker B; another is cancelled at B: each request is relayed to A, which runs them."""
+    a, b = await _workers(live_server, redis_url)
+    with trio.fail_after(TIMEOUT):
+        asked = _result(await post(a.url, call_tool("ask", {}, capabilities=WITH_TASKS)))
+        task_id = asked["taskId"]
+        waiting = await _until(b.url, task_id, "input_required")
+        answer = {"who": {"action": "accept", "content": {"name": "Ada"}}}
+        ack = _result(await _task(b.url, "tasks/update", task_id, inputResponses=answer))
+        done = await _until(b.url, task_id, "completed")
+        long = _result(await post(a.url, call_tool("job", {"seconds": 60},
+                                                   capabilities=WITH_TASKS)))
+        cancel = _result(await _task(b.url, "tasks/cancel", long["taskId"]))
+        cancelled = await _until(b.url, long["taskId"], "cancelled")
+    assert task_id.split("~")[0] == a.manager.store.origin
+    assert "who" in waiting["inputRequests"]
+    assert {"resultType": "complete"} == {k: v for k, v in ack.items() if k != "_meta"}
+    assert "hi Ada" == done["result"]["content"][0]["text"]
+    assert "cancelled" == cancelled["status"] and cancel["resultType"] == "complete"
+    assert b.manager.stats.resumes_relayed == 0  # resumes are counted apart from tasks
+    assert a.app.runtime.tasks.runs.keys() >= {task_id, long["taskId"]}  # type: ignore[union-attr]
+    assert not b.app.runtime.tasks.runs  # type: ignore[union-attr]
+
+
+@pytest.mark.spec("TM-STORE-TASKS")
+async def test_a_task_whose_worker_is_gone_is_reported_lost(
+    live_server: StartServer, redis_url: str
+) -> None:
+    """When the worker running a task cannot be reached, tasks/get at another worker answers
+    -32602 naming the task and the reason (holder-gone), not a generic unknown id."""
+    a, b = await _workers(live_server, redis_url)
+    with trio.fail_after(TIMEOUT):
+        created = _result(await post(a.url, call_tool("job", {"seconds": 60},
+                                                      capabilities=WITH_TASKS)))
+        await a.manager.store.advertise("127.0.0.1:1", 5.0)  # A's relay port, unreachable
+        response = await _task(b.url, "tasks/get", created["taskId"])
+    (message,) = messages_of(response)
+    assert -32602 == message["error"]["code"]
+    assert {"taskId": created["taskId"], "reason": "holder-gone"} == message["error"]["data"]
