@@ -64,12 +64,14 @@ TASK_FOOTPRINT_KIB = 4
 TASKS_BACK_KIB = 1024
 #: A load generator this busy (share of its CPU) may have limited the figure beside it.
 LOADGEN_BUSY = 0.9
+#: Issue 23: an open inspector page may cost at most 10% of the request rate.
+INSPECT_RATIO = 0.90
 
 
 def load(raw: Path) -> dict[str, Any]:
     data: dict[str, Any] = {}
     for name in ("machine", "rps", "modern", "stream", "abandoned", "slow", "stopped",
-                 "resume", "profile", "budgets", "tasks"):
+                 "resume", "profile", "budgets", "tasks", "inspect"):
         path = raw / f"{name}.json"
         if path.exists():
             data[name] = json.loads(path.read_text())
@@ -338,6 +340,8 @@ def render(data: dict[str, Any], *, quick: bool, command: str, plots: dict[str, 
         out.append(section_budgets(data["budgets"]))
     if "tasks" in data:
         out.append(section_tasks(data["tasks"]))
+    if "inspect" in data:
+        out.append(section_inspect(data["inspect"]))
     if "profile" in data:
         out.append(section_profile(data["profile"]))
     if "note" in plots:
@@ -725,6 +729,36 @@ each ending at once with a {t['result_size']}-byte result that nobody reads, `ta
 heap keeps of its first growth is in the start.
 
 {table(["when", "server RSS", "server's counters"], rows)}
+"""
+
+
+def section_inspect(i: dict[str, Any]) -> str:
+    by = {s["comparison"]: s for s in i["summary"]}
+    page, on = by["page"], by["inspect"]
+    rows = [[r["comparison"], str(r["pair"]), num(r["with_rps"]), num(r["without_rps"]),
+             f"{r['ratio']:.3f}",
+             f"{r['snapshots'] / r['measured_s']:.1f}" if r["snapshots"] else "",
+             f"{r['snapshot_bytes'] / r['snapshots'] / 1024:.0f}" if r["snapshots"] else "",
+             str(r["sessions_open"]), str(r["requests_inflight"])] for r in i["runs"]]
+    met = verdict(page["ratio"] is not None and page["ratio"] >= INSPECT_RATIO)
+    return f"""## The live task tree (issue 23): what an open page costs
+
+Two trio-mcp servers, each holding {i['sessions']} sessions with one handler running (a
+`stream` call waiting an hour between notifications, its client gone), run at the same time
+on the same server CPU, 16 clients each, `tools/call echo` for {i['duration']:g} s; the roles
+swap from pair to pair. "page": both started with `--inspect`, one with a reader of its
+inspector's `/events` (an open page: a snapshot of the whole tree at most twice a second, less
+often when a snapshot takes more than 2% of the time between two). "inspect": one started with
+`--inspect` and no page open, one without it. Target: an open page costs under 10% of the rate
+(ratio at least {INSPECT_RATIO}).
+
+- With a page open / without: median **{page['ratio']:.3f}** over {page['pairs']} pairs
+  ({page['min']:.3f} to {page['max']:.3f}), {met}.
+- With `--inspect` and no page / without `--inspect`: median **{on['ratio']:.3f}** over
+  {on['pairs']} pairs ({on['min']:.3f} to {on['max']:.3f}).
+
+{table(["comparison", "pair", "with req/s", "without req/s", "ratio", "snapshots/s",
+        "KiB per snapshot", "sessions", "in flight"], rows)}
 """
 
 

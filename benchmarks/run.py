@@ -4,11 +4,14 @@
     python benchmarks/run.py --quick         # 1 run, shorter loads (a few minutes); for CI
     python benchmarks/run.py --only rps,stream [--runs 5]
     python benchmarks/run.py --only modern   # the 2026-07-28 path alone (about 4 min)
+    python benchmarks/run.py --only inspect --out benchmarks/results/issue-23-inspect
 
 Benchmarks: ``rps`` (tools/call echo in a 2025-11-25 session, SSE and JSON answers),
 ``modern`` (tools/call on the 2026-07-28 path, no session: answered at once in JSON, or after
 one progress notification in SSE), ``stream``, ``abandoned``, ``slow``, ``stopped``,
-``resume``, ``profile``.
+``resume``, ``profile``, ``budgets``, ``tasks``, ``inspect`` (what an open live task-tree page
+costs: trio-mcp with 1,000 sessions holding one handler each, with and without a reader of its
+inspector's ``/events``, side by side).
 
 Contenders (benchmarks/servers/):
 
@@ -133,7 +136,7 @@ REQUIRES: dict[str, tuple[str, ...]] = {SDK: ("uvloop", "httptools")}
 STAND_IN = {SDK: SDK_PLAIN}
 BENCHMARKS = (
     "rps", "modern", "stream", "abandoned", "slow", "stopped", "resume", "profile", "budgets",
-    "tasks",
+    "tasks", "inspect",
 )
 
 #: trio-mcp's defaults that the targets refer to (ServerConfig / Retention).
@@ -171,6 +174,10 @@ class Settings:
     tasks_n: int = 1000
     tasks_size: int = 2000
     tasks_ttl: float = 30.0
+    inspect_pairs: int = 6
+    """Side-by-side runs of the inspector's cost (half each way round)."""
+    inspect_sessions: int = 1000
+    """Sessions each server holds, each with one handler running, while it is measured."""
     skip: tuple[str, ...] = ()
     """Contenders left out of every benchmark."""
 
@@ -187,7 +194,8 @@ FULL = Settings(
 QUICK = attrs.evolve(
     FULL, runs=1, rps_warmup=0.5, rps_duration=2.0, stream_n=5000, abandoned_sessions=(200,),
     session_ttl=10.0, settle_timeout=60.0, slow_duration=14.0, profile_seconds=4.0,
-    budgets_pairs=2, budgets_duration=2.0, tasks_ttl=10.0,
+    budgets_pairs=2, budgets_duration=2.0, tasks_ttl=10.0, inspect_pairs=2,
+    inspect_sessions=200,
     skip=(TRIO_PYMALLOC,),
 )
 
@@ -256,6 +264,7 @@ class ServerProcess:
     port: int
     proc: subprocess.Popen[bytes]
     stats_port: int | None = None
+    inspect_port: int | None = None
 
     @property
     def pid(self) -> int:
@@ -309,6 +318,7 @@ async def server(
     json_response: bool = False,
     ttl: float | None = None,
     task_ttl: float | None = None,
+    inspect: bool = False,
 ) -> AsyncIterator[ServerProcess]:
     """A fresh server process pinned to SERVER_CPUS, killed (its whole group) on exit.
 
@@ -317,7 +327,7 @@ async def server(
     up to three times."""
     log_name = contender.replace("/", "-")
     for attempt in range(3):
-        port, stats_port = free_ports(2)
+        port, stats_port, inspect_port = free_ports(3)
         cmd = [sys.executable, str(SERVER_SCRIPTS[contender]), "--port", str(port),
                *SERVER_ARGS.get(contender, ())]
         if json_response:
@@ -329,6 +339,8 @@ async def server(
             cmd += ["--task-ttl", str(task_ttl), "--tasks-per-owner", "4096"]
         if contender in TRIO_CONTENDERS:
             cmd += ["--stats-port", str(stats_port)]
+        if inspect:
+            cmd += ["--inspect", str(inspect_port)]
         else:
             stats_port = None
         if shutil.which("taskset"):
@@ -344,7 +356,7 @@ async def server(
             log(f"{contender} did not start on port {port} ({exc}); trying other ports")
     ALLOCATORS_SEEN.setdefault(contender, set()).add(allocator_of(proc.pid))
     try:
-        yield ServerProcess(contender, port, proc, stats_port)
+        yield ServerProcess(contender, port, proc, stats_port, inspect_port if inspect else None)
     finally:
         await stop_server(proc)
 
@@ -628,6 +640,116 @@ async def bench_budgets(cfg: Settings, logs: Path) -> dict[str, Any]:
         summary.append({"mode": mode, "ratio": median(ratios), "pairs": len(ratios),
                         "min": min(ratios), "max": max(ratios)})
     return {"runs": runs, "summary": summary}
+
+
+# -- inspect: what an open live task-tree page costs (issue 23) ----------------------------------
+
+
+async def hold_handler(port: int, k: int) -> None:
+    """A session with one handler that runs on: a ``stream`` call that sends a notification,
+    then waits an hour before its second. The connection is closed once the first has
+    arrived; the handler goes on (T-PSSE-12), in its session's nursery."""
+    s = await open_session(HOST, port, first_id=1_000 * (k + 1))
+    rid = s.take_id()
+    reader = StreamReader(rid=rid, stop_after=1)
+    s.conn.write(encode_request(s.head(), tool_call(
+        rid, "stream", {"n": 2, "size": 10, "delay": 3600.0}, progress=True)))
+    with contextlib.suppress(ConnectionClosed):
+        await s.conn.read_response(reader.feed)
+    s.conn.abort()
+
+
+async def hold_handlers(port: int, sessions: int) -> None:
+    gate = asyncio.Semaphore(ABANDON_CONCURRENCY)
+
+    async def one(k: int) -> None:
+        async with gate:
+            await hold_handler(port, k)
+
+    await asyncio.gather(*(one(k) for k in range(sessions)))
+
+
+async def read_events(port: int, got: dict[str, int]) -> None:
+    """A page of the inspector: read ``/events`` until cancelled, counting events and bytes."""
+    conn = await Connection.open(HOST, port)
+    conn.write(f"GET /events HTTP/1.1\r\nHost: {HOST}:{port}\r\n\r\n".encode())
+    parser = SSEParser()
+
+    def feed(chunk: bytes) -> bool:
+        got["bytes"] += len(chunk)
+        got["events"] += sum(1 for e in parser.feed(chunk) if e.data)
+        return False
+
+    try:
+        await conn.read_response(feed)
+    finally:
+        conn.abort()
+
+
+async def bench_inspect(cfg: Settings, logs: Path) -> dict[str, Any]:
+    """Two trio-mcp servers, each holding ``inspect_sessions`` sessions with one handler
+    running, measured at once on the same server CPU, 16 clients each (``tools/call echo``),
+    as in ``budgets``: the ratio of their rates is the cost of what tells them apart, the
+    machine's noise taken out. Two comparisons, ``inspect_pairs`` pairs each, with the roles
+    swapped from pair to pair: "page", both with ``--inspect`` and one with a reader of its
+    ``/events`` (a page open); "inspect", one with ``--inspect`` and no page, one without."""
+    runs: list[dict[str, Any]] = []
+    for comparison in ("page", "inspect"):
+        for pair in range(cfg.inspect_pairs):
+            runs.append(await inspect_pair(cfg, logs, comparison, pair))
+    summary = []
+    for comparison in ("page", "inspect"):
+        ratios = [r["ratio"] for r in runs if r["comparison"] == comparison]
+        summary.append({"comparison": comparison, "ratio": median(ratios),
+                        "pairs": len(ratios), "min": min(ratios), "max": max(ratios)})
+    return {"runs": runs, "sessions": cfg.inspect_sessions, "duration": cfg.budgets_duration,
+            "summary": summary}
+
+
+async def inspect_pair(cfg: Settings, logs: Path, comparison: str, pair: int) -> dict[str, Any]:
+    """One pair of ``bench_inspect``: the rates of the server under test (a page open, or
+    ``--inspect`` on) and of the other, their ratio, and what the page read."""
+    tested_first = pair % 2 == 0
+    inspect_first = tested_first or comparison == "page"
+    inspect_second = not tested_first or comparison == "page"
+    async with server(TRIO_MCP, logs, inspect=inspect_first) as first, \
+            server(TRIO_MCP, logs, inspect=inspect_second) as second:
+        for srv in (first, second):
+            await warm_up(srv.port)
+            await hold_handlers(srv.port, cfg.inspect_sessions)
+        tested, other = (first, second) if tested_first else (second, first)
+        got = {"events": 0, "bytes": 0}
+        page = None
+        if comparison == "page":
+            assert tested.inspect_port is not None
+            page = asyncio.create_task(read_events(tested.inspect_port, got))
+            await asyncio.sleep(1.0)  # the page's first snapshots
+        stats = await tested.stats() or {}
+        try:
+            measured = await asyncio.gather(*(
+                measure_rps(srv, 16, cfg.rps_warmup, cfg.budgets_duration, bare=False)
+                for srv in (tested, other)
+            ))
+        finally:
+            if page is not None:
+                page.cancel()
+                with contextlib.suppress(asyncio.CancelledError, ConnectionClosed):
+                    await page
+    with_it, without = measured
+    ratio = with_it["rps"] / without["rps"]
+    what = "a page" if comparison == "page" else "--inspect"
+    log(f"inspect {comparison} pair {pair}: with {what} {with_it['rps']:.0f} req/s, without "
+        f"{without['rps']:.0f} req/s, ratio {ratio:.3f}; {got['events']} snapshots, "
+        f"{got['bytes'] / max(1, got['events']) / 1024:.0f} KiB each; "
+        f"{stats.get('sessions_open')} sessions, {stats.get('requests_inflight')} in flight")
+    return {
+        "comparison": comparison, "pair": pair, "ratio": ratio, "with_rps": with_it["rps"],
+        "without_rps": without["rps"], "sessions_open": stats.get("sessions_open"),
+        "requests_inflight": stats.get("requests_inflight"),
+        "snapshots": got["events"], "snapshot_bytes": got["bytes"],
+        "measured_s": cfg.rps_warmup + cfg.budgets_duration + (1.0 if page else 0.0),
+        "errors": with_it["errors"] + without["errors"],
+    }
 
 
 # -- tasks: what abandoned tasks hold, and that they give it back ---------------------------------
@@ -1715,7 +1837,7 @@ async def main_async(args: argparse.Namespace) -> int:
             bench = {"rps": bench_rps, "modern": bench_modern, "stream": bench_stream,
                      "abandoned": bench_abandoned, "slow": bench_slow, "stopped": bench_stopped,
                      "resume": bench_resume, "budgets": bench_budgets,
-                     "tasks": bench_tasks}[name]
+                     "tasks": bench_tasks, "inspect": bench_inspect}[name]
             results[name] = await bench(cfg, logs)
         results[name]["seconds"] = time.perf_counter() - t0
         results[name]["date"] = time.strftime("%Y-%m-%d %H:%M %Z")

@@ -208,12 +208,15 @@ def test_importing_protocol_loads_no_other_part_of_the_package() -> None:
 #: makes its author say where it belongs.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("protocol", ("trio_mcp.protocol",)),
-    ("interfaces", ("trio_mcp._ports", "trio_mcp._config", "trio_mcp._allocator")),
+    (
+        "interfaces",
+        ("trio_mcp._ports", "trio_mcp._config", "trio_mcp._allocator", "trio_mcp._trace"),
+    ),
     ("runtime", ("trio_mcp._trio",)),
     (
         "http edges",
         ("trio_mcp._asgi", "trio_mcp._http", "trio_mcp._hypercorn", "trio_mcp._metrics",
-         "trio_mcp._serve"),
+         "trio_mcp._serve", "trio_mcp._inspect", "trio_mcp._inspect_page"),
     ),
     (
         "user API",
@@ -230,7 +233,10 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "trio_mcp._server",
         ),
     ),
-    ("command line", ("trio_mcp._cli", "trio_mcp.__main__", "trio_mcp.demo", "trio_mcp")),
+    (
+        "command line",
+        ("trio_mcp._cli", "trio_mcp.__main__", "trio_mcp.demo", "trio_mcp", "trio_mcp._diagram"),
+    ),
 )
 
 #: The user API's modules that may reach the HTTP edges: Server.asgi_app() and Server.serve()

@@ -70,6 +70,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="serve the counters on 127.0.0.1:PORT: JSON at /stats, Prometheus at /metrics",
     )
     serve.add_argument(
+        "--inspect", metavar="[HOST:]PORT", type=_inspect_address, default=None,
+        help="serve the live task tree on loopback (127.0.0.1 unless HOST names another "
+        "loopback address): a page at /, JSON at /tree.json (read it with `trio-mcp tree`)",
+    )
+    serve.add_argument(
         "--workers", type=int, default=1, metavar="N",
         help="serve with N worker processes on one listening socket (default 1); 2025-11-25 "
         "sessions need one process, the stateless 2026-07-28 revision spreads over all",
@@ -117,7 +122,40 @@ def build_parser() -> argparse.ArgumentParser:
         help="CPython's small-object allocator (default: the one PYTHONMALLOC names, else "
         f"{DEFAULT_ALLOCATOR}, which gives ended sessions' memory back; pymalloc is faster)",
     )
+    tree = sub.add_parser(
+        "tree", help="print the live task tree of a server run with --inspect"
+    )
+    tree.add_argument(
+        "url", help="the inspector's URL (http://127.0.0.1:PORT/, or its /tree.json)"
+    )
     return parser
+
+
+def _inspect_address(text: str) -> tuple[str, int]:
+    """``--inspect``'s value: (host, port); the host must be a loopback address (TM-SEC-INSPECT)."""
+    from ._inspect import check_loopback
+
+    host, _, port = text.rpartition(":")
+    host = host or "127.0.0.1"
+    try:
+        number = int(port)
+        check_loopback(host)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if not 0 <= number < 65536:
+        raise argparse.ArgumentTypeError(f"{port} is not a port number")
+    return host, number
+
+
+def _print_tree(url: str) -> None:
+    """``trio-mcp tree URL``: the inspector's tree as indented text."""
+    from ._inspect import fetch_tree, render_text
+
+    try:
+        doc = fetch_tree(url)
+    except OSError as exc:
+        raise SystemExit(f"trio-mcp: cannot read the tree at {url}: {exc}") from None
+    sys.stdout.write(render_text(doc))
 
 
 def main(argv: Sequence[str] | None = None, *, own_command_line: bool | None = None) -> None:
@@ -126,6 +164,9 @@ def main(argv: Sequence[str] | None = None, *, own_command_line: bool | None = N
     the interpreter run under the chosen allocator (TM-SESS-ALLOCATOR), which may start it
     again; a caller passing its own ``argv`` keeps its process as it is."""
     args = build_parser().parse_args(argv)
+    if args.command == "tree":
+        _print_tree(args.url)
+        return
     logging.basicConfig(
         level=getattr(logging, args.log_level.upper()),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -184,9 +225,13 @@ def main(argv: Sequence[str] | None = None, *, own_command_line: bool | None = N
                         certfile=args.certfile, keyfile=args.keyfile,
                         shutdown_trigger=on_signal, stats_port=stats_port,
                         http_server=args.http_server, sock=sock, task_status=task_status,
+                        **_inspect_options(args),
                     )
                 )
                 for url in urls:
+                    if url.endswith("/"):
+                        print(f"trio-mcp: serving the live task tree at {url}", flush=True)
+                        continue
                     if sock is not None and not url.endswith("/stats"):
                         continue  # the parent of the workers shows the endpoint, once
                     where = url if url.endswith("/stats") else f"{url}{config.path}"
@@ -197,6 +242,17 @@ def main(argv: Sequence[str] | None = None, *, own_command_line: bool | None = N
 
     with contextlib.suppress(KeyboardInterrupt):
         trio.run(run)
+
+
+def _inspect_options(args: argparse.Namespace) -> dict[str, object]:
+    """serve()'s inspector options from ``--inspect`` (a worker of --workers takes the port
+    after the previous worker's, as with --stats-port)."""
+    if args.inspect is None:
+        return {}
+    host, port = args.inspect
+    if args.listen_fd is not None and port:
+        port += args.worker_index
+    return {"inspect_host": host, "inspect_port": port}
 
 
 def _run_pool(args: argparse.Namespace, argv: Sequence[str] | None) -> None:

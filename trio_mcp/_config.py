@@ -15,6 +15,7 @@ from .protocol._modern import CacheHint
 
 if TYPE_CHECKING:
     from ._ports import TokenVerifier
+    from ._trace import Tracer
 
 __all__ = ["SECRET_ENV", "AuthConfig", "ResponseMode", "ServerConfig"]
 
@@ -229,6 +230,9 @@ class ServerConfig:
     Redis under different prefixes."""
     auth: AuthConfig | None = None
     """Authorization (T-AUTH-*): None serves every client, as a local server may."""
+    tracer: Tracer | None = attrs.field(default=None, eq=False, repr=False)
+    """Told what each session does, for recorded timelines (trio_mcp._trace); None, the
+    default, costs one attribute check at each point it would be told."""
 
     def __attrs_post_init__(self) -> None:
         if self.request_state_key is not None and len(self.request_state_key) < 32:

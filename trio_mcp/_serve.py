@@ -17,6 +17,7 @@ from hypercorn.config import Config as HypercornConfig
 from hypercorn.trio import serve as hypercorn_serve
 
 from ._config import ServerConfig
+from ._inspect import InspectorApp, TaskCounter, TreeBuilder, check_loopback
 from ._metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from ._metrics import MetricsExporter
 from ._trio._writer import RATE_LOOKBACK
@@ -118,6 +119,8 @@ async def serve(
     stats_port: int | None = None,
     http_server: HttpServerName = "trio-mcp",
     sock: socket.socket | None = None,
+    inspect_port: int | None = None,
+    inspect_host: str = "127.0.0.1",
     task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve ``server`` over HTTP until cancelled, or until ``shutdown_trigger`` returns.
@@ -139,17 +142,26 @@ async def serve(
 
     ``sock``, a bound socket, is served instead of binding ``host`` and ``port``: a worker
     of ``trio-mcp serve --workers`` serves the one its parent listens on.
+
+    With ``inspect_port``, the live task tree (TM-SEC-INSPECT) is served on
+    ``http://<inspect_host>:<inspect_port>/``: a page, ``/tree.json`` and ``/events``.
+    ``inspect_host`` must be a loopback address (ValueError otherwise, before anything is
+    bound); its URL is the last of those reported, and ends in ``/``.
     """
     cfg = config or ServerConfig()
+    inspect_at = None
+    if inspect_port is not None:
+        check_loopback(inspect_host)
+        inspect_at = (inspect_host, inspect_port)
     if http_server == "hypercorn":
         await _serve_hypercorn(
             server, host, port, cfg, certfile, keyfile, shutdown_trigger, stats_port, sock,
-            task_status,
+            task_status, inspect_at=inspect_at,
         )
         return
     await _serve_own(
         server, host, port, cfg, certfile, keyfile, shutdown_trigger, stats_port, sock,
-        task_status,
+        task_status, inspect_at=inspect_at,
     )
 
 
@@ -164,6 +176,8 @@ async def _serve_own(
     stats_port: int | None,
     sock: socket.socket | None,
     task_status: trio.TaskStatus[list[str]],
+    *,
+    inspect_at: tuple[str, int] | None = None,
 ) -> None:
     from ._http import HttpServer, serve_relay_port
     from ._trio._runtime import Runtime
@@ -192,10 +206,12 @@ async def _serve_own(
             await nursery.start(serve_relay_port, runtime, cfg)
         await nursery.start(lambda task_status: http.serve(
             [listener], ssl_context=ssl_context, task_status=task_status
-        ))
+        ), name="HttpServer.serve")
         urls = [f"{scheme}://{shown}:{bound[1]}"]
         if stats_port is not None:
             urls += await nursery.start(_serve_stats, runtime, stats_port, stopped)
+        if inspect_at is not None:
+            urls += await nursery.start(_serve_inspector, runtime, inspect_at, stopped)
         task_status.started(urls)
         if shutdown_trigger is None:
             await trio.sleep_forever()
@@ -231,6 +247,33 @@ async def _serve_stats(
         task_status.started([u + "/stats" for u in urls])
 
 
+async def _serve_inspector(
+    runtime: Runtime,
+    at: tuple[str, int],
+    stopped: trio.Event,
+    *,
+    task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """TM-SEC-INSPECT: the live task tree on loopback, its task counter installed in trio for as
+    long as it runs, and only then."""
+    host, port = at
+    check_loopback(host)
+    counter = TaskCounter()
+    app: Any = InspectorApp(TreeBuilder(runtime, counter), stopped)
+    hc = hypercorn_config(host=host, port=port)
+
+    async def run(task_status: trio.TaskStatus[list[str]]) -> None:
+        await hypercorn_serve(app, hc, shutdown_trigger=stopped.wait, task_status=task_status)
+
+    trio.lowlevel.add_instrument(counter)
+    try:
+        async with trio.open_nursery() as nursery:
+            urls = await nursery.start(run, name="inspector: hypercorn.trio.serve")
+            task_status.started([u + "/" for u in urls])
+    finally:
+        trio.lowlevel.remove_instrument(counter)
+
+
 async def _serve_hypercorn(
     server: App,
     host: str,
@@ -242,6 +285,8 @@ async def _serve_hypercorn(
     stats_port: int | None,
     sock: socket.socket | None,
     task_status: trio.TaskStatus[list[str]],
+    *,
+    inspect_at: tuple[str, int] | None = None,
 ) -> None:
     from ._asgi import ASGIApp
 
@@ -276,6 +321,8 @@ async def _serve_hypercorn(
             started = True
             if stats_port is not None:
                 urls += await nursery.start(_serve_stats, app.runtime, stats_port, stopped)
+            if inspect_at is not None:
+                urls += await nursery.start(_serve_inspector, app.runtime, inspect_at, stopped)
             task_status.started(urls)
     finally:
         if not started:

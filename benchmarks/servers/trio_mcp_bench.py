@@ -6,7 +6,7 @@ runs) or, with ``--server hypercorn``, under hypercorn's trio worker hosting the
     python benchmarks/servers/trio_mcp_bench.py [--port 0] [--server {trio-mcp,hypercorn}]
         [--json-response] [--session-ttl S] [--stats-port PORT] [--stall-budget S]
         [--window-events N] [--window-bytes N] [--task-ttl S] [--tasks-per-owner N]
-        [--no-budgets]
+        [--no-budgets] [--inspect PORT]
 
 ``benchmarks/run.py`` gives it a port and waits for it; ``benchmarks/bench_memory.py`` (through
 ``loadgen.start_server``) reads the one line it prints once it listens,
@@ -167,13 +167,15 @@ async def run(args: argparse.Namespace) -> None:
                 config=config,
                 stats_port=args.stats_port,
                 http_server=args.server,
+                inspect_port=args.inspect,
                 shutdown_trigger=stop.wait,
                 task_status=task_status,
             )
         )
         ready = {
             "url": urls[0] + config.path,
-            "stats_url": urls[1] if len(urls) > 1 else None,
+            "stats_url": next((u for u in urls if u.endswith("/stats")), None),
+            "inspect_url": next((u for u in urls[1:] if u.endswith("/")), None),
             "pid": os.getpid(),
             "server": "trio-mcp" if args.server == "trio-mcp" else f"trio-mcp/{args.server}",
             "allocator": running_allocator(),
@@ -217,6 +219,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="max_tasks_per_owner (the benchmark is one client)")
     parser.add_argument("--no-budgets", action="store_true",
                         help="take out the per-request work of the limits (for comparison)")
+    parser.add_argument("--inspect", type=int, default=None, metavar="PORT",
+                        help="serve the live task tree on 127.0.0.1:PORT (trio-mcp serve "
+                        "--inspect)")
     args = parser.parse_args(argv)
     if args.no_budgets:
         remove_budgets()

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
+from .._trace import TraceKind, TraceRecord
 from ..protocol import (
     JSON,
     STANDALONE_STREAM,
@@ -47,6 +48,7 @@ from ..protocol._transport import (
 )
 from ..protocol._versions import MODERN_VERSIONS, effective_version, negotiate
 from ._budget import ByteBudget
+from ._describe import ManagerInfo
 from ._memory import MemoryReleaser
 from ._relay import RELAYED_HEADER, relay
 from ._reqstats import RequestMetrics
@@ -159,10 +161,13 @@ class SessionManager:
         self.releaser = MemoryReleaser(config.release_memory_after)
         self._nursery: trio.Nursery | None = None
         self.shutting_down = False
+        #: The task of run(), once it runs (for describe()).
+        self.task: trio.lowlevel.Task | None = None
 
     # -- lifetime -----------------------------------------------------------------------
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        self.task = trio.lowlevel.current_task()
         try:
             async with trio.open_nursery() as nursery:
                 await nursery.start(self.store.run, self._on_control)
@@ -488,6 +493,8 @@ class SessionManager:
             return
         assert plan.session_id is not None
         session = await self._lookup(plan.session_id, request)
+        if self.config.tracer is not None:
+            self._trace_post(session, plan, responder)
         version = effective_version(plan.version_header, session.version)
         del version  # checked for validity; the session's negotiated version rules behaviour
         check_batch(plan, session.version)
@@ -511,6 +518,8 @@ class SessionManager:
         if not requests:
             # T-POST-4 (MUST): accepted notifications and responses get 202 with no body.
             await responder.reply(Reply(status=202))
+            if self.config.tracer is not None:
+                self._trace(TraceKind.REPLY, session, responder, status=202)
             return
         session.check_capacity(len(requests))
         # Checked before a stream is opened for them: a refused POST must leave no stream
@@ -607,6 +616,9 @@ class SessionManager:
         )
         await self._register(session)
         self.stats.sessions_created += 1
+        if self.config.tracer is not None:
+            self._trace_post(session, plan, responder)
+            self._trace(TraceKind.SESSION_OPEN, session, responder)
         result = initialize_result(
             version,
             capabilities=capabilities,
@@ -664,10 +676,13 @@ class SessionManager:
             return
         state = session.log.open_stream([request.id])
         priming = self._prime(session, state.number)
-        session.log.append(
+        entry = session.log.append(
             state.number, dumps(response), now=trio.current_time(),
             kind=EntryKind.RESPONSE, answers=request.id,
         )
+        if self.config.tracer is not None:
+            self._trace(TraceKind.APPEND, session, stream=state.number, seq=entry.seq,
+                        request=request.id, detail="response")
         await self._serve_view(session, state.number, -1, responder, priming=priming,
                                headers=extra)
 
@@ -675,7 +690,10 @@ class SessionManager:
         """The stream's priming position, taken before anything else is appended to it."""
         if not session.primes:
             return None
-        return session.log.prime(stream, now=trio.current_time(), carry_unsent=carry)
+        entry = session.log.prime(stream, now=trio.current_time(), carry_unsent=carry)
+        if self.config.tracer is not None:
+            self._trace(TraceKind.APPEND, session, stream=stream, seq=entry.seq, detail="priming")
+        return entry
 
     async def _answer(
         self,
@@ -769,6 +787,12 @@ class SessionManager:
         with trio.move_on_after(self.config.stall_budget):
             await responder.reply(Reply(status=200, headers=SSE_HEADERS, body=body))
         if responder.finished:
+            if self.config.tracer is not None:
+                for entry in [*([priming] if priming else []), *taken]:
+                    self._trace(TraceKind.DELIVER, session, responder, stream=stream,
+                                seq=entry.seq, detail="priming" if entry is priming else None)
+                self._trace(TraceKind.REPLY, session, responder, status=200,
+                            detail="the stream whole")
             # Marked only once the connection took them (TM-RES-PIN), as a View does.
             for entry in taken:
                 session.log.mark_written(entry)
@@ -807,6 +831,8 @@ class SessionManager:
         # GET is answered with a stream (T-GET-3).
         state = session.log.stream(STANDALONE_STREAM)
         assert state is not None
+        if self.config.tracer is not None:
+            self._trace(TraceKind.REQUEST, session, responder, http="GET")
         # TM-GET-FRESH: a fresh GET delivers what no connection has taken yet, and replays
         # nothing.
         # What left the window unsent is lost either way; starting after it keeps a fresh
@@ -851,6 +877,9 @@ class SessionManager:
                 http_status=409,
                 data={"lastEventId": plan.last_event_id[:200], "reason": "holder-gone"},
             )
+        if self.config.tracer is not None:
+            self._trace(TraceKind.REQUEST, session, responder, http="GET",
+                        detail=f"Last-Event-ID {cursor.stream}.{cursor.seq}")
         # T-RESUME-5 / T-RESUME-6: re-attach to the cursor's own stream, after the cursor.
         await self._serve_view(session, cursor.stream, cursor.seq, responder, attached_comment=True)
 
@@ -864,12 +893,46 @@ class SessionManager:
             # TM-STORE-CONTROL: gone from the store first, so that no worker takes it up
             # again; then every worker holding it ends its part.
             await self._stored(self.store.delete(session.id, "deleted"))
+        if self.config.tracer is not None:
+            self._trace(TraceKind.REQUEST, session, responder, http="DELETE")
         # T-SESS-9: the client ends its session; every later request with its id gets 404.
         session.close("deleted")
         self.stats.sessions_deleted += 1
         await responder.reply(Reply(status=204))
+        if self.config.tracer is not None:
+            self._trace(TraceKind.REPLY, session, responder, status=204)
+
+    # -- recorded timelines (trio_mcp._trace) -------------------------------------------
+
+    def _trace(
+        self, kind: TraceKind, session: Session, responder: Responder | None = None,
+        **fields: Any,
+    ) -> None:
+        """Tell the tracer (there is one: callers check) what happened in ``session``."""
+        assert self.config.tracer is not None
+        conn = None if responder is None else id(responder)
+        self.config.tracer.record(TraceRecord(kind=kind, session=session.id, conn=conn, **fields))
+
+    def _trace_post(self, session: Session, plan: PostPlan, responder: Responder) -> None:
+        """A POST as a trace tells it: its first request, and the methods it carries."""
+        first = next((m for m in plan.messages if isinstance(m, Request)), None)
+        what = ", ".join(
+            m.method if isinstance(m, Request | Notification) else "response"
+            for m in plan.messages
+        )
+        self._trace(TraceKind.REQUEST, session, responder, http="POST",
+                    request=None if first is None else first.id, detail=what)
 
     # -- introspection ------------------------------------------------------------------
+
+    def describe(self) -> ManagerInfo:
+        """The manager itself, for the inspector (its sessions describe themselves)."""
+        return ManagerInfo(
+            task=self.task,
+            sessions=len(self.sessions),
+            max_sessions=self.config.max_sessions,
+            shutting_down=self.shutting_down,
+        )
 
     def statistics(self) -> dict[str, Any]:
         """The counters of TM-BP-COUNTERS: totals, then what is open and retained now."""

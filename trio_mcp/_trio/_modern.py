@@ -14,6 +14,7 @@ import attrs
 import trio
 
 from .._ports import App, ClientCapabilityError, InputRequired
+from .._trace import TraceKind, TraceRecord
 from ..protocol import (
     JSON,
     ErrorCode,
@@ -21,6 +22,7 @@ from ..protocol import (
     LocalProtocolError,
     Notification,
     RemoteProtocolError,
+    Request,
     Response,
     dumps,
 )
@@ -58,6 +60,7 @@ from ..protocol._tasks import (
     tasks_requirement,
 )
 from ..protocol._transport import modern_reply
+from ._describe import ExchangeInfo
 from ._envport import EnvelopePort
 from ._handler import outcome_of
 from ._reqstats import RequestMetrics
@@ -249,8 +252,20 @@ class ModernExchange(EnvelopePort):
         self._answers: dict[str, JSON] = {}
         #: The answers the handler has used so far, to seal into the next requestState.
         self._used: dict[str, JSON] = {}
+        #: The HTTP request's task that runs the handler, once it runs (describe()).
+        self.task: trio.lowlevel.Task | None = None
 
     # -- the exchange -----------------------------------------------------------------------
+
+    def describe(self) -> ExchangeInfo:
+        """This request as the inspector shows it; reads only."""
+        return ExchangeInfo(
+            task=self.task,
+            request_id=self._request.id,
+            method=self._request.method,
+            cancel_called=self._scope.cancel_called,
+            streaming=self._stream is not None,
+        )
 
     def cancel(self) -> None:
         """End the handler: its client left, or its stream was cut."""
@@ -264,7 +279,11 @@ class ModernExchange(EnvelopePort):
     async def run(self) -> None:
         request = self._request
         server = self._server
+        self.task = trio.lowlevel.current_task()
         outcome: Response | ErrorResponse | None = None
+        if server.config.tracer is not None:
+            self._trace(TraceKind.REQUEST, http="POST", detail=_request_label(request))
+            self._trace(TraceKind.HANDLER_START, method=request.method)
         try:
             binding = (
                 Binding.of(request, self._principal) if request.method in INPUT_METHODS else None
@@ -280,6 +299,11 @@ class ModernExchange(EnvelopePort):
             outcome = error_response(request.id, exc)
         finally:
             self._finished = True
+            if server.config.tracer is not None:
+                self._trace(TraceKind.HANDLER_END, method=request.method, detail=(
+                    "cancelled" if outcome is None or self._scope.cancelled_caught
+                    else _result_type(outcome)
+                ))
         if self._stopped and self._scope.cancelled_caught:
             # TM-SESS-SHUTDOWN: a request the server ends still gets an answer (MT-POST-7):
             # an error that says to retry, 503 when nothing was sent yet.
@@ -339,6 +363,8 @@ class ModernExchange(EnvelopePort):
     def _input_required(self, ask: InputRequired, binding: Binding | None) -> Response:
         assert binding is not None
         self._server.stats.input_required += 1
+        if self._server.config.tracer is not None:
+            self._trace(TraceKind.INPUT_REQUIRED, detail=", ".join(ask.requests))
         state = self._server.codec.seal(binding, ask.answers, time.time())
         return Response(
             id=self._request.id, result=input_required_result(ask.requests, state)
@@ -412,9 +438,20 @@ class ModernExchange(EnvelopePort):
         body = dumps(message)
         if self._stream is None:
             await self._responder.reply(modern_reply(status, body))
+            if server.config.tracer is not None:
+                self._trace(TraceKind.REPLY, status=status, detail=_result_type(message))
             return
         # MT-SSE-4 (SHOULD): the final response ends the stream.
         await self._stream.finish(encode_data_event(body))
+
+    def _trace(self, kind: TraceKind, **fields: Any) -> None:
+        """Tell the tracer (there is one: callers check) what this request did. It has no
+        session: the exchange is its connection, and the handler its only one."""
+        tracer = self._server.config.tracer
+        assert tracer is not None
+        tracer.record(TraceRecord(
+            kind=kind, conn=id(self._responder), request=self._request.id, **fields
+        ))
 
     def _cut(self) -> None:
         self._server.stats.streams_cut += 1
@@ -501,3 +538,17 @@ class ModernExchange(EnvelopePort):
             data={"requiredCapabilities": dict(required)},
         )
 
+
+def _request_label(request: Request) -> str:
+    """How a trace names a modern request: its method, and the answers it brings."""
+    answers = (request.params or {}).get("inputResponses")
+    if isinstance(answers, Mapping) and answers:
+        return f"{request.method} + inputResponses: {', '.join(map(str, answers))}"
+    return request.method
+
+
+def _result_type(outcome: Response | ErrorResponse) -> str:
+    """How a trace names a modern answer: its resultType, or an error and its code."""
+    if isinstance(outcome, ErrorResponse):
+        return f"error {outcome.code}"
+    return str(outcome.result.get("resultType", "complete"))

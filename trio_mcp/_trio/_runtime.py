@@ -91,14 +91,15 @@ class Runtime:
         )
         self.listeners = Listeners(app, config, spawn=self.spawn, stats=self.modern.stats)
         self.auth = Authenticator(config.auth) if config.auth is not None else None
-        #: The task of run(), once it runs (for the inspector).
-        self.task: trio.lowlevel.Task | None = None
+        #: The task of run(), once it runs (for the inspector; ``tasks`` are the tasks
+        #: extension's).
+        self.run_task: trio.lowlevel.Task | None = None
 
     # -- lifetime ---------------------------------------------------------------------------
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Run the session manager and the tasks of modern streams; attach to the App."""
-        self.task = trio.lowlevel.current_task()
+        self.run_task = trio.lowlevel.current_task()
         try:
             async with trio.open_nursery() as nursery:
                 await nursery.start(self.manager.run)

@@ -3,6 +3,7 @@
 # and with it every handler and every connection attached to the session: no orphans.
 from __future__ import annotations
 
+import collections
 import itertools
 import json
 import logging
@@ -14,6 +15,7 @@ import attrs
 import trio
 
 from .._ports import ClientCapabilityError, ClientTimeoutError, NotificationHandler
+from .._trace import TraceKind, TraceRecord
 from ..protocol import (
     STANDALONE_STREAM,
     Cursor,
@@ -43,6 +45,7 @@ from ..protocol._logtext import LogLimiter, printable
 from ..protocol._mrtr import InputRequest, check_input_response
 from ..protocol._sse import encode_event
 from ..protocol._versions import revision_at_least
+from ._describe import HandlerInfo, LogInfo, SessionInfo, ViewInfo
 from ._handler import outcome_of
 from ._reqstats import RequestMetrics
 from ._store import Control, ControlKind, SessionRecord, SharedState
@@ -82,6 +85,8 @@ class InFlight:
     cancelled_by_client: bool = False
     principal: Principal | None = None
     """Who the request's access token speaks for (None without authorization)."""
+    task: trio.lowlevel.Task | None = None
+    """The handler's task, once it runs (for describe())."""
 
 
 @attrs.define(eq=False)
@@ -233,11 +238,16 @@ class Session:
         #: their key (method and params as JSON); one task runs them, one at a time, and
         #: one identical to a waiting one is merged into it (TM-SEC-NOTIFY).
         self._hooks: _HookQueue | None = None
+        #: The supervisor task, once it runs (for describe()).
+        self.task: trio.lowlevel.Task | None = None
+        #: The last few views cut for stalling (made on the first cut; for describe()).
+        self._recent_cuts: collections.deque[ViewInfo] | None = None
 
     # -- supervision --------------------------------------------------------------------
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """The session's supervisor: runs until the session is closed."""
+        self.task = trio.lowlevel.current_task()
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
@@ -272,6 +282,8 @@ class Session:
         """End the session: its handlers are cancelled, its connections closed, its log freed."""
         if self.end_reason is None:
             self.end_reason = reason
+            if self.config.tracer is not None:
+                self.trace(TraceKind.SESSION_CLOSE, detail=reason)
         self.phase = Phase.CLOSED
         self._closed.set()
         # It leaves the manager's table now, not when its supervisor next runs: a request
@@ -361,8 +373,13 @@ class Session:
     def stream_stalled(self) -> None:
         self.manager.count_stall()
 
-    def stream_cut(self) -> None:
+    def stream_cut(self, view: View | None = None) -> None:
         self.manager.count_cut()
+        if view is not None:
+            if self._recent_cuts is None:
+                self._recent_cuts = collections.deque(maxlen=3)
+            # Kept for the session's life: without the tasks, which are over soon.
+            self._recent_cuts.append(attrs.evolve(view.describe(), task=None, writer=None))
 
     @property
     def primes(self) -> bool:
@@ -375,10 +392,16 @@ class Session:
             # Never one stream on two connections (T-MULTI-2): the older one is detached.
             old.stop(ViewEnd.DETACHED, send_retry=False)
         self.views[view.stream] = view
+        if self.config.tracer is not None:
+            self.trace(TraceKind.ATTACH, conn=id(view.responder), stream=view.stream,
+                       seq=view.cursor)
 
     def detach_view(self, view: View) -> None:
         if self.views.get(view.stream) is view:
             del self.views[view.stream]
+        if self.config.tracer is not None:
+            self.trace(TraceKind.DETACH, conn=id(view.responder), stream=view.stream,
+                       seq=view.delivered, detail=view.end_reason or ViewEnd.SERVER_CLOSED)
         # The client held this connection until now.
         self.heard()
         # TM-BP-PRODUCER: a handler paced to this reader's speed stops waiting the moment
@@ -618,13 +641,31 @@ class Session:
             flight = InFlight(request=req, stream=stream, principal=principal)
             self.inflight[req.id] = flight
             self.stats.requests += 1
-            self._nursery.start_soon(self._run_handler, flight, name=f"mcp:{req.method}")
+            run = self._run_handler if self.config.tracer is None else self._run_traced
+            self._nursery.start_soon(run, flight, name=f"mcp:{req.method}")
             flights.append(flight)
         self.heard()
         return flights
 
+    async def _run_traced(self, flight: InFlight) -> None:
+        """_run_handler, told to the tracer: its start, and its end however it ends."""
+        req = flight.request
+        self.trace(TraceKind.HANDLER_START, request=req.id, method=req.method)
+        ending = "cancelled"
+        try:
+            await self._run_handler(flight)
+            ending = "cancelled" if flight.cancelled_by_client else "returned"
+        finally:
+            self.trace(TraceKind.HANDLER_END, request=req.id, method=req.method, detail=ending)
+
+    def trace(self, kind: TraceKind, **fields: Any) -> None:
+        """Tell the tracer (there is one: callers check) what this session did."""
+        assert self.config.tracer is not None
+        self.config.tracer.record(TraceRecord(kind=kind, session=self.id, **fields))
+
     async def _run_handler(self, flight: InFlight) -> None:
         req = flight.request
+        flight.task = trio.lowlevel.current_task()
         port = RequestPort(self, flight)
         outcome: Message | None = None
         with flight.scope:
@@ -709,6 +750,8 @@ class Session:
         """
         flight.cancelled_by_client = True
         flight.scope.cancel()
+        if self.config.tracer is not None:
+            self.trace(TraceKind.CANCEL, request=flight.request.id, method=flight.request.method)
         if self._nursery is not None and not flight.done.is_set():
             self._nursery.start_soon(self._cut_after_grace, flight)
 
@@ -749,13 +792,16 @@ class Session:
             flight.outcome = outcome
         else:
             try:
-                self.log.append(
+                entry = self.log.append(
                     flight.stream,
                     dumps(outcome),
                     now=trio.current_time(),
                     kind=EntryKind.RESPONSE,
                     answers=flight.request.id,
                 )
+                if self.config.tracer is not None:
+                    self.trace(TraceKind.APPEND, stream=flight.stream, seq=entry.seq,
+                               request=flight.request.id, detail=_outcome_label(outcome))
             except StreamClosedError:
                 logger.debug("response to %r has no stream left", flight.request.id)
         flight.done.set()
@@ -784,10 +830,13 @@ class Session:
                 return False
             stream = flight.stream
         try:
-            self.log.append(stream, dumps(message), now=trio.current_time())
+            entry = self.log.append(stream, dumps(message), now=trio.current_time())
         except StreamClosedError:
             self.stats.notifications_dropped += 1
             return False
+        if self.config.tracer is not None:
+            self.trace(TraceKind.APPEND, stream=stream, seq=entry.seq, request=related,
+                       method=message.method)
         self._wake()
         return True
 
@@ -905,6 +954,57 @@ class Session:
         view.stop(ViewEnd.SERVER_CLOSED)
         return True
 
+    def attention(self) -> str | None:
+        """What the inspector highlights about this session, cheaply (without describe()):
+        "cut" (a view of it was cut for stalling), "cancelled" (a handler's cancel scope was
+        cancelled), "closing", or None. Reads only."""
+        if self._recent_cuts:
+            return "cut"
+        if self.closed:
+            return "closing"
+        # A handler's scope is cancelled by cancel_flight (which marks it) or by the session's
+        # end (closed, above): the mark is the cheap question.
+        for flight in self.inflight.values():
+            if flight.cancelled_by_client:
+                return "cancelled"
+        return None
+
+    def describe(self) -> SessionInfo:
+        """The session as the inspector shows it: its supervisor task, its handlers, its
+        connections and its log against its bounds. Reads only."""
+        retention = self.config.retention
+        return SessionInfo(
+            task=self.task,
+            session_id=self.id,
+            version=self.version,
+            phase=self.phase.value,
+            created_at=self.created_at,
+            closed=self.closed,
+            end_reason=self.end_reason,
+            handlers=tuple(
+                HandlerInfo(
+                    task=f.task,
+                    request_id=f.request.id,
+                    method=f.request.method,
+                    stream=f.stream,
+                    cancel_called=f.scope.cancel_called,
+                    cancelled_by_client=f.cancelled_by_client,
+                )
+                for f in list(self.inflight.values())
+            ),
+            views=tuple(v.describe() for v in list(self.views.values())),
+            recent_cuts=tuple(self._recent_cuts or ()),
+            log=LogInfo(
+                events=self.log.retained_events,
+                bytes=self.log.retained_bytes,
+                max_events=retention.max_events,
+                max_bytes=retention.max_bytes,
+                max_age=retention.max_age,
+                appended=self.log.appended,
+                evicted=self.log.evicted,
+            ),
+        )
+
     def statistics(self) -> dict[str, Any]:
         return {
             "id": self.id,
@@ -919,6 +1019,11 @@ class Session:
             **attrs.asdict(self.stats),
         }
 
+
+
+def _outcome_label(outcome: Message) -> str:
+    """How a trace names a response: a result, or an error and its code."""
+    return f"error {outcome.code}" if isinstance(outcome, ErrorResponse) else "response"
 
 
 class SessionPort:

@@ -44,6 +44,7 @@ from ..protocol._tasks import (
     task_not_found,
 )
 from ._budget import ByteBudget
+from ._describe import TaskRunInfo
 from ._envport import EnvelopePort
 from ._handler import outcome_of
 from ._memory import MemoryReleaser
@@ -147,8 +148,21 @@ class TaskRun(EnvelopePort):
         self.snapshot: TaskSnapshot | None = None
         self.deadline = math.inf
         self._result_bytes = 0
+        #: The handler's task, once it runs (describe()).
+        self.task: trio.lowlevel.Task | None = None
 
     # -- lifetime ---------------------------------------------------------------------------
+
+    def describe(self) -> TaskRunInfo:
+        """This run as the inspector shows it; reads only."""
+        status = self.status
+        return TaskRunInfo(
+            task=self.task,
+            task_id=self.task_id,
+            method=self._request.method,
+            status="deciding" if status is None else str(status.value),
+            cancel_called=self.scope.cancel_called,
+        )
 
     @property
     def published(self) -> bool:
@@ -160,6 +174,7 @@ class TaskRun(EnvelopePort):
 
     async def main(self) -> None:
         """The handler, in the tasks' nursery (TK-LIFE)."""
+        self.task = trio.lowlevel.current_task()
         outcome: Response | ErrorResponse | InputRequired | None = None
         try:
             with self.scope:

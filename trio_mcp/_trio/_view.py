@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import attrs
 import trio
 
+from .._trace import TraceKind, TraceRecord
 from ..protocol import (
     STANDALONE_STREAM,
     Entry,
@@ -24,6 +25,7 @@ from ..protocol import (
 )
 from ..protocol._sse import encode_message_event
 from ..protocol._transport import SSE_HEADERS
+from ._describe import ViewInfo
 from ._judge import judge_for
 from ._pacer import RAMP_FACTOR, SMALL_WINDOW, WindowPacer, pace_limit
 from ._responder import Responder, TcpProbing, watching_disconnect
@@ -64,7 +66,7 @@ class ViewHost(Protocol):
     def stream_stalled(self) -> None:
         """A view found its reader stalled (TM-BP-COUNTERS)."""
 
-    def stream_cut(self) -> None:
+    def stream_cut(self, view: View | None = None) -> None:
         """A view cut its stalled reader (TM-BP-COUNTERS)."""
 
 
@@ -104,6 +106,9 @@ class View:
     # spawning watcher tasks for each wait cost more than the rest of its work.
     _bell: trio.Event = attrs.field(factory=trio.Event, init=False, repr=False)
     _listening: bool = attrs.field(default=False, init=False, repr=False)
+    task: trio.lowlevel.Task | None = attrs.field(default=None, init=False, repr=False)
+    """The HTTP request's task that serves the connection, once it runs (describe())."""
+    ended_at: float | None = attrs.field(default=None, init=False, repr=False)
 
     def ring(self) -> None:
         """Wake the view to look at its writer, its client and the log."""
@@ -129,6 +134,20 @@ class View:
             self.end_reason = reason
             self.send_retry = send_retry
         self.scope.cancel()
+
+    def describe(self) -> ViewInfo:
+        """This connection: its stream, cursor, lag and writer; reads only."""
+        return ViewInfo(
+            task=self.task,
+            stream=self.stream,
+            cursor=self.cursor,
+            delivered=self.delivered,
+            lag=self.lag(),
+            stopping=self.scope.cancel_called,
+            end_reason=self.end_reason,
+            ended_at=self.ended_at,
+            writer=None if self.writer is None else self.writer.describe(),
+        )
 
     def event_id(self, seq: int) -> str:
         return self.session.codec.event_id(self.session.id, self.stream, seq)
@@ -163,6 +182,7 @@ class View:
         ``priming`` is the stream's priming position, taken before anything was appended
         to the stream, so the priming event comes first on the wire.
         """
+        self.task = trio.lowlevel.current_task()
         try:
             return await self._serve(priming, attached_comment, headers)
         finally:
@@ -198,7 +218,14 @@ class View:
             # client has a cursor to resume from even if nothing else arrives.
             self.cursor = max(self.cursor, priming.seq)
             self.delivered = self.cursor
-            writer.submit(encode_event(id=self.event_id(priming.seq), data=""))
+            seq = priming.seq
+            writer.submit(
+                encode_event(id=self.event_id(seq), data=""),
+                # Told once the connection took it, as every other event is.
+                None if cfg.tracer is None else lambda: self._trace(
+                    TraceKind.DELIVER, seq, "priming"
+                ),
+            )
         if attached_comment:
             # TM-RES-ATTACHED: a comment, which every client ignores, says where we are.
             writer.submit(encode_comment(f"attached stream={self.stream} after={self.cursor}"))
@@ -215,7 +242,8 @@ class View:
         session = self.session
         cfg = session.config
         if reason == ViewEnd.STALLED:
-            session.stream_cut()
+            self.ended_at = trio.current_time()
+            session.stream_cut(self)
             await self._signal_stall(writer)
             # Never end a cut response properly: a completed response would leave the
             # connection open for keep-alive. Returning unfinished makes hypercorn close it.
@@ -275,7 +303,8 @@ class View:
                         retry=cfg.retry_ms,
                     )
                 )
-                await self._drain_while_read(writer)
+                if await self._drain_while_read(writer) and cfg.tracer is not None:
+                    self._trace(TraceKind.SIGNAL, self.delivered, "resumption-required")
         writer.close()
 
     async def _drain_while_read(self, writer: ConnectionWriter) -> bool:
@@ -380,11 +409,23 @@ class View:
                 for entry in taken:
                     log.mark_written(entry)
                 self.delivered = max(self.delivered, taken[-1].seq)
+                if self.session.config.tracer is not None:
+                    for entry in taken:
+                        self._trace(TraceKind.DELIVER, entry.seq)
                 self.session.wrote(len(taken))
                 self.session.notify_progress()
 
             writer.submit(parts[0] if len(parts) == 1 else b"".join(parts), written)
         return entries[count:]
+
+    def _trace(self, kind: TraceKind, seq: int, detail: str | None = None) -> None:
+        """Tell the session's tracer (there is one: callers check) what this view did."""
+        tracer = self.session.config.tracer
+        assert tracer is not None
+        tracer.record(TraceRecord(
+            kind=kind, session=self.session.id, conn=id(self.responder), stream=self.stream,
+            seq=seq, detail=detail,
+        ))
 
     async def _until(self, writer: ConnectionWriter, ready: Callable[[], bool]) -> str | None:
         """Wait until ``ready()``: None then, or why the view must end first."""

@@ -19,6 +19,7 @@ from collections.abc import Callable
 import attrs
 import trio
 
+from ._describe import WriterInfo
 from ._judge import RATE_LOOKBACK, SILENCE_FACTOR, KernelJudge, StallJudge, judge_for
 from ._pacer import WindowPacer
 from ._responder import Responder
@@ -69,6 +70,11 @@ class ConnectionWriter:
         #: Called when a write completes and when the writer stops, besides the event that
         #: wait_progress() waits on: a View rings its bell with it (see View._bell).
         self.on_progress: Callable[[], None] | None = None
+        #: The writer's own task, once it runs (for the inspector's describe()).
+        self.task: trio.lowlevel.Task | None = None
+        #: The last answer of stalled_for(), for describe(), which must not ask the judge
+        #: itself: asking samples the kernel and moves the judge's accounts on.
+        self._last_stalled_for = 0.0
 
     # -- the producer side (the View) ---------------------------------------------------
 
@@ -138,7 +144,35 @@ class ConnectionWriter:
         """The busy time behind a drain rate below ``min_rate`` (TM-BP-STALL): 0 while the
         writer is idle, has been busy for less than one window, or drains fast enough, as
         its judge sees it (``StallJudge.stalled_for``)."""
-        return self.judge.stalled_for(now, min_rate)
+        self._last_stalled_for = stalled = self.judge.stalled_for(now, min_rate)
+        return stalled
+
+    def describe(self) -> WriterInfo:
+        """What this writer holds and how its reader was last judged; reads only."""
+        queued = sum(len(c.data) for c in self._queue)
+        if self.in_flight is not None:
+            queued += len(self.in_flight.data)
+        stalled = self._last_stalled_for if self.judge.busy_since is not None else 0.0
+        if self.judge.busy_since is None:
+            judgement = "idle"
+        elif stalled >= self.window:
+            judgement = "stalled"
+        elif stalled > 0:
+            judgement = "slow"
+        else:
+            judgement = "draining"
+        return WriterInfo(
+            task=self.task,
+            bytes_queued=queued,
+            chunks_queued=len(self._queue),
+            bytes_written=self.bytes_written,
+            busy_since=self.judge.busy_since,
+            paced=self.judge.paced,
+            probing=self.judge.probing,
+            stalled_for=stalled,
+            judgement=judgement,
+            finished=self.finished.is_set(),
+        )
 
     def reader_silent(self, now: float, min_rate: float) -> bool:
         """TM-BP-SIGNAL: whether the judge shows the reader silent for so long that it will
@@ -173,6 +207,7 @@ class ConnectionWriter:
 
     async def run(self) -> None:
         judge = self.judge
+        self.task = trio.lowlevel.current_task()
         try:
             while not self._closed:
                 if not self._queue:
