@@ -71,7 +71,7 @@ INSPECT_RATIO = 0.90
 def load(raw: Path) -> dict[str, Any]:
     data: dict[str, Any] = {}
     for name in ("machine", "rps", "modern", "stream", "abandoned", "slow", "stopped",
-                 "resume", "profile", "budgets", "tasks", "inspect"):
+                 "resume", "profile", "budgets", "tasks", "inspect", "workers"):
         path = raw / f"{name}.json"
         if path.exists():
             data[name] = json.loads(path.read_text())
@@ -342,6 +342,10 @@ def render(data: dict[str, Any], *, quick: bool, command: str, plots: dict[str, 
         out.append(section_tasks(data["tasks"]))
     if "inspect" in data:
         out.append(section_inspect(data["inspect"]))
+    if "workers" in data:
+        import bench_workers
+
+        out.append(bench_workers.section(data["workers"]))
     if "profile" in data:
         out.append(section_profile(data["profile"]))
     if "note" in plots:

@@ -11,7 +11,9 @@ Benchmarks: ``rps`` (tools/call echo in a 2025-11-25 session, SSE and JSON answe
 one progress notification in SSE), ``stream``, ``abandoned``, ``slow``, ``stopped``,
 ``resume``, ``profile``, ``budgets``, ``tasks``, ``inspect`` (what an open live task-tree page
 costs: trio-mcp with 1,000 sessions holding one handler each, with and without a reader of its
-inspector's ``/events``, side by side).
+inspector's ``/events``, side by side), ``workers`` (one process against two workers, with
+and without the Redis session store, nothing pinned; and what Redis keeps of abandoned
+sessions: benchmarks/bench_workers.py).
 
 Contenders (benchmarks/servers/):
 
@@ -136,7 +138,7 @@ REQUIRES: dict[str, tuple[str, ...]] = {SDK: ("uvloop", "httptools")}
 STAND_IN = {SDK: SDK_PLAIN}
 BENCHMARKS = (
     "rps", "modern", "stream", "abandoned", "slow", "stopped", "resume", "profile", "budgets",
-    "tasks", "inspect",
+    "tasks", "inspect", "workers",
 )
 
 #: trio-mcp's defaults that the targets refer to (ServerConfig / Retention).
@@ -178,6 +180,12 @@ class Settings:
     """Side-by-side runs of the inspector's cost (half each way round)."""
     inspect_sessions: int = 1000
     """Sessions each server holds, each with one handler running, while it is measured."""
+    workers_duration: float = 5.0
+    """Seconds of each run of the workers benchmark (issue 21)."""
+    workers_sessions: int = 1000
+    """Sessions abandoned through two workers, to measure what Redis keeps of them."""
+    workers_ttl: float = 10.0
+    """Their session time to live: Redis is read again after it."""
     skip: tuple[str, ...] = ()
     """Contenders left out of every benchmark."""
 
@@ -195,7 +203,7 @@ QUICK = attrs.evolve(
     FULL, runs=1, rps_warmup=0.5, rps_duration=2.0, stream_n=5000, abandoned_sessions=(200,),
     session_ttl=10.0, settle_timeout=60.0, slow_duration=14.0, profile_seconds=4.0,
     budgets_pairs=2, budgets_duration=2.0, tasks_ttl=10.0, inspect_pairs=2,
-    inspect_sessions=200,
+    inspect_sessions=200, workers_duration=2.0, workers_sessions=200, workers_ttl=3.0,
     skip=(TRIO_PYMALLOC,),
 )
 
@@ -753,6 +761,18 @@ async def inspect_pair(cfg: Settings, logs: Path, comparison: str, pair: int) ->
 
 
 # -- tasks: what abandoned tasks hold, and that they give it back ---------------------------------
+
+
+async def bench_workers(cfg: Settings, logs: Path) -> dict[str, Any]:
+    """Issue 21: one process against two workers, and what Redis keeps of abandoned sessions
+    (benchmarks/bench_workers.py, where the setting is explained)."""
+    import bench_workers as workers
+
+    result: dict[str, Any] = await workers.bench(
+        cfg.runs, cfg.rps_warmup, cfg.workers_duration, cfg.workers_sessions, cfg.workers_ttl,
+        logs,
+    )
+    return result
 
 
 async def bench_tasks(cfg: Settings, logs: Path) -> dict[str, Any]:
@@ -1837,7 +1857,8 @@ async def main_async(args: argparse.Namespace) -> int:
             bench = {"rps": bench_rps, "modern": bench_modern, "stream": bench_stream,
                      "abandoned": bench_abandoned, "slow": bench_slow, "stopped": bench_stopped,
                      "resume": bench_resume, "budgets": bench_budgets,
-                     "tasks": bench_tasks, "inspect": bench_inspect}[name]
+                     "tasks": bench_tasks, "inspect": bench_inspect,
+                     "workers": bench_workers}[name]
             results[name] = await bench(cfg, logs)
         results[name]["seconds"] = time.perf_counter() - t0
         results[name]["date"] = time.strftime("%Y-%m-%d %H:%M %Z")

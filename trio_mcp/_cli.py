@@ -9,7 +9,6 @@ import importlib
 import logging
 import os
 import signal
-import socket
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -76,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--workers", type=int, default=1, metavar="N",
-        help="serve with N worker processes on one listening socket (default 1); 2025-11-25 "
+        help="serve with N worker processes on one port (default 1); 2025-11-25 "
         "sessions need one process, the stateless 2026-07-28 revision spreads over all",
     )
     serve.add_argument(
@@ -89,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
         "serves them (needs coredis: pip install 'trio-mcp[redis]')",
     )
     # Set by the parent of --workers for each worker it starts (trio_mcp._workers).
-    serve.add_argument("--listen-fd", type=int, default=None, help=argparse.SUPPRESS)
+    serve.add_argument("--worker-port", type=int, default=None, help=argparse.SUPPRESS)
     serve.add_argument("--worker-index", type=int, default=0, help=argparse.SUPPRESS)
     serve.add_argument(
         "--log-level", default="info",
@@ -180,11 +179,12 @@ def main(argv: Sequence[str] | None = None, *, own_command_line: bool | None = N
     import trio
 
     from ._config import ResponseMode, ServerConfig
+    from ._serve import listening_socket, user_timeout
     from ._workers import secret_from_env
 
     if args.workers < 1:
         raise SystemExit("trio-mcp: --workers must be at least 1")
-    if args.workers > 1 and args.listen_fd is None:
+    if args.workers > 1 and args.worker_port is None:
         _run_pool(args, argv)
         return
     server = load_server(args.server)
@@ -200,10 +200,13 @@ def main(argv: Sequence[str] | None = None, *, own_command_line: bool | None = N
     )
     sock = None
     stats_port = args.stats_port
-    if args.listen_fd is not None:
-        # A worker of --workers: the parent's listening socket (TM-WORK-PROCESSES); its
-        # counters on a port of its own, next to the first worker's.
-        sock = socket.socket(fileno=args.listen_fd)
+    if args.worker_port is not None:
+        # A worker of --workers: a listening socket of its own on the pool's port
+        # (TM-WORK-PROCESSES); its counters on a port of its own, next to the first worker's.
+        sock = listening_socket(
+            args.host, args.worker_port, user_timeout_ms=int(user_timeout(config) * 1000),
+            reuse_port=True,
+        )
         if stats_port:
             stats_port += args.worker_index
 
@@ -250,7 +253,7 @@ def _inspect_options(args: argparse.Namespace) -> dict[str, object]:
     if args.inspect is None:
         return {}
     host, port = args.inspect
-    if args.listen_fd is not None and port:
+    if args.worker_port is not None and port:
         port += args.worker_index
     return {"inspect_host": host, "inspect_port": port}
 
@@ -261,14 +264,13 @@ def _run_pool(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
     import trio
 
     from ._config import ServerConfig
-    from ._serve import listening_socket, user_timeout
+    from ._serve import listening_socket
     from ._workers import WorkerPool, child_command, secret_from_env
 
     config = ServerConfig()
-    sock = listening_socket(
-        args.host, args.port, user_timeout_ms=int(user_timeout(config) * 1000)
-    )
-    sock.listen(1024)
+    # The port, held for the workers: bound, never listening, so that the kernel hands no
+    # connection to it, only to the workers' own sockets.
+    sock = listening_socket(args.host, args.port, user_timeout_ms=None, reuse_port=True)
     host, port = sock.getsockname()[:2]
     scheme = "https" if args.certfile else "http"
     shown = f"[{host}]" if ":" in host else host
@@ -277,7 +279,7 @@ def _run_pool(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
     secret = secret_from_env() or os.urandom(32)
     pool = WorkerPool(
         command=child_command(sys.argv[1:] if argv is None else argv),
-        sock=sock, count=args.workers, secret=secret,
+        port=port, count=args.workers, secret=secret,
         grace=config.shutdown_grace + 10.0,
     )
     log = logging.getLogger("trio_mcp")

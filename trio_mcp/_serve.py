@@ -39,7 +39,9 @@ logger = logging.getLogger("trio_mcp.serve")
 TCP_USER_TIMEOUT = getattr(socket, "TCP_USER_TIMEOUT", 18)
 
 
-def listening_socket(host: str, port: int, *, user_timeout_ms: int | None) -> socket.socket:
+def listening_socket(
+    host: str, port: int, *, user_timeout_ms: int | None, reuse_port: bool = False
+) -> socket.socket:
     """A bound socket for hypercorn (passed as ``fd://``), with TCP_USER_TIMEOUT set.
 
     Accepted connections inherit the option, so the kernel itself aborts a connection whose
@@ -50,6 +52,9 @@ def listening_socket(host: str, port: int, *, user_timeout_ms: int | None) -> so
     family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if reuse_port:
+        # TM-WORK-PROCESSES: the workers of one pool each listen on the port.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     if user_timeout_ms is not None:
         try:
             sock.setsockopt(socket.IPPROTO_TCP, TCP_USER_TIMEOUT, user_timeout_ms)

@@ -1,16 +1,15 @@
-# `trio-mcp serve --workers N`: one listening socket, N worker processes accepting from it
-# (TM-WORK-PROCESSES). The parent binds and listens before any worker exists and hands the
-# socket down (fork+exec with the descriptor inherited, never a fork of a running trio
-# process): every worker accepts from the one kernel queue, so an idle worker takes the next
-# connection while a busy one is working, and a worker that dies loses no queued connection.
-# The parent only supervises: it restarts a worker that died and forwards SIGINT/SIGTERM
-# for a graceful shutdown. It shares one secret with the workers (TM-WORK-SECRET).
+# `trio-mcp serve --workers N`: N worker processes on one port (TM-WORK-PROCESSES). The parent
+# binds the port first (with SO_REUSEPORT, never listening on it: it only keeps the port
+# while workers come and go), then starts each worker by fork and exec (never a fork of a
+# running trio process); each worker listens on a socket of its own on that port, and the
+# kernel spreads new connections evenly over the listening ones. The parent only supervises:
+# it restarts a worker that died and forwards SIGINT/SIGTERM for a graceful shutdown. It
+# shares one secret with the workers (TM-WORK-SECRET).
 from __future__ import annotations
 
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -58,12 +57,12 @@ class WorkerExit:
 
 @attrs.define
 class WorkerPool:
-    """Runs ``count`` workers, each ``command`` plus ``--listen-fd FD --worker-index I``, on
-    the listening socket ``sock``; restarts those that die until ``run`` is cancelled, then
+    """Runs ``count`` workers, each ``command`` plus ``--worker-port PORT --worker-index I``;
+    restarts those that die until ``run`` is cancelled, then
     stops them all with SIGTERM (their graceful shutdown) and, after ``grace``, SIGKILL."""
 
     command: Sequence[str]
-    sock: socket.socket
+    port: int
     count: int
     secret: bytes
     grace: float
@@ -77,11 +76,9 @@ class WorkerPool:
         return dict(self._pids)
 
     def _argv(self, index: int) -> list[str]:
-        fd = self.sock.fileno()
-        return [*self.command, "--listen-fd", str(fd), "--worker-index", str(index)]
+        return [*self.command, "--worker-port", str(self.port), "--worker-index", str(index)]
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        self.sock.set_inheritable(True)
         async with trio.open_nursery() as nursery:
             for index in range(self.count):
                 nursery.start_soon(self._keep, index)
@@ -93,7 +90,7 @@ class WorkerPool:
         while True:
             started = trio.current_time()
             process = await trio.lowlevel.open_process(
-                self._argv(index), pass_fds=(self.sock.fileno(),), env=env,
+                self._argv(index), env=env,
                 stdin=subprocess.DEVNULL,
             )
             self._pids[index] = process.pid
@@ -130,5 +127,5 @@ class WorkerPool:
 
 def child_command(argv: Sequence[str]) -> list[str]:
     """The command line a worker runs: this one, which it tells from the parent's by the
-    ``--listen-fd`` the pool adds."""
+    ``--worker-port`` the pool adds."""
     return [sys.executable, "-m", "trio_mcp", *argv]

@@ -179,22 +179,30 @@ async def test_a_legacy_initialize_is_refused_naming_the_revision_the_workers_se
 async def test_a_worker_that_dies_is_started_again_and_the_others_serve_meanwhile(
     pool: Any,
 ) -> None:
-    """A worker killed with SIGKILL is replaced by a new process; requests are answered
-    before, while and after."""
+    """A worker killed with SIGKILL is replaced by a new process, and the other serves
+    meanwhile: of requests sent as it dies, only those the kernel had already handed to it
+    fail (their connection is reset), and each is answered when sent again."""
     p = pool(2)
     await _wait_for_workers(p, 2)
     before = p.worker_pids()
     assert 2 == len(before)
     os.kill(before[0], signal.SIGKILL)
+    resets = 0
     with trio.fail_after(TIMEOUT):
-        for i in range(10):
-            response = await post(p.url, modern_request("tools/list", id=i))
-            assert 200 == response.status
+        for i in range(20):
+            for _ in range(3):
+                try:
+                    response = await post(p.url, modern_request("tools/list", id=i))
+                    break
+                except (trio.BrokenResourceError, OSError, EOFError):
+                    resets += 1
+            assert 200 == response.status, i
         await wait_until(
             lambda: len(p.worker_pids()) == 2 and before[0] not in p.worker_pids(), poll=0.05
         )
     assert before[1] in p.worker_pids()
     assert any("worker 0 (pid" in line or "worker 1 (pid" in line for line in p.lines)
+    assert resets <= 3, resets
 
 
 @pytest.mark.spec("TM-WORK-PROCESSES")
