@@ -347,10 +347,10 @@ async def server(
             cmd += ["--task-ttl", str(task_ttl), "--tasks-per-owner", "4096"]
         if contender in TRIO_CONTENDERS:
             cmd += ["--stats-port", str(stats_port)]
-        if inspect:
-            cmd += ["--inspect", str(inspect_port)]
         else:
             stats_port = None
+        if inspect:
+            cmd += ["--inspect", str(inspect_port)]
         if shutil.which("taskset"):
             cmd = ["taskset", "-c", ",".join(map(str, SERVER_CPUS)), *cmd]
         proc = spawn(cmd, log_dir / f"{log_name}.log", SERVER_ENV.get(contender))

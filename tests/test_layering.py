@@ -235,7 +235,10 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     (
         "command line",
-        ("trio_mcp._cli", "trio_mcp.__main__", "trio_mcp.demo", "trio_mcp", "trio_mcp._diagram"),
+        (
+            "trio_mcp._cli", "trio_mcp.__main__", "trio_mcp.demo", "trio_mcp", "trio_mcp._diagram",
+            "trio_mcp._tour",
+        ),
     ),
 )
 

@@ -1,4 +1,4 @@
-# The command line: `trio-mcp serve [module:server]`.
+# The command line: `trio-mcp serve [module:server]`, `trio-mcp tree URL`, `trio-mcp demo-tour`.
 # trio and the server are imported after the allocator is chosen: choosing it may start the
 # interpreter again, and everything imported before is imported twice (TM-SESS-ALLOCATOR).
 from __future__ import annotations
@@ -127,6 +127,33 @@ def build_parser() -> argparse.ArgumentParser:
     tree.add_argument(
         "url", help="the inspector's URL (http://127.0.0.1:PORT/, or its /tree.json)"
     )
+    tour = sub.add_parser(
+        "demo-tour",
+        help="play four scenes against a live server while its task tree is on a page "
+        "(docs/tour.md)",
+    )
+    tour.add_argument(
+        "--pace", type=float, default=4.0, metavar="SECONDS",
+        help="the pause after each step, to watch the page (default 4; 0: no pauses)",
+    )
+    tour.add_argument(
+        "--no-pause", dest="pace", action="store_const", const=0.0, help="the same as --pace 0"
+    )
+    tour.add_argument(
+        "--port", type=int, default=0, help="the server's port (default 0: a free one)"
+    )
+    tour.add_argument(
+        "--inspect", metavar="[HOST:]PORT", type=_inspect_address, default=("127.0.0.1", 0),
+        help="where the task tree's page is served, on loopback (default: a free port)",
+    )
+    tour.add_argument(
+        "--stay", action="store_true",
+        help="keep the server and its page up after the last scene, until Ctrl-C",
+    )
+    tour.add_argument(
+        "--log-level", default="warning",
+        choices=["debug", "info", "warning", "error", "critical"],
+    )
     return parser
 
 
@@ -157,6 +184,32 @@ def _print_tree(url: str) -> None:
     sys.stdout.write(render_text(doc))
 
 
+def _demo_tour(args: argparse.Namespace) -> None:
+    """``trio-mcp demo-tour``: the guided tour of docs/tour.md; exits 1 when a scene did not
+    go as it should."""
+    import trio
+
+    from ._tour import play
+
+    if args.pace < 0:
+        raise SystemExit("trio-mcp: --pace must be 0 or more")
+    logging.basicConfig(
+        level=getattr(logging, args.log_level.upper()),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    host, port = args.inspect
+    try:
+        ok = trio.run(lambda: play(
+            sys.stdout, pace=args.pace, port=args.port, inspect_host=host, inspect_port=port,
+            stay=args.stay,
+        ))
+    except KeyboardInterrupt:
+        raise SystemExit(130) from None
+    if not ok:
+        raise SystemExit(1)
+
+
 def main(argv: Sequence[str] | None = None, *, own_command_line: bool | None = None) -> None:
     """Run the command line ``argv`` (default: this process's). When it is this process's
     own command line (``own_command_line``, default: ``argv`` is None), ``serve`` first makes
@@ -165,6 +218,9 @@ def main(argv: Sequence[str] | None = None, *, own_command_line: bool | None = N
     args = build_parser().parse_args(argv)
     if args.command == "tree":
         _print_tree(args.url)
+        return
+    if args.command == "demo-tour":
+        _demo_tour(args)
         return
     logging.basicConfig(
         level=getattr(logging, args.log_level.upper()),
@@ -288,6 +344,16 @@ def _run_pool(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             async with trio.open_nursery() as nursery:
                 await nursery.start(pool.run)
+                # Shown once a worker listens: until then the port refuses connections.
+                with trio.fail_after(60):
+                    while True:
+                        try:
+                            probe = await trio.open_tcp_stream(host, port)
+                        except OSError:
+                            await trio.sleep(0.05)
+                            continue
+                        await probe.aclose()
+                        break
                 print(
                     f"trio-mcp: serving at {scheme}://{shown}:{port}{args.path} with "
                     f"{args.workers} workers", flush=True,

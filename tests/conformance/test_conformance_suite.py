@@ -37,13 +37,19 @@ def conformance_cli() -> Path:
     return cli
 
 
-@pytest.fixture(scope="module", params=["trio-mcp", "hypercorn"])
+@pytest.fixture(scope="module", params=["trio-mcp", "hypercorn", "workers+redis"])
 def demo_server_url(request: pytest.FixtureRequest) -> Iterator[str]:
     """`python -m trio_mcp serve --port 0 --server NAME` as a subprocess, on each HTTP
-    server; yields the URL it prints."""
+    server, and with two workers and a Redis session store (issue 21); yields the URL it
+    prints."""
+    if request.param == "workers+redis":
+        redis = request.getfixturevalue("shared_redis")
+        options = ["--workers", "2", "--store", redis.url]
+    else:
+        options = ["--server", request.param]
     proc = subprocess.Popen(
         [sys.executable, "-m", "trio_mcp", "serve", "--port", "0", "--log-level", "warning",
-         "--server", request.param],
+         *options],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT,
     )
     try:
@@ -52,7 +58,7 @@ def demo_server_url(request: pytest.FixtureRequest) -> Iterator[str]:
         lines = []
         for line in proc.stdout:
             lines.append(line)
-            m = re.search(r"serving \S+ at (http://\S+)", line)
+            m = re.search(r"serving (?:\S+ )?at (http://\S+)", line)
             if m:
                 url = m.group(1)
                 break

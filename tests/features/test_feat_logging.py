@@ -38,7 +38,11 @@ async def test_the_logging_capability_is_declared(autojump_clock, mem):
 
 
 @pytest.mark.spec("U-LOG-4")
-@pytest.mark.parametrize("params", [{"level": "verbose"}, {"level": 3}, {}, {"level": "INFO"}])
+@pytest.mark.parametrize(
+    "params",
+    [{"level": "verbose"}, {"level": 3}, {}, {"level": "INFO"}, {"level": ["info"]},
+     {"level": {"info": 1}}],
+)
 async def test_an_invalid_level_is_invalid_params(autojump_clock, mem, params):
     """An unknown or missing log level is -32602 (Invalid params)."""
     ms = await mem(logging_server())

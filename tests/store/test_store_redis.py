@@ -294,6 +294,33 @@ async def test_redis_down_is_503_with_a_retry_hint_and_the_server_recovers_by_it
     assert a.manager.stats.store_failures >= 2
 
 
+@pytest.mark.spec("TM-STORE-DOWN", "TM-STORE-STREAMS")
+async def test_a_stream_under_way_when_redis_stops_runs_to_its_response(
+    live_server: StartServer, redis_server: RedisServer
+) -> None:
+    """Redis stopped and started again in the middle of a call's stream: the stream, held
+    by its worker, goes on to its response with every line, and the worker serves again
+    once Redis is back, with no restart."""
+    a, _ = await _two_workers(live_server, redis_server.url, store_recheck=0.2)
+    with trio.fail_after(TIMEOUT):
+        session = await open_session(a.url)
+        body = _tool_call("count", 9, {"n": 10, "pause": 0.05})
+        seen: list[dict[str, Any]] = []
+        async with open_stream(a.url, "POST", session.headers(), body) as stream:
+            seen.append(await stream.next_message())
+            redis_server.stop()
+            seen.append(await stream.next_message())
+            redis_server.start()
+            while "result" not in seen[-1]:
+                seen.append(await stream.next_message())
+        again = await open_session(a.url)
+        pong = await again.result("ping")
+    lines = [m["params"]["data"] for m in seen if m.get("method") == "notifications/message"]
+    assert [f"line {i}" for i in range(10)] == lines
+    assert "counted 10" == seen[-1]["result"]["content"][0]["text"]
+    assert {} == pong
+
+
 @pytest.mark.slow
 @pytest.mark.spec("TM-STORE-RECORD", "TM-SESS-IDLE")
 async def test_an_idle_session_expires_in_redis_and_a_busy_one_is_kept_alive(

@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 import trio
-from support.fixtures import LiveServer, StartServer
+from support.fixtures import LiveServer, StartServer, wait_until
 from support.modern import call_tool, messages_of, modern_request, post
+from support.redis import RedisServer
 
 from trio_mcp import Context, Server, ServerConfig
 
@@ -96,17 +97,35 @@ async def test_a_task_is_read_answered_and_cancelled_through_the_other_worker(
 
 
 @pytest.mark.spec("TM-STORE-TASKS")
-async def test_a_task_whose_worker_is_gone_is_reported_lost(
-    live_server: StartServer, redis_url: str
+async def test_when_a_tasks_worker_is_gone_the_store_answers_for_it(
+    live_server: StartServer, redis_url: str, shared_redis: RedisServer
 ) -> None:
-    """When the worker running a task cannot be reached, tasks/get at another worker answers
-    -32602 naming the task and the reason (holder-gone), not a generic unknown id."""
+    """When the worker running a task cannot be reached, another worker answers from what
+    the store kept: a task still working is failed (and stays failed), a completed one keeps
+    its result, and an id the store never saw is reported lost (-32602, holder-gone)."""
     a, b = await _workers(live_server, redis_url)
     with trio.fail_after(TIMEOUT):
-        created = _result(await post(a.url, call_tool("job", {"seconds": 60},
+        running = _result(await post(a.url, call_tool("job", {"seconds": 60},
                                                       capabilities=WITH_TASKS)))
+        quick = _result(await post(a.url, call_tool("job", {"seconds": 0},
+                                                    capabilities=WITH_TASKS)))
+        await _until(b.url, quick["taskId"], "completed")
+        keys = [f"trio-mcp:task:{t['taskId']}".encode() for t in (running, quick)]
+        # Kept in order, after the change: the completed task's last state is there.
+        await wait_until(lambda: all(b'"completed"' in shared_redis.command(b"GET", k)
+                                     for k in keys[1:]), poll=0.01)
         await a.manager.store.advertise("127.0.0.1:1", 5.0)  # A's relay port, unreachable
-        response = await _task(b.url, "tasks/get", created["taskId"])
-    (message,) = messages_of(response)
+        failed = _result(await _task(b.url, "tasks/get", running["taskId"]))
+        again = _result(await _task(b.url, "tasks/get", running["taskId"]))
+        cancel = _result(await _task(b.url, "tasks/cancel", running["taskId"]))
+        completed = _result(await _task(b.url, "tasks/get", quick["taskId"]))
+        origin = running["taskId"].split("~")[0]
+        unknown = await _task(b.url, "tasks/get", f"{origin}~{'x' * 32}")
+    assert "failed" == failed["status"] and -32603 == failed["error"]["code"]
+    assert failed == again
+    assert "complete" == cancel["resultType"]
+    assert "completed" == completed["status"]
+    assert "worked 0" == completed["result"]["content"][0]["text"]
+    (message,) = messages_of(unknown)
     assert -32602 == message["error"]["code"]
-    assert {"taskId": created["taskId"], "reason": "holder-gone"} == message["error"]["data"]
+    assert "holder-gone" == message["error"]["data"]["reason"]

@@ -194,15 +194,7 @@ class ModernServer:
             )
             return
         if call.request.method in TASK_METHODS:
-            result = complete_result(
-                call.request.method,
-                self.tasks.answer(call.request, principal),
-                server_info=self.server_info(),
-                cache=None,
-            )
-            await responder.reply(
-                modern_reply(200, dumps(Response(id=call.request.id, result=result)))
-            )
+            await self.reply_task(call, self.tasks.answer(call.request, principal), responder)
             return
         exchange = ModernExchange(self, call, responder, principal=principal, peer=peer)
         self.running.add(exchange)
@@ -213,6 +205,17 @@ class ModernServer:
             if not self.running:
                 self._drained.set()
                 self._drained = trio.Event()
+
+    async def reply_task(
+        self, call: ModernCall, answer: Mapping[str, JSON], responder: Responder
+    ) -> None:
+        """Send the answer to a tasks/* request (TK-GET, TK-ACK)."""
+        result = complete_result(
+            call.request.method, dict(answer), server_info=self.server_info(), cache=None
+        )
+        await responder.reply(
+            modern_reply(200, dumps(Response(id=call.request.id, result=result)))
+        )
 
     async def drain(self) -> None:
         """Wait until no modern request is running."""

@@ -16,7 +16,14 @@ import anyio
 import trio
 
 from ..protocol._logtext import LogLimiter
-from ._store import Control, ControlKind, SessionRecord, SharedState, StoreUnavailable
+from ._store import (
+    Control,
+    ControlKind,
+    SessionRecord,
+    SharedState,
+    StoredTask,
+    StoreUnavailable,
+)
 
 __all__ = ["RedisStore"]
 
@@ -147,7 +154,7 @@ class RedisStore:
                         if control is not None:
                             on_control(control)
             except* self._errors as group:
-                tail = self._down_log.tail("failed,")
+                tail = self._down_log.tail("Redis failures")
                 if tail is not None:
                     logger.warning(
                         "Redis control channel: %r; retrying%s", group.exceptions[0], tail
@@ -176,7 +183,7 @@ class RedisStore:
             with trio.fail_after(self.timeout):
                 return await fn()
         except self._errors as exc:
-            tail = self._down_log.tail("failed,")
+            tail = self._down_log.tail("Redis failures")
             if tail is not None:
                 logger.warning("Redis %s failed: %r%s", what, exc, tail)
             raise StoreUnavailable(f"Redis {what}: {exc!r}") from exc
@@ -262,6 +269,23 @@ class RedisStore:
     async def advertise(self, address: str, ttl: float) -> None:
         key = f"{self.prefix}:relay:{self._origin}"
         await self._call("advertise", lambda: self._client.set(key, address, px=_ms(ttl)))
+
+    async def save_task(self, task: StoredTask, ttl: float) -> None:
+        key = f"{self.prefix}:task:{task.task_id}"
+        value = json.dumps({"o": task.owner, "t": task.task})
+        await self._call("save_task", lambda: self._client.set(key, value, px=_ms(ttl)))
+
+    async def load_task(self, task_id: str) -> StoredTask | None:
+        key = f"{self.prefix}:task:{task_id}"
+        value = await self._call("load_task", lambda: self._client.get(key))
+        if value is None:
+            return None
+        try:
+            raw = json.loads(value)
+            return StoredTask(task_id=task_id, owner=str(raw["o"]), task=dict(raw["t"]))
+        except (ValueError, KeyError, TypeError):
+            logger.warning("task record %s is unreadable: ignored", task_id[:8])
+            return None
 
     async def locate(self, origin: str) -> str | None:
         key = f"{self.prefix}:relay:{origin}"

@@ -5,7 +5,10 @@
 # Hub the App reaches its clients through.
 from __future__ import annotations
 
+import collections
+import contextlib
 import logging
+import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -15,11 +18,13 @@ import trio
 from .._ports import App, SessionPort
 from ..protocol import JSON, ErrorCode, Notification, OriginPolicy, RemoteProtocolError
 from ..protocol._era import Era, ModernCall, ModernNotification, route_other, route_post
+from ..protocol._logtext import LogLimiter
 from ..protocol._mrtr import RequestStateCodec
 from ..protocol._tasks import (
     TASK_METHODS,
     TaskSnapshot,
     declares_tasks,
+    lost_task,
     task_lost,
     task_notification,
     task_origin,
@@ -33,7 +38,7 @@ from ._modern import ModernServer
 from ._relay import RELAYED_HEADER, relay
 from ._responder import Responder
 from ._session import SessionPort as LegacySessionPort
-from ._store import MemoryStore, SessionStore
+from ._store import MemoryStore, SessionStore, StoredTask, StoreUnavailable
 from ._tasks import TaskManager
 
 if TYPE_CHECKING:
@@ -80,7 +85,12 @@ class Runtime:
             releaser=self.manager.releaser,
             requests=self.manager.requests,
             origin=self.manager.store.origin,
+            keep=self._keep_task if self.manager.store.shared else None,
         )
+        #: TM-STORE-TASKS: task changes on their way to the shared store, in order.
+        self._kept_tasks: collections.deque[StoredTask] = collections.deque()
+        self._kept_tasks_wake = trio.Event()
+        self._task_store_log = LogLimiter(interval=10.0)
         self.modern = ModernServer(
             app,
             config,
@@ -104,6 +114,8 @@ class Runtime:
             async with trio.open_nursery() as nursery:
                 await nursery.start(self.manager.run)
                 await nursery.start(self.tasks.run)
+                if self.manager.store.shared:
+                    nursery.start_soon(self._store_tasks)
                 self._nursery = nursery
                 self.app.attach(self)
                 try:
@@ -121,6 +133,35 @@ class Runtime:
 
     def _task_changed(self, snapshot: TaskSnapshot) -> None:
         self.listeners.offer_task(task_notification(snapshot))
+
+    def _keep_task(self, snapshot: TaskSnapshot, owner: str) -> None:
+        """TM-STORE-TASKS: a published task changed; keep it in the shared store."""
+        self._kept_tasks.append(StoredTask(
+            task_id=snapshot.task_id, owner=owner, task=task_notification(snapshot)
+        ))
+        self._kept_tasks_wake.set()
+
+    async def _store_tasks(self) -> None:
+        """Write task changes to the shared store one at a time, in the order they happened,
+        each for the rest of its task's time to live. One that cannot be written is dropped
+        with a log line: the task lives on here, and only a worker's death reads the store."""
+        while True:
+            await self._kept_tasks_wake.wait()
+            self._kept_tasks_wake = trio.Event()
+            while self._kept_tasks:
+                kept = self._kept_tasks.popleft()
+                run = self.tasks.runs.get(kept.task_id)
+                if run is None or not run.published:
+                    continue  # expired or withdrawn meanwhile
+                ttl = run.deadline - trio.current_time()
+                if ttl <= 0:
+                    continue
+                try:
+                    await self.manager.store.save_task(kept, ttl)
+                except StoreUnavailable:
+                    tail = self._task_store_log.tail("task changes")
+                    if tail is not None:
+                        logger.warning("a task's change could not be kept in the store%s", tail)
 
     def spawn(self, fn: Any, *args: Any, name: str) -> bool:
         """Start a task that outlives the HTTP exchange that needs it (a stream's writer)."""
@@ -238,7 +279,33 @@ class Runtime:
         ):
             return True
         assert isinstance(task_id, str)
-        raise task_lost(call.request, task_id)
+        await self._answer_lost_task(call, task_id, request, responder)
+        return True
+
+    async def _answer_lost_task(
+        self, call: ModernCall, task_id: str, request: HttpRequest, responder: Responder
+    ) -> None:
+        """TM-STORE-TASKS: the worker running ``task_id`` cannot be reached. As the store
+        kept it: failed if it had not ended (and kept so, for the next worker asked), else as
+        it ended; unknown to the store (or another principal's), lost."""
+        try:
+            stored = await self.manager.store.load_task(task_id)
+        except StoreUnavailable:
+            stored = None
+        principal = request.principal.key if request.principal is not None else ""
+        if stored is None or stored.owner != principal:
+            raise task_lost(call.request, task_id)
+        task = lost_task(stored.task, time.time())
+        if task != stored.task:
+            with contextlib.suppress(StoreUnavailable):
+                await self.manager.store.save_task(
+                    attrs.evolve(stored, task=task), self.config.task_ttl
+                )
+        if call.request.method == "tasks/get":
+            await self.modern.reply_task(call, {"resultType": "complete", **task}, responder)
+        else:
+            # TK-ACK: an update or a cancel of an ended task changes nothing, and is acked.
+            await self.modern.reply_task(call, {"resultType": "complete"}, responder)
 
     def well_known(self, method: str, path: str) -> Reply | None:
         """The answer to a request outside the MCP endpoint that the server serves anyway:

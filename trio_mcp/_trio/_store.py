@@ -22,6 +22,7 @@ __all__ = [
     "SessionRecord",
     "SessionStore",
     "StoreUnavailable",
+    "StoredTask",
 ]
 
 
@@ -47,6 +48,17 @@ class SessionRecord:
     """Whether notifications/initialized has arrived (at any worker)."""
     log_level: str | None = None
     subscriptions: frozenset[str] = frozenset()
+
+
+@attrs.frozen
+class StoredTask:
+    """A task as the store keeps it (TM-STORE-TASKS): whose it is, and what tasks/get shows
+    of it (its fields, and its questions, result or error)."""
+
+    task_id: str
+    owner: str
+    """The key of the principal it belongs to ("" without authorization: TK-BIND)."""
+    task: Mapping[str, Any]
 
 
 @attrs.frozen
@@ -130,6 +142,13 @@ class SessionStore(Protocol):
     async def advertise(self, address: str, ttl: float) -> None:
         """Where this process's relay port is, for ``ttl`` seconds (TM-STORE-STREAMS)."""
 
+    async def save_task(self, task: StoredTask, ttl: float) -> None:
+        """Keep a task as tasks/get shows it, for the rest of its time to live
+        (TM-STORE-TASKS; raises StoreUnavailable)."""
+
+    async def load_task(self, task_id: str) -> StoredTask | None:
+        """A task as it was last kept; None when it never was, or has expired."""
+
     async def locate(self, origin: str) -> str | None:
         """Where the relay port of the process named ``origin`` is; None when it is gone."""
 
@@ -180,6 +199,12 @@ class MemoryStore:
         return set()
 
     async def advertise(self, address: str, ttl: float) -> None:
+        return None
+
+    async def save_task(self, task: StoredTask, ttl: float) -> None:
+        return None
+
+    async def load_task(self, task_id: str) -> StoredTask | None:
         return None
 
     async def locate(self, origin: str) -> str | None:

@@ -200,6 +200,7 @@ class TaskRun(EnvelopePort):
         assert self.snapshot is None
         self._front = None
         self.snapshot = self._manager.published(self)
+        self._manager.kept(self)
         return self.snapshot
 
     def abandon(self) -> None:
@@ -371,11 +372,15 @@ class TaskManager:
         releaser: MemoryReleaser | None = None,
         requests: RequestMetrics | None = None,
         origin: str = "",
+        keep: Callable[[TaskSnapshot, str], None] | None = None,
     ) -> None:
         self.app = app
         #: This worker's name among those sharing a store: the start of its task ids
         #: (TM-STORE-TASKS); "" for a server alone.
         self.origin = origin
+        #: Told of every change of a published task, with its owner's key, to keep it in a
+        #: shared store (TM-STORE-TASKS).
+        self._keep = keep
         self.requests = requests
         #: TM-SESS-RELEASE: what expired tasks held counts toward the next heap trim.
         self._releaser = releaser
@@ -517,6 +522,12 @@ class TaskManager:
             self.stats.cancelled += 1
         if self._on_change is not None and run.snapshot is not None:
             self._on_change(run.snapshot)
+        self.kept(run)
+
+    def kept(self, run: TaskRun) -> None:
+        """A published task as it is now, for a shared store (TM-STORE-TASKS)."""
+        if self._keep is not None and run.snapshot is not None:
+            self._keep(run.snapshot, run.principal_key)
 
     # -- tasks/* ----------------------------------------------------------------------------
 

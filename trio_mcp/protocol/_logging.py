@@ -40,7 +40,8 @@ def requested_level(params: Mapping[str, Any]) -> str:
             LOG_LEVELS.
     """
     level = params.get("level")
-    if level not in _RANK:
+    # Any JSON may come: a list or an object is no level (and cannot be looked up).
+    if not isinstance(level, str) or level not in _RANK:
         raise RemoteProtocolError(
             f"Invalid params: level must be one of {', '.join(LOG_LEVELS)}.",
             code=ErrorCode.INVALID_PARAMS,

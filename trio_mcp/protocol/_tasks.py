@@ -27,10 +27,13 @@ __all__ = [
     "declares_tasks",
     "get_task_result",
     "iso_time",
+    "lost_task",
     "read_input_answers",
     "read_task_id",
+    "task_lost",
     "task_not_found",
     "task_notification",
+    "task_origin",
     "tasks_requirement",
 ]
 
@@ -229,6 +232,26 @@ def task_origin(task_id: str) -> str:
     """The worker a task id names (TM-STORE-TASKS): what comes before its "~", or ""."""
     origin, sep, _ = task_id.partition("~")
     return origin if sep else ""
+
+
+def lost_task(task: Mapping[str, JSON], at: float) -> dict[str, JSON]:
+    """TM-STORE-TASKS: a task as kept in a shared store (tasks/get's fields), once the
+    worker running it is known to have stopped: failed, if it had not ended; an ended task
+    stays as it ended, its result or error with it."""
+    status = task.get("status")
+    if status in {s.value for s in TaskStatus if s.terminal}:
+        return dict(task)
+    kept = {k: v for k, v in task.items() if k not in ("inputRequests", "statusMessage")}
+    return {
+        **kept,
+        "status": TaskStatus.FAILED.value,
+        "lastUpdatedAt": iso_time(at),
+        "statusMessage": "The worker of this server running this task has stopped.",
+        "error": {
+            "code": int(ErrorCode.INTERNAL_ERROR),
+            "message": "Internal error: the worker running this task stopped.",
+        },
+    }
 
 
 def task_lost(request: Request, task_id: str) -> RemoteProtocolError:
