@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from .protocol._logtext import LogLimiter
 
-__all__ = ["isolate_connections"]
+__all__ = ["answer_lifespan", "isolate_connections"]
 
 logger = logging.getLogger("trio_mcp.hypercorn")
 _failures = LogLimiter(interval=10.0)
@@ -41,3 +42,18 @@ def isolate_connections() -> None:
 
     isolated_run._trio_mcp_isolated = True  # type: ignore[attr-defined]
     TCPServer.run = isolated_run  # type: ignore[method-assign]
+
+
+async def answer_lifespan(
+    receive: Callable[[], Awaitable[MutableMapping[str, Any]]],
+    send: Callable[[MutableMapping[str, Any]], Awaitable[None]],
+) -> None:
+    """The ASGI lifespan protocol of an app with nothing to start or stop (the side ports:
+    counters, inspector): every startup and shutdown is acknowledged at once."""
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        else:
+            await send({"type": "lifespan.shutdown.complete"})
+            return

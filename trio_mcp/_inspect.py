@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import trio
 
+from ._hypercorn import answer_lifespan
 from ._inspect_page import PAGE
 
 if TYPE_CHECKING:
@@ -570,13 +571,8 @@ class InspectorApp:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
-            while True:
-                message = await receive()
-                if message["type"] == "lifespan.startup":
-                    await send({"type": "lifespan.startup.complete"})
-                else:
-                    await send({"type": "lifespan.shutdown.complete"})
-                    return
+            await answer_lifespan(receive, send)
+            return
         if scope["type"] != "http":
             return
         host = _host_of(scope)

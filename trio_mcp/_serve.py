@@ -17,6 +17,7 @@ from hypercorn.config import Config as HypercornConfig
 from hypercorn.trio import serve as hypercorn_serve
 
 from ._config import ServerConfig
+from ._hypercorn import answer_lifespan
 from ._inspect import InspectorApp, TaskCounter, TreeBuilder, check_loopback
 from ._metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from ._metrics import MetricsExporter
@@ -350,13 +351,8 @@ class StatsApp:
         send: Callable[[MutableMapping[str, Any]], Awaitable[None]],
     ) -> None:
         if scope["type"] == "lifespan":
-            while True:
-                message = await receive()
-                if message["type"] == "lifespan.startup":
-                    await send({"type": "lifespan.startup.complete"})
-                else:
-                    await send({"type": "lifespan.shutdown.complete"})
-                    return
+            await answer_lifespan(receive, send)
+            return
         if scope["type"] != "http":
             return
         ok = scope["method"] == "GET"

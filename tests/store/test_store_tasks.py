@@ -11,8 +11,9 @@ import trio
 from support.fixtures import LiveServer, StartServer, wait_until
 from support.modern import call_tool, messages_of, modern_request, post
 from support.redis import RedisServer
+from support.task_tools import tasks_server
 
-from trio_mcp import Context, Server, ServerConfig
+from trio_mcp import ServerConfig
 
 TIMEOUT = 20
 TASKS = "io.modelcontextprotocol/tasks"
@@ -20,32 +21,10 @@ WITH_TASKS: dict[str, Any] = {"extensions": {TASKS: {}}, "elicitation": {"form":
 SECRET = bytes(range(32))
 
 
-def _app() -> Server:
-    server = Server("store-tasks")
-
-    @server.tool(task="required")
-    async def job(seconds: float = 0.0) -> str:
-        """Works ``seconds``, then says so."""
-        await trio.sleep(seconds)
-        return f"worked {seconds:g}"
-
-    @server.tool(task="required")
-    async def ask(ctx: Context) -> str:
-        """Asks a name inside the task."""
-        answer = await ctx.elicit(
-            "Name?",
-            {"type": "object", "properties": {"name": {"type": "string"}},
-             "required": ["name"]},
-            key="who",
-        )
-        return f"hi {(answer.content or {}).get('name')}"
-
-    return server
-
-
 async def _workers(live_server: StartServer, store: str) -> tuple[LiveServer, LiveServer]:
     config = ServerConfig(store=store, secret=SECRET, workers=2)
-    return (await live_server(_app(), config), await live_server(_app(), config))
+    return (await live_server(tasks_server(), config),
+            await live_server(tasks_server(), config))
 
 
 def _result(response: Any) -> dict[str, Any]:
@@ -107,7 +86,7 @@ async def test_when_a_tasks_worker_is_gone_the_store_answers_for_it(
     with trio.fail_after(TIMEOUT):
         running = _result(await post(a.url, call_tool("job", {"seconds": 60},
                                                       capabilities=WITH_TASKS)))
-        quick = _result(await post(a.url, call_tool("job", {"seconds": 0},
+        quick = _result(await post(a.url, call_tool("job", {"seconds": 0, "size": 3},
                                                     capabilities=WITH_TASKS)))
         await _until(b.url, quick["taskId"], "completed")
         keys = [f"trio-mcp:task:{t['taskId']}".encode() for t in (running, quick)]
@@ -125,7 +104,7 @@ async def test_when_a_tasks_worker_is_gone_the_store_answers_for_it(
     assert failed == again
     assert "complete" == cancel["resultType"]
     assert "completed" == completed["status"]
-    assert "worked 0" == completed["result"]["content"][0]["text"]
+    assert "xxx" == completed["result"]["content"][0]["text"]
     (message,) = messages_of(unknown)
     assert -32602 == message["error"]["code"]
     assert "holder-gone" == message["error"]["data"]["reason"]

@@ -20,10 +20,11 @@ from support.modern import (
     open_raw,
     post,
 )
+from support.task_tools import tasks_server
 
-from trio_mcp import Context, Server, ServerConfig, ToolError
+from trio_mcp import Context, Server, ServerConfig
 from trio_mcp._trio._runtime import Runtime
-from trio_mcp.protocol import ErrorCode, RemoteProtocolError
+from trio_mcp.protocol import ErrorCode
 
 pytestmark = pytest.mark.usefixtures("no_server_errors")
 
@@ -31,51 +32,6 @@ TIMEOUT = 20
 TASKS = "io.modelcontextprotocol/tasks"
 WITH_TASKS: dict[str, Any] = {"extensions": {TASKS: {}}, "elicitation": {"form": {}}}
 ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$")
-
-
-def tasks_server() -> Server:
-    """Tools of every kind of task support, each short enough for a test."""
-    server = Server("tasks-e2e")
-
-    @server.tool(task="optional")
-    async def nap(seconds: float = 0.0) -> str:
-        """Sleeps, then says so."""
-        await trio.sleep(seconds)
-        return f"slept {seconds:g}"
-
-    @server.tool(task="required")
-    async def job(seconds: float = 0.0, size: int = 0) -> str:
-        """Works ``seconds``, then returns ``size`` bytes of text."""
-        await trio.sleep(seconds)
-        return "x" * size
-
-    @server.tool(task="required")
-    async def broken() -> str:
-        """Ends with a JSON-RPC error."""
-        raise RemoteProtocolError("Internal error: broken", code=ErrorCode.INTERNAL_ERROR)
-
-    @server.tool(task="required")
-    async def tool_error() -> str:
-        """Ends with a tool error."""
-        raise ToolError("no luck")
-
-    @server.tool(task="required")
-    async def ask(ctx: Context) -> str:
-        """Asks a name inside the task."""
-        answer = await ctx.elicit(
-            "Name?",
-            {"type": "object", "properties": {"name": {"type": "string"}},
-             "required": ["name"]},
-            key="who",
-        )
-        return f"hi {(answer.content or {}).get('name')}"
-
-    @server.tool()
-    async def plain() -> str:
-        """Never a task."""
-        return "plain"
-
-    return server
 
 
 def runtime_of(live: Any) -> Runtime:
