@@ -21,7 +21,7 @@ COUNTERS = {
     "subscriptions_refused", "bodies_refused", "bodies_timed_out", "bytes_of_bodies_arriving",
     # With a shared store only (tests/store/): they stay at zero here.
     "sessions_adopted", "sessions_released", "store_failures", "controls_received",
-    "resumes_relayed",
+    "resumes_relayed", "resumes_from_store", "stream_copies_lost",
 }
 
 

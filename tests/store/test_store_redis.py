@@ -10,6 +10,7 @@ import random
 from typing import Any
 
 import attrs
+import coredis
 import pytest
 import trio
 from support.client import (
@@ -238,8 +239,9 @@ async def test_a_stream_resumed_at_the_other_worker_continues_there_exactly_once
 async def test_a_resume_is_relayed_once_and_a_gone_holder_is_an_explicit_failure(
     live_server: StartServer, redis_url: str
 ) -> None:
-    """A resume already relayed once is not relayed again, and one whose holder is not in
-    the store: both get 409 and -31001 (holder-gone), never a replay from nothing."""
+    """A resume already relayed once is not relayed again, and one whose holder is gone
+    with no copy of its stream in the store: both get 409 and -31001 (holder-gone), never
+    a replay from nothing."""
     a, b = await _two_workers(live_server, redis_url)
     with trio.fail_after(TIMEOUT):
         session = await open_session(a.url)
@@ -251,14 +253,197 @@ async def test_a_resume_is_relayed_once_and_a_gone_holder_is_an_explicit_failure
         looped = await request(b.url, "GET", session.headers(
             [("last-event-id", event_id), ("trio-mcp-relayed", "1")]
         ))
-        # A's relay port, as the store knows it, becomes one nobody listens on.
+        # A's relay port, as the store knows it, becomes one nobody listens on; and the
+        # cursor names a stream of A of which Redis has no copy.
         await a.manager.store.advertise("127.0.0.1:1", 5.0)
-        gone = await request(b.url, "GET", session.headers([("last-event-id", event_id)]))
+        uncopied = a.manager.codec.event_id(session.id, 999, 5)
+        gone = await request(b.url, "GET", session.headers([("last-event-id", uncopied)]))
     for refused in (looped, gone):
         assert 409 == refused.status, refused.body
         error = refused.json()["error"]
         assert -31001 == error["code"]
         assert "holder-gone" == error["data"]["reason"]
+
+
+async def _drop_after(
+    url: str, session: McpSession, body: bytes, messages: int
+) -> tuple[str, list[dict[str, Any]]]:
+    """POST ``body``, read ``messages`` messages, drop the connection: the last event id
+    read, and the messages."""
+    seen: list[dict[str, Any]] = []
+    cursor = None
+    async with open_stream(url, "POST", session.headers(), body) as stream:
+        while len(seen) < messages:
+            event = await stream.next_event(comments=False)
+            assert event is not None
+            cursor = event.id or cursor
+            if event.data:
+                seen.append(json.loads(event.data))
+        await stream.aclose()
+    assert cursor is not None
+    return cursor, seen
+
+
+async def _holder_gone(worker: LiveServer) -> None:
+    """Once the changes it has made are copied, ``worker`` is unreachable for the others:
+    its relay address, as the store knows it, is one nobody listens on."""
+    mirror = worker.manager.mirror
+    assert mirror is not None
+    await wait_until(lambda: mirror.pending == 0, poll=0.01)
+    await trio.sleep(0.05)  # the round trip under way
+    await worker.manager.store.advertise("127.0.0.1:1", 5.0)
+
+
+def _lines(messages: list[dict[str, Any]]) -> list[str]:
+    return [m["params"]["data"] for m in messages if m.get("method") == "notifications/message"]
+
+
+@pytest.mark.spec("TM-STORE-STREAMS", "T-RESUME-5")
+async def test_a_stream_whose_worker_is_gone_is_read_from_its_copy_then_its_request_fails(
+    live_server: StartServer, redis_url: str
+) -> None:
+    """A POST stream whose worker cannot be reached is resumed at the other worker from its
+    copy in Redis: what follows the cursor, once, then an error response for the request
+    (-32603, holder-gone); a second resume reads the same; the holder, still running,
+    copies nothing more of the claimed stream."""
+    a, b = await _two_workers(live_server, redis_url)
+    with trio.fail_after(TIMEOUT):
+        session = await open_session(a.url)
+        cursor, seen = await _drop_after(
+            a.url, session, _tool_call("count", 7, {"n": 40, "pause": 0.05}), 2
+        )
+        await wait_until(lambda: _copied_lines(a) >= 5, poll=0.01)
+        await _holder_gone(a)
+        first = await request(b.url, "GET", session.headers([("last-event-id", cursor)]))
+        again = await request(b.url, "GET", session.headers([("last-event-id", cursor)]))
+        mirror = a.manager.mirror
+        assert mirror is not None
+        await wait_until(lambda: mirror.refused > 0, poll=0.01)
+    assert 200 == first.status, first.body
+    messages = [json.loads(e.data) for e in first.events() if e.data]
+    lines = _lines(seen + messages)
+    assert [f"line {i}" for i in range(len(lines))] == lines
+    assert len(lines) >= 5
+    final = messages[-1]
+    assert 7 == final["id"] and -32603 == final["error"]["code"]
+    assert "holder-gone" == final["error"]["data"]["reason"]
+    assert [e.data for e in first.events() if e.data] == [e.data for e in again.events() if e.data]
+    assert 2 == b.manager.stats.resumes_from_store
+
+
+def _copied_lines(worker: LiveServer) -> int:
+    """How many log lines the sessions of ``worker`` have appended (copied soon after)."""
+    return sum(s.log.appended for s in worker.manager.sessions.values()) - 1
+
+
+@pytest.mark.spec("TM-STORE-STREAMS")
+async def test_a_response_copied_before_its_worker_went_is_delivered_from_the_copy(
+    live_server: StartServer, redis_url: str
+) -> None:
+    """A call that finished after its client dropped the stream, its worker then gone: the
+    resume at the other worker gets the rest of the stream and the call's own result, not
+    an error."""
+    a, b = await _two_workers(live_server, redis_url)
+    with trio.fail_after(TIMEOUT):
+        session = await open_session(a.url)
+        cursor, seen = await _drop_after(
+            a.url, session, _tool_call("count", 8, {"n": 4, "pause": 0.02}), 1
+        )
+        state = a.manager.sessions[session.id].log.streams
+        await wait_until(lambda: all(st.ended for n, st in state.items() if n), poll=0.01)
+        await _holder_gone(a)
+        resumed = await request(b.url, "GET", session.headers([("last-event-id", cursor)]))
+    messages = [json.loads(e.data) for e in resumed.events() if e.data]
+    assert ["line 0", "line 1", "line 2", "line 3"] == _lines(seen + messages)
+    assert "counted 4" == messages[-1]["result"]["content"][0]["text"]
+
+
+@pytest.mark.spec("TM-STORE-STREAMS", "TM-RES-STALE", "TM-RES-WINDOW")
+async def test_a_copy_keeps_the_window_and_a_cursor_before_it_reads_a_gap(
+    live_server: StartServer, redis_url: str
+) -> None:
+    """A stream's copy is trimmed as its holder's window is (at most max_events messages
+    here); a resume, from the copy, whose cursor is older than the window is told so and
+    the request fails (-31001), as at the holder itself."""
+    from trio_mcp.protocol import Retention
+
+    a, b = await _two_workers(
+        live_server, redis_url, retention=Retention(max_events=4)
+    )
+    with trio.fail_after(TIMEOUT):
+        session = await open_session(a.url)
+        cursor, _ = await _drop_after(
+            a.url, session, _tool_call("count", 9, {"n": 12, "pause": 0.01}), 1
+        )
+        state = a.manager.sessions[session.id].log.streams
+        await wait_until(lambda: all(st.ended for n, st in state.items() if n), poll=0.01)
+        await _holder_gone(a)
+        import coredis
+
+        async with coredis.Redis.from_url(redis_url) as redis:
+            keys = [k async for k in redis.scan_iter(match="trio-mcp:ev:*")]
+            lengths = [await redis.xlen(k) for k in keys]
+        resumed = await request(b.url, "GET", session.headers([("last-event-id", cursor)]))
+    assert lengths and max(lengths) <= 4
+    events = resumed.events()
+    assert "resumption-failed" == events[0].event
+    error = json.loads(events[-1].data)
+    assert 9 == error["id"] and -31001 == error["error"]["code"]
+
+
+@pytest.mark.spec("TM-STORE-STREAMS", "TM-RES-STALE")
+async def test_the_standalone_stream_of_a_gone_worker_says_so_and_goes_on_at_the_other(
+    live_server: StartServer, redis_url: str
+) -> None:
+    """A GET stream resumed after its worker went: the client is told that what followed
+    its cursor is lost (resumption-failed, holder-gone), and the stream goes on live at
+    the worker it reached."""
+    a, b = await _two_workers(live_server, redis_url)
+    with trio.fail_after(TIMEOUT):
+        session = await open_session(a.url)
+        async with open_stream(a.url, "GET", session.headers()) as get:
+            priming = await get.next_event(comments=False)
+            assert priming is not None and priming.id
+            await get.aclose()
+        await _holder_gone(a)
+        async with open_stream(
+            b.url, "GET", session.headers([("last-event-id", priming.id)])
+        ) as resumed:
+            assert 200 == resumed.status
+            told = await resumed.next_event(comments=False)
+            assert told is not None
+            await wait_until(lambda: bool(b.manager.sessions), poll=0.01)
+            b.manager.notify_all("notifications/tools/list_changed")
+            live = await resumed.next_message()
+    assert "resumption-failed" == told.event
+    assert "holder-gone" in json.loads(told.data)["reason"]
+    assert "notifications/tools/list_changed" == live["method"]
+
+
+@pytest.mark.spec("TM-STORE-STREAMS", "TM-STORE-DOWN", "TM-RES-STALE")
+async def test_changes_made_while_redis_stalls_are_a_gap_for_a_resume_from_before_them(
+    live_server: StartServer, redis_url: str
+) -> None:
+    """Redis pausing writes for longer than store_timeout in the middle of a call: the
+    changes it did not take are counted lost; once the holder is gone, a resume from
+    before them reads a gap and the request's failure (-31001), not the lines after it."""
+    a, b = await _two_workers(live_server, redis_url, store_timeout=0.2)
+    with trio.fail_after(TIMEOUT):
+        session = await open_session(a.url)
+        cursor, _ = await _drop_after(
+            a.url, session, _tool_call("count", 3, {"n": 30, "pause": 0.03}), 1
+        )
+        async with coredis.Redis.from_url(redis_url) as redis:
+            await redis.client_pause(600, mode=coredis.PureToken.WRITE)
+        state = a.manager.sessions[session.id].log.streams
+        await wait_until(lambda: all(st.ended for n, st in state.items() if n), poll=0.01)
+        await _holder_gone(a)
+        resumed = await request(b.url, "GET", session.headers([("last-event-id", cursor)]))
+    assert a.manager.statistics()["stream_copies_lost"] > 0
+    events = resumed.events()
+    assert "resumption-failed" == events[0].event, resumed.body
+    error: dict[str, Any] = json.loads(events[-1].data)
+    assert 3 == error["id"] and -31001 == error["error"]["code"]
 
 
 @pytest.mark.spec("TM-STORE-DOWN")

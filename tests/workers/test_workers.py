@@ -322,32 +322,58 @@ def _worker_pid(p: Pool, index: int) -> int:
     raise AssertionError(f"no worker {index}")
 
 
+def _progress(events: list[Any]) -> list[int]:
+    """The progress values of the notifications among ``events``."""
+    return [
+        int(m["params"]["progress"])
+        for m in (json.loads(e.data) for e in events if e.data)
+        if m.get("method") == "notifications/progress"
+    ]
+
+
 @pytest.mark.spec("TM-STORE-STREAMS", "TM-STORE-RECORD", "TM-WORK-PROCESSES")
-async def test_a_worker_killed_mid_call_fails_its_stream_explicitly_and_the_session_lives_on(
+async def test_a_worker_killed_mid_call_fails_its_request_on_its_stream_and_the_session_lives_on(
     pool: Any, redis_url: str
 ) -> None:
-    """SIGKILL the worker running a call: the client's resume, at whichever worker takes
-    it, is refused explicitly (409, -31001) rather than left hanging or replayed from
-    nothing; the session itself is served on."""
+    """SIGKILL the worker running a call: the client's resume, at the worker left, reads
+    the stream's copy in Redis strictly after its cursor, each notification once, and then
+    an error response for the request (-32603, holder-gone): the call ends explicitly,
+    never hangs; a second resume reads the same; the session itself is served on."""
     p = pool(2, "--store", redis_url)
     stats = await _wait_for_workers(p, 2)
     with trio.fail_after(TIMEOUT):
         session = await open_session(p.url)
-        call = rpc_request("tools/call", {"name": "countdown",
-                                          "arguments": {"n": 300, "interval": 0.1}}, id=1)
+        call = rpc_request("tools/call", {"name": "countdown", "arguments": {
+            "n": 300, "interval": 0.05}, "_meta": {"progressToken": "t"}}, id=1)
+        received = []
         async with open_stream(p.url, "POST", session.headers(),
                                json.dumps(call).encode()) as stream:
-            first = await stream.next_event()
-            assert first is not None and first.id
+            while len(_progress(received)) < 6:
+                event = await stream.next_event(comments=False)
+                assert event is not None
+                received.append(event)
             running = [
                 json.loads((await request(stats[i], "GET")).body)["requests_inflight"]
                 for i in (0, 1)
             ]
             os.kill(_worker_pid(p, running.index(1)), signal.SIGKILL)
-            await stream.read_body()
+            async for event in stream.events(comments=False):
+                received.append(event)
         assert stream.truncated or stream.ended
-        resumed = await request(p.url, "GET", session.headers([("last-event-id", first.id)]))
+        # Resumed from the third notification: what follows it, from the copy.
+        cursor = next(e.id for e in received if _progress([e]) == [3])
+        resumed = await request(p.url, "GET", session.headers([("last-event-id", cursor)]))
+        again = await request(p.url, "GET", session.headers([("last-event-id", cursor)]))
         tools = await session.post(rpc_request("tools/list", id=2))
-    assert 409 == resumed.status, resumed.body
-    assert "holder-gone" == resumed.json()["error"]["data"]["reason"]
+    assert 200 == resumed.status, resumed.body
+    events = [e for e in resumed.events() if e.data]
+    seen = _progress(events)
+    assert list(range(4, 4 + len(seen))) == seen
+    assert len(seen) >= len(_progress(received)) - 4  # all but, at most, the newest one
+    final = json.loads(events[-1].data)
+    assert 1 == final["id"] and -32603 == final["error"]["code"]
+    assert "holder-gone" == final["error"]["data"]["reason"]
+    assert 1 == sum(1 for e in events if "id" in json.loads(e.data))
+    assert [e.data for e in events] == [e.data for e in again.events() if e.data]
+    assert [e.id for e in events[:-1]] == [e.id for e in again.events() if e.data][:-1]
     assert 200 == tools.status

@@ -3,6 +3,7 @@
 # Every protocol decision is made by trio_mcp.protocol; this module executes them.
 from __future__ import annotations
 
+import json
 import logging
 import secrets
 from collections import OrderedDict
@@ -16,15 +17,18 @@ from .._trace import TraceKind, TraceRecord
 from ..protocol import (
     JSON,
     STANDALONE_STREAM,
+    Cursor,
     CursorCodec,
     Entry,
     EntryKind,
     ErrorCode,
+    ErrorResponse,
     Notification,
     RemoteProtocolError,
     Request,
     Response,
     dumps,
+    encode_comment,
     encode_event,
 )
 from ..protocol._auth import Principal
@@ -50,11 +54,13 @@ from ..protocol._versions import MODERN_VERSIONS, effective_version, negotiate
 from ._budget import ByteBudget
 from ._describe import ManagerInfo
 from ._memory import MemoryReleaser
+from ._mirror import StreamMirror
 from ._relay import RELAYED_HEADER, relay
 from ._reqstats import RequestMetrics
 from ._responder import Responder, watching_disconnect
 from ._session import SESSION_FOOTPRINT, Session
 from ._store import (
+    ClaimKind,
     Control,
     ControlKind,
     MemoryStore,
@@ -62,7 +68,7 @@ from ._store import (
     SessionStore,
     StoreUnavailable,
 )
-from ._view import View
+from ._view import View, gap_event
 
 if TYPE_CHECKING:
     from .._config import ServerConfig
@@ -125,6 +131,8 @@ class ManagerStats:
     """Resumes passed to the worker holding their stream (TM-STORE-STREAMS)."""
     controls_received: int = 0
     """Cancellations, client responses and session ends from other workers (TM-STORE-CONTROL)."""
+    resumes_from_store: int = 0
+    """Resumes of a stream whose worker was gone, answered from its copy (TM-STORE-STREAMS)."""
 
 
 class SessionManager:
@@ -152,6 +160,10 @@ class SessionManager:
         # TM-RES-EVENTID / TM-WORK-SECRET: without a shared secret the key lives only in this
         # process, and cursors from before a restart (or from another worker) do not verify.
         self.codec = CursorCodec(config.derived_key("cursor"), origin=self.store.origin)
+        #: Request streams copied for the other workers (TM-STORE-STREAMS).
+        self._mirror = (
+            StreamMirror(self.store, ttl=config.session_idle_ttl) if self.store.shared else None
+        )
         self.stats = ManagerStats()
         self._dropped_notifications_log = LogLimiter(interval=10.0)
         #: TM-SEC-BODIES: bodies still arriving, server-wide (the HTTP edges take from it).
@@ -171,6 +183,8 @@ class SessionManager:
         try:
             async with trio.open_nursery() as nursery:
                 await nursery.start(self.store.run, self._on_control)
+                if self._mirror is not None:
+                    nursery.start_soon(self._mirror.run)
                 self._nursery = nursery
                 nursery.start_soon(self._expire_loop)
                 task_status.started()
@@ -181,6 +195,10 @@ class SessionManager:
     @property
     def running(self) -> bool:
         return self._nursery is not None
+
+    @property
+    def mirror(self) -> StreamMirror | None:
+        return self._mirror
 
     @property
     def dropped_notifications_log(self) -> LogLimiter:
@@ -453,12 +471,11 @@ class SessionManager:
     async def _lookup(self, session_id: str, request: HttpRequest) -> Session:
         session = self.sessions.get(session_id)
         cfg = self.config
-        held = (
+        if self.store.shared and not (
             session is not None
             and not session.closed
             and session.record_fresh(trio.current_time(), cfg.store_recheck)
-        )
-        if self.store.shared and not held:
+        ):
             # TM-STORE-RECORD: the store says whether the session lives, and what it is now;
             # a session another worker created is taken up here.
             record = await self._stored(self.store.fetch(
@@ -499,7 +516,8 @@ class SessionManager:
         del version  # checked for validity; the session's negotiated version rules behaviour
         check_batch(plan, session.version)
         requests: list[Request] = []
-        shared_before = session.shared_state()
+        # Only a shared store needs to know what the messages changed (TM-STORE-RECORD).
+        shared_before = session.shared_state() if self.store.shared else None
         for message in plan.messages:
             admission = session.admit(message)
             if admission is Admission.IGNORE:
@@ -512,7 +530,7 @@ class SessionManager:
                 session.receive_notification(message)
             else:
                 session.receive_response(message)
-        if session.shared_state() != shared_before:
+        if shared_before is not None and session.shared_state() != shared_before:
             # notifications/initialized: stored before it is acknowledged.
             await self.save_shared(session)
         if not requests:
@@ -680,6 +698,8 @@ class SessionManager:
             state.number, dumps(response), now=trio.current_time(),
             kind=EntryKind.RESPONSE, answers=request.id,
         )
+        if self._mirror is not None:
+            self._mirror.add(session, state.number, entry)
         if self.config.tracer is not None:
             self._trace(TraceKind.APPEND, session, stream=state.number, seq=entry.seq,
                         request=request.id, detail="response")
@@ -688,6 +708,10 @@ class SessionManager:
 
     def _prime(self, session: Session, stream: int, *, carry: bool = False) -> Entry | None:
         """The stream's priming position, taken before anything else is appended to it."""
+        if self._mirror is not None:
+            # The copy learns its requests first: a resume from the priming id alone can
+            # fail them explicitly once this worker is gone.
+            self._mirror.add(session, stream, None)
         if not session.primes:
             return None
         entry = session.log.prime(stream, now=trio.current_time(), carry_unsent=carry)
@@ -810,11 +834,15 @@ class SessionManager:
         priming: Entry | None = None,
         attached_comment: bool = False,
         headers: tuple[tuple[str, str], ...] = (),
+        preface: bytes = b"",
     ) -> str:
         view = View(session=session, stream=stream, cursor=after, responder=responder)
         session.attach_view(view)
         self.stats.streams_opened += 1
-        return await view.run(priming=priming, attached_comment=attached_comment, headers=headers)
+        return await view.run(
+            priming=priming, attached_comment=attached_comment, headers=headers,
+            preface=preface,
+        )
 
     # -- GET ----------------------------------------------------------------------------
 
@@ -870,6 +898,10 @@ class SessionManager:
                 on_answer=self._count_relayed,
             ):
                 return
+            if request.headers.get(RELAYED_HEADER) is None and await self._resume_orphan(
+                session, cursor, plan.last_event_id, responder
+            ):
+                return
             raise RemoteProtocolError(
                 "Resumption failed: the worker of this server that held this stream is "
                 "gone; its events are lost.",
@@ -882,6 +914,82 @@ class SessionManager:
                         detail=f"Last-Event-ID {cursor.stream}.{cursor.seq}")
         # T-RESUME-5 / T-RESUME-6: re-attach to the cursor's own stream, after the cursor.
         await self._serve_view(session, cursor.stream, cursor.seq, responder, attached_comment=True)
+
+    async def _resume_orphan(
+        self, session: Session, cursor: Cursor, last_event_id: str, responder: Responder
+    ) -> bool:
+        """Resume a stream whose worker is gone (TM-STORE-STREAMS); False when the store
+        has nothing of it. A request stream is read from its copy, strictly after the
+        cursor, and ended: a request that has no response there gets an error saying that
+        its worker stopped. The standalone stream goes on here, after saying that what its
+        worker held is lost."""
+        if not self.store.shared:
+            return False
+        details: dict[str, Any] = {
+            "stream": cursor.stream,
+            "lastEventId": last_event_id[:200],
+            "reason": "holder-gone",
+        }
+        if cursor.stream == STANDALONE_STREAM:
+            self.stats.resumes_from_store += 1
+            state = session.log.stream(STANDALONE_STREAM)
+            assert state is not None
+            await self._serve_view(
+                session, STANDALONE_STREAM, max(state.written_through, state.lost_through),
+                responder, priming=self._prime(session, STANDALONE_STREAM, carry=True),
+                preface=gap_event({**details, "reason": "holder-gone: the messages after "
+                                   "this cursor were held by a worker that is gone"}),
+            )
+            return True
+        failed = ErrorResponse(
+            id=0,
+            code=ErrorCode.INTERNAL_ERROR,
+            message="The worker of this server running this request stopped; the "
+            "request's outcome is unknown.",
+            data={"reason": "holder-gone"},
+        ).to_dict()
+        del failed["id"]
+        claim = await self._stored(self.store.claim(
+            session.id, cursor.origin, cursor.stream, cursor.seq,
+            b'{"jsonrpc":"2.0","id":', b"," + dumps_json(failed)[1:],
+            ttl=self.config.session_idle_ttl,
+        ))
+        if claim.kind is ClaimKind.UNKNOWN:
+            return False
+        self.stats.resumes_from_store += 1
+        codec = self.codec
+        if claim.kind is ClaimKind.GAP:
+            # TM-RES-STALE, as for a stream held here: said, and each request not answered
+            # at or before the cursor fails.
+            body = gap_event({**details, "reason": "events after this cursor have left "
+                              "the server's replay window"})
+            for rid in claim.requests:
+                at = claim.answered.get(rid)
+                if at is not None and at <= cursor.seq:
+                    continue
+                err = ErrorResponse(
+                    id=json.loads(rid),
+                    code=ErrorCode.RESUMPTION_FAILED,
+                    message="Resumption failed: messages of this request's stream were "
+                    "lost from the server's replay window; the request's outcome is "
+                    "unknown.",
+                    data=details,
+                )
+                body += encode_event(data=dumps(err).decode())
+        else:
+            body = encode_comment(f"attached stream={cursor.stream} after={cursor.seq}")
+            body += b"".join(
+                encode_message_event(
+                    id=codec.event_id(session.id, cursor.stream, e.seq, origin=cursor.origin),
+                    data=e.data,
+                )
+                for e in claim.events
+            )
+        session.heard()
+        # Within the stall budget, as any stream's writes are; the copy stays to resume.
+        with trio.move_on_after(self.config.stall_budget):
+            await responder.reply(Reply(status=200, headers=SSE_HEADERS, body=body))
+        return True
 
     # -- DELETE -------------------------------------------------------------------------
 
@@ -955,6 +1063,7 @@ class SessionManager:
             + sum(s.stats.client_notifications_dropped for s in sessions),
             "subscriptions_refused": subscriptions
             + sum(s.stats.subscriptions_refused for s in sessions),
+            "stream_copies_lost": 0 if self._mirror is None else self._mirror.lost,
             "bodies_refused": self.bodies.refused,
             "bodies_timed_out": self.bodies.timed_out,
             "bytes_of_bodies_arriving": self.bodies.held,

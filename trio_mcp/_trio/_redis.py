@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import logging
 import secrets
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -17,10 +17,14 @@ import trio
 
 from ..protocol._logtext import LogLimiter
 from ._store import (
+    Claim,
+    ClaimKind,
     Control,
     ControlKind,
+    MirrorOp,
     SessionRecord,
     SharedState,
+    StoredEvent,
     StoredTask,
     StoreUnavailable,
 )
@@ -52,6 +56,55 @@ if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 redis.call('HSET', KEYS[1], 'init', ARGV[1], 'lvl', ARGV[2], 'subs', ARGV[3])
 redis.call('PEXPIRE', KEYS[1], ARGV[4])
 return 1
+"""
+
+# Copies one change of a request stream (TM-STORE-STREAMS): the stream's messages in a Redis
+# Stream whose entry ids are the messages' seqs, trimmed to what the holder's window keeps;
+# beside it a hash of its requests, the seq of each response, the newest seq lost, and
+# whether another worker has claimed it (then nothing more is copied: its end is written).
+_APPEND = """
+if redis.call('HGET', KEYS[2], 'end') == '1' then return 0 end
+if ARGV[8] ~= '' then redis.call('HSETNX', KEYS[2], 'req', ARGV[8]) end
+if ARGV[1] ~= '' then
+  redis.pcall('XADD', KEYS[1], ARGV[1] .. '-1', 'd', ARGV[3])
+  if ARGV[2] == 'r' then redis.call('HSET', KEYS[2], 'a:' .. ARGV[4], ARGV[1]) end
+  redis.call('XTRIM', KEYS[1], 'MINID', ARGV[5])
+end
+local lost = tonumber(redis.call('HGET', KEYS[2], 'lost') or '-1')
+if tonumber(ARGV[6]) > lost then redis.call('HSET', KEYS[2], 'lost', ARGV[6]) end
+redis.call('PEXPIRE', KEYS[1], ARGV[7])
+redis.call('PEXPIRE', KEYS[2], ARGV[7])
+return 1
+"""
+
+# Reads a gone holder's stream after a cursor, ending it first: each request without a
+# response gets the error given for it, so that every resume reads the same end.
+_CLAIM = """
+local h = redis.call('HGETALL', KEYS[2])
+if #h == 0 then return {0} end
+local m = {}
+for i = 1, #h, 2 do m[h[i]] = h[i + 1] end
+local after = tonumber(ARGV[1])
+if after < tonumber(m['lost'] or '-1') then return {1, h} end
+if m['end'] ~= '1' then
+  redis.call('HSET', KEYS[2], 'end', '1')
+  local seq = after
+  local last = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)
+  if #last > 0 then
+    seq = math.max(seq, tonumber(string.match(last[1][1], '^(%d+)')))
+  end
+  for rid in string.gmatch(m['req'] or '', '[^\\n]+') do
+    if not m['a:' .. rid] then
+      seq = seq + 1
+      redis.call('XADD', KEYS[1], seq .. '-1', 'd', ARGV[3] .. rid .. ARGV[4])
+      redis.call('HSET', KEYS[2], 'a:' .. rid, seq)
+    end
+  end
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  redis.call('PEXPIRE', KEYS[2], ARGV[2])
+  h = redis.call('HGETALL', KEYS[2])
+end
+return {2, h, redis.call('XRANGE', KEYS[1], '(' .. after .. '-1', '+')}
 """
 
 #: How long the control listener waits before connecting again after losing Redis.
@@ -102,6 +155,8 @@ class RedisStore:
         self._outbound_base = (secrets.randbelow(2**20) << 32) + 1
         self._fetch = self._client.register_script(_FETCH)
         self._save = self._client.register_script(_SAVE)
+        self._append = self._client.register_script(_APPEND)
+        self._claim = self._client.register_script(_CLAIM)
         self._running = False
         self._down_log = LogLimiter(interval=10.0)
 
@@ -306,3 +361,73 @@ class RedisStore:
 
         renewed = await self._call("keep_alive", go)
         return {sid for sid, ok in zip(ids, renewed, strict=True) if not ok}
+
+    # -- request streams (TM-STORE-STREAMS) -----------------------------------------------
+
+    def _stream_keys(self, session_id: str, origin: str, stream: int) -> list[str]:
+        where = f"{session_id}:{origin}:{stream}"
+        return [f"{self.prefix}:ev:{where}", f"{self.prefix}:evm:{where}"]
+
+    async def mirror(self, ops: Sequence[MirrorOp], ttl: float) -> list[bool]:
+        if not ops:
+            return []
+        ms = _ms(ttl)
+
+        async def go() -> list[Any]:
+            async with self._client.pipeline(transaction=False) as pipe:
+                results: list[Any] = [
+                    self._append(
+                        keys=self._stream_keys(op.session_id, self._origin, op.stream),
+                        args=[
+                            "" if op.seq is None else op.seq,
+                            "r" if op.answers is not None else "m",
+                            op.data,
+                            op.answers or "",
+                            op.first_kept,
+                            op.lost,
+                            ms,
+                            op.requests,
+                        ],
+                        client=pipe,
+                    )
+                    for op in ops
+                ]
+            return [await r for r in results]
+
+        done = await self._call("mirror", go)
+        return [bool(r) for r in done]
+
+    async def claim(
+        self, session_id: str, origin: str, stream: int, after: int,
+        prefix: bytes, suffix: bytes, *, ttl: float,
+    ) -> Claim:
+        args: list[Any] = [after, _ms(ttl), prefix, suffix]
+        raw = await self._call("claim", lambda: self._claim(
+            keys=self._stream_keys(session_id, origin, stream), args=args
+        ))
+        if not raw or int(raw[0]) == 0:
+            return Claim(ClaimKind.UNKNOWN)
+        flat = [x.decode() if isinstance(x, bytes) else str(x) for x in raw[1]]
+        meta = dict(zip(flat[::2], flat[1::2], strict=True))
+        try:
+            requests = tuple(r for r in meta.get("req", "").split("\n") if r)
+            answered = {k[2:]: int(v) for k, v in meta.items() if k.startswith("a:")}
+            lost = int(meta.get("lost", "-1"))
+        except (ValueError, TypeError):
+            logger.warning("stream %s.%s is unreadable: ignored", session_id[:8], stream)
+            return Claim(ClaimKind.UNKNOWN)
+        if int(raw[0]) == 1:
+            return Claim(ClaimKind.GAP, requests=requests, answered=answered, lost=lost)
+        events = []
+        for entry_id, fields in raw[2]:
+            ident = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
+            values = dict(zip(fields[::2], fields[1::2], strict=True))
+            data = values.get(b"d", values.get("d", b""))
+            events.append(StoredEvent(
+                seq=int(ident.split("-", 1)[0]),
+                data=data if isinstance(data, bytes) else str(data).encode(),
+            ))
+        return Claim(
+            ClaimKind.EVENTS, requests=requests, answered=answered, events=tuple(events),
+            lost=lost,
+        )

@@ -47,6 +47,7 @@ from ..protocol._sse import encode_event
 from ..protocol._versions import revision_at_least
 from ._describe import HandlerInfo, LogInfo, SessionInfo, ViewInfo
 from ._handler import outcome_of
+from ._mirror import StreamMirror
 from ._reqstats import RequestMetrics
 from ._store import Control, ControlKind, SessionRecord, SharedState
 from ._view import View, ViewEnd, gap_event
@@ -173,6 +174,11 @@ class SessionOwner(Protocol):
     async def save_shared(self, session: Session) -> None:
         """Store what changed in the session (TM-STORE-RECORD); raises RemoteProtocolError."""
 
+    @property
+    def mirror(self) -> StreamMirror | None:
+        """Where request streams are copied for other workers (TM-STORE-STREAMS); None
+        when nothing is shared."""
+
 
 class Session:
     """State and tasks of one session. Created by the SessionManager, run by its nursery."""
@@ -222,6 +228,7 @@ class Session:
         #: connection of it ending (TM-SESS-ABANDONED).
         self.last_heard = self.created_at
         self._outbound_ids = itertools.count(manager.outbound_base)
+        self._mirror = manager.mirror
         #: When this worker last read the session's record from a shared store.
         self._record_read = -math.inf
         self._changed = trio.Event()
@@ -799,6 +806,8 @@ class Session:
                     kind=EntryKind.RESPONSE,
                     answers=flight.request.id,
                 )
+                if self._mirror is not None:
+                    self._mirror.add(self, flight.stream, entry)
                 if self.config.tracer is not None:
                     self.trace(TraceKind.APPEND, stream=flight.stream, seq=entry.seq,
                                request=flight.request.id, detail=_outcome_label(outcome))
@@ -834,6 +843,8 @@ class Session:
         except StreamClosedError:
             self.stats.notifications_dropped += 1
             return False
+        if self._mirror is not None:
+            self._mirror.add(self, stream, entry)
         if self.config.tracer is not None:
             self.trace(TraceKind.APPEND, stream=stream, seq=entry.seq, request=related,
                        method=message.method)

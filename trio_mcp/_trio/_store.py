@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 import attrs
@@ -16,12 +16,16 @@ import trio
 from ..protocol import JSON
 
 __all__ = [
+    "Claim",
+    "ClaimKind",
     "Control",
     "ControlKind",
     "MemoryStore",
+    "MirrorOp",
     "SessionRecord",
     "SessionStore",
     "StoreUnavailable",
+    "StoredEvent",
     "StoredTask",
 ]
 
@@ -68,6 +72,53 @@ class SharedState:
     initialized: bool
     log_level: str | None
     subscriptions: frozenset[str]
+
+
+@attrs.frozen
+class MirrorOp:
+    """One change of a request stream, for its copy in the store (TM-STORE-STREAMS): a
+    message appended (``seq`` set), or only what the stream carries and has lost."""
+
+    session_id: str
+    stream: int
+    requests: str
+    """The stream's request ids, each as JSON, one per line."""
+    seq: int | None = None
+    data: bytes = b""
+    answers: str | None = None
+    """For a response, the id it answers, as JSON."""
+    first_kept: int = 0
+    """The oldest seq of the stream the holder's window still keeps: older ones go."""
+    lost: int = -1
+    """The newest seq of the stream that left the window or never reached the store."""
+
+
+@attrs.frozen
+class StoredEvent:
+    seq: int
+    data: bytes
+
+
+class ClaimKind(enum.Enum):
+    """What the store holds of a stream whose worker is gone."""
+
+    #: Nothing: never copied, or expired.
+    UNKNOWN = "unknown"
+    #: Messages after the cursor have been lost (TM-RES-STALE).
+    GAP = "gap"
+    #: Every message after the cursor, and a response for each request.
+    EVENTS = "events"
+
+
+@attrs.frozen
+class Claim:
+    kind: ClaimKind
+    requests: tuple[str, ...] = ()
+    """The stream's request ids, each as JSON."""
+    answered: Mapping[str, int] = attrs.field(factory=dict)
+    """For each request answered in the stream, the seq of its response."""
+    events: tuple[StoredEvent, ...] = ()
+    lost: int = -1
 
 
 class ControlKind(enum.Enum):
@@ -152,6 +203,20 @@ class SessionStore(Protocol):
     async def locate(self, origin: str) -> str | None:
         """Where the relay port of the process named ``origin`` is; None when it is gone."""
 
+    async def mirror(self, ops: Sequence[MirrorOp], ttl: float) -> list[bool]:
+        """Copy these changes of this process's request streams, in order, each kept for
+        ``ttl`` seconds; for each, False when another process has claimed its stream
+        (raises StoreUnavailable)."""
+
+    async def claim(
+        self, session_id: str, origin: str, stream: int, after: int,
+        prefix: bytes, suffix: bytes, *, ttl: float,
+    ) -> Claim:
+        """The messages after ``after`` of a request stream whose holder ``origin`` is gone.
+        The first claim ends the stream: each request not answered in it gets the response
+        ``prefix + <its id as JSON> + suffix``, and the holder copies nothing more; what is
+        claimed is kept ``ttl`` seconds more (raises StoreUnavailable)."""
+
 
 @attrs.define
 class MemoryStore:
@@ -209,3 +274,12 @@ class MemoryStore:
 
     async def locate(self, origin: str) -> str | None:
         return None
+
+    async def mirror(self, ops: Sequence[MirrorOp], ttl: float) -> list[bool]:
+        return [True] * len(ops)
+
+    async def claim(
+        self, session_id: str, origin: str, stream: int, after: int,
+        prefix: bytes, suffix: bytes, *, ttl: float,
+    ) -> Claim:
+        return Claim(ClaimKind.UNKNOWN)

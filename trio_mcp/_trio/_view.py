@@ -176,20 +176,26 @@ class View:
         priming: Entry | None = None,
         attached_comment: bool = False,
         headers: tuple[tuple[str, str], ...] = (),
+        preface: bytes = b"",
     ) -> str:
         """Serve the connection until the stream ends, the client leaves or we stop it.
 
         ``priming`` is the stream's priming position, taken before anything was appended
-        to the stream, so the priming event comes first on the wire.
+        to the stream, so the priming event comes first on the wire; ``preface`` goes even
+        before it (what the client must be told of the stream it asked for).
         """
         self.task = trio.lowlevel.current_task()
         try:
-            return await self._serve(priming, attached_comment, headers)
+            return await self._serve(priming, attached_comment, headers, preface)
         finally:
             self.closed.set()
 
     async def _serve(
-        self, priming: Entry | None, attached_comment: bool, headers: tuple[tuple[str, str], ...]
+        self,
+        priming: Entry | None,
+        attached_comment: bool,
+        headers: tuple[tuple[str, str], ...],
+        preface: bytes = b"",
     ) -> str:
         session = self.session
         self.delivered = self.cursor
@@ -213,6 +219,8 @@ class View:
         if not session.spawn(writer.run, name=f"mcp:writer:{self.stream}"):
             writer.close()
             return ViewEnd.SERVER_CLOSED
+        if preface:
+            writer.submit(preface)
         if priming is not None:
             # T-PSSE-1 (SHOULD): start with an event that has an id and empty data, so the
             # client has a cursor to resume from even if nothing else arrives.

@@ -63,11 +63,16 @@ class CursorCodec:
         """The SSE ``id`` of the event at ``cursor`` in ``session_id``'s log (visible ASCII)."""
         return self.event_id(session_id, cursor.stream, cursor.seq)
 
-    def event_id(self, session_id: str, stream: int, seq: int) -> str:
-        """``encode`` without a Cursor to make: the id of every event sent comes from here."""
-        if self.origin:
-            mac = self._mac(session_id, stream, seq, self.origin)
-            return f"{self.origin}~{stream}.{seq}.{mac}"
+    def event_id(
+        self, session_id: str, stream: int, seq: int, *, origin: str | None = None
+    ) -> str:
+        """``encode`` without a Cursor to make: the id of every event sent comes from here.
+        ``origin`` names another worker, for events of its stream served from a shared
+        store once it is gone."""
+        origin = self.origin if origin is None else origin
+        if origin:
+            mac = self._mac(session_id, stream, seq, origin)
+            return f"{origin}~{stream}.{seq}.{mac}"
         return f"{stream}.{seq}.{self._mac(session_id, stream, seq)}"
 
     def decode(self, session_id: str, event_id: str) -> Cursor | None:

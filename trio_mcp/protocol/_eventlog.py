@@ -145,6 +145,11 @@ class StreamState:
         return self.number != STANDALONE_STREAM and not self.open_requests
 
     @property
+    def first_kept(self) -> int:
+        """The oldest seq of this stream the log keeps (past its newest when none is)."""
+        return self._seq[0] if self._seq else self.last_seq + 1
+
+    @property
     def entries(self) -> Sequence[Entry]:
         """The kept messages, oldest first, read as Entry objects."""
         return _Entries(self)

@@ -1,0 +1,183 @@
+# Request streams copied into the shared store, so that they outlive the worker holding them
+# (TM-STORE-STREAMS). While the holder lives, a resume elsewhere is relayed to it and these
+# copies are not read; once it is gone, a resume is answered from them and its stream ended,
+# each request without a response failed explicitly.
+#
+# Copying follows the stream, not the client: it is written behind, in order, by one task per
+# process, in batches. An event the client could have seen before its copy was written is
+# harmless: a resume reads strictly after the client's cursor. What matters is that a copy
+# never has a hole the reader cannot see: a change that cannot be copied (the queue is full,
+# the store does not answer) is recorded as lost, and a cursor before it reads a gap, never
+# the messages after it.
+from __future__ import annotations
+
+import collections
+import json
+import logging
+from typing import Final, Protocol
+
+import attrs
+import trio
+
+from ..protocol import STANDALONE_STREAM
+from ..protocol._eventlog import Entry, EntryKind, EventLog
+from ._store import MirrorOp, SessionStore, StoreUnavailable
+
+__all__ = ["StreamMirror"]
+
+logger = logging.getLogger("trio_mcp.store")
+
+#: Changes sent to the store in one round trip.
+_BATCH: Final = 256
+#: How long copying waits after a change, for others to join it.
+_DELAY: Final = 0.002
+#: How long copying waits after the store failed before it tries again.
+_RETRY: Final = 0.5
+
+
+class MirroredSession(Protocol):
+    """What the mirror reads of a session when it copies: its id and its log."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def log(self) -> EventLog: ...
+
+    @property
+    def closed(self) -> bool: ...
+
+
+@attrs.frozen
+class _Change:
+    source: MirroredSession
+    stream: int
+    seq: int | None
+    data: bytes = b""
+    answers: str | None = None
+
+
+class StreamMirror:
+    """Copies this process's request streams into ``store``, each copy kept ``ttl`` seconds
+    after its last change. At most ``max_changes`` changes (``max_bytes`` of messages) wait
+    to be copied: memory stays bounded when the store is slow (TM-BP-BOUNDED)."""
+
+    def __init__(
+        self, store: SessionStore, *, ttl: float, max_changes: int = 4096,
+        max_bytes: int = 8 * 1024 * 1024,
+    ) -> None:
+        self.store = store
+        self.ttl = ttl
+        self.max_changes = max_changes
+        self.max_bytes = max_bytes
+        self._queue: collections.deque[_Change] = collections.deque()
+        self._bytes = 0
+        self._wake = trio.Event()
+        #: Streams with a change that was not copied, by (session id, stream): the newest
+        #: such seq, written as the stream's loss with its next change that is copied.
+        self._holes: dict[tuple[str, int], tuple[MirroredSession, int]] = {}
+        #: Streams of which a change has been copied, until their last is.
+        self._copied: set[tuple[str, int]] = set()
+        #: Changes never copied (the queue full, the store failing): a counter.
+        self.lost = 0
+        #: Changes not copied because another worker had claimed their stream.
+        self.refused = 0
+
+    @property
+    def pending(self) -> int:
+        """Changes waiting to be copied, and streams whose loss is not yet written."""
+        return len(self._queue) + len(self._holes)
+
+    def add(self, source: MirroredSession, stream: int, entry: Entry | None) -> None:
+        """Copy a change of ``stream``: ``entry`` appended, or None when it is opened."""
+        if stream == STANDALONE_STREAM:
+            return  # a standalone stream outlives nobody: TM-STORE-STREAMS
+        if entry is None:
+            change = _Change(source, stream, None)
+        else:
+            answers = (
+                json.dumps(entry.answers) if entry.kind is EntryKind.RESPONSE else None
+            )
+            change = _Change(source, stream, entry.seq, entry.data, answers)
+        if len(self._queue) >= self.max_changes or self._bytes + len(change.data) > self.max_bytes:
+            self._hole(change)
+            return
+        self._queue.append(change)
+        self._bytes += len(change.data)
+        self._wake.set()
+
+    def _hole(self, change: _Change) -> None:
+        if change.seq is None:
+            return  # the next change carries what an opening says
+        self.lost += 1
+        key = (change.source.id, change.stream)
+        held = self._holes.get(key)
+        self._holes[key] = (change.source, max(change.seq, -1 if held is None else held[1]))
+
+    def _op(self, change: _Change) -> MirrorOp | None:
+        """The change as the store takes it, or None when copying it is moot: its session
+        ended, its stream was forgotten, or the client took the whole of it."""
+        source = change.source
+        state = source.log.stream(change.stream)
+        if source.closed or state is None:
+            self._holes.pop((source.id, change.stream), None)
+            self._copied.discard((source.id, change.stream))
+            return None
+        key = (source.id, change.stream)
+        if key not in self._copied and state.ended and state.written_through >= state.last_seq:
+            # The client took all of it before any of it was copied (most quick answers,
+            # thanks to _DELAY): copying it would serve no resume. Once part of a stream is
+            # copied, all of it is, or a resume could find a request without its response.
+            self._holes.pop(key, None)
+            return None
+        if state.ended and (change.seq is None or change.seq >= state.last_seq):
+            self._copied.discard(key)  # its last change
+        else:
+            self._copied.add(key)
+        hole = self._holes.get(key)
+        return MirrorOp(
+            session_id=source.id,
+            stream=change.stream,
+            requests="\n".join(json.dumps(r) for r in state.request_ids),
+            seq=change.seq,
+            data=change.data,
+            answers=change.answers,
+            first_kept=state.first_kept,
+            lost=max(state.lost_through, -1 if hole is None else hole[1]),
+        )
+
+    async def run(self) -> None:
+        """Copy what is added, for ever (until cancelled)."""
+        while True:
+            await self._wake.wait()
+            # What comes meanwhile goes in the same round trip, and a stream whose client
+            # takes the whole of it at once is not copied at all.
+            await trio.sleep(_DELAY)
+            self._wake = trio.Event()
+            while self._queue or self._holes:
+                changes = [self._queue.popleft() for _ in range(min(_BATCH, len(self._queue)))]
+                for change in changes:
+                    self._bytes -= len(change.data)
+                if not changes:
+                    # Nothing else waits: say what was lost of each stream with a hole.
+                    changes = [_Change(src, stream, None) for (_, stream), (src, _) in
+                               list(self._holes.items())[:_BATCH]]
+                ops = [(c, op) for c in changes if (op := self._op(c)) is not None]
+                if not ops:
+                    continue
+                try:
+                    done = await self.store.mirror([op for _, op in ops], self.ttl)
+                except StoreUnavailable:
+                    for change, _ in ops:
+                        self._hole(change)
+                    await trio.sleep(_RETRY)
+                    continue
+                for (change, op), copied in zip(ops, done, strict=True):
+                    key = (change.source.id, change.stream)
+                    hole = self._holes.get(key)
+                    if not copied:
+                        # Another worker claimed it: its holder was thought gone.
+                        self.refused += 1
+                        self._holes.pop(key, None)
+                    elif hole is not None and hole[1] <= op.lost:
+                        del self._holes[key]
