@@ -235,6 +235,32 @@ async def test_a_stream_resumed_at_the_other_worker_continues_there_exactly_once
     assert 1 == b.manager.stats.resumes_relayed
 
 
+@pytest.mark.spec("TM-STORE-STREAMS", "TM-STORE-RECORD", "T-RESUME-5")
+async def test_a_session_created_at_one_worker_called_at_another_resumes_at_a_third(
+    live_server: StartServer, redis_url: str
+) -> None:
+    """Three workers: the session is created at A, its call is POSTed to B and dropped,
+    and the stream is resumed at C, which relays it to B: every message once, in order,
+    then the result."""
+    a, b = await _two_workers(live_server, redis_url)
+    c = await live_server(server=_app(), config=_config(redis_url))
+    with trio.fail_after(TIMEOUT):
+        session = await open_session(a.url)
+        cursor, seen = await _drop_after(
+            b.url, session, _tool_call("count", 4, {"n": 6, "pause": 0.02}), 2
+        )
+        async with open_stream(
+            c.url, "GET", session.headers([("last-event-id", cursor)])
+        ) as resumed:
+            assert 200 == resumed.status
+            while "result" not in seen[-1]:
+                seen.append(await resumed.next_message())
+    assert [f"line {i}" for i in range(6)] == _lines(seen)
+    assert "counted 6" == seen[-1]["result"]["content"][0]["text"]
+    assert (0, 1, 1) == tuple(w.manager.stats.sessions_adopted for w in (a, b, c))
+    assert 1 == c.manager.stats.resumes_relayed
+
+
 @pytest.mark.spec("TM-STORE-STREAMS")
 async def test_a_resume_is_relayed_once_and_a_gone_holder_is_an_explicit_failure(
     live_server: StartServer, redis_url: str
