@@ -472,6 +472,33 @@ async def test_changes_made_while_redis_stalls_are_a_gap_for_a_resume_from_befor
     assert 3 == error["id"] and -31001 == error["error"]["code"]
 
 
+@pytest.mark.slow
+@pytest.mark.spec("TM-STORE-RECORD", "T-RESUME-6")
+async def test_a_cursor_from_before_a_worker_let_a_session_go_names_nothing_it_took_up_again(
+    live_server: StartServer, redis_url: str
+) -> None:
+    """A worker lets an idle session go while another keeps it alive, then takes it up
+    again: a cursor from its first replica names no message of the second (its streams
+    and seqs are numbered apart), and its resume is told of a gap, never served the newer
+    stream's messages."""
+    a, b = await _two_workers(live_server, redis_url, session_idle_ttl=1.0)
+    with trio.fail_after(TIMEOUT):
+        session = await open_session(a.url)
+        first = await session.post(rpc_request("tools/call", {"name": "quick"}, id=1))
+        old = next(e.id for e in first.events() if e.id)
+        while a.manager.stats.sessions_released == 0:
+            assert 200 == (await _at(session, b).post(rpc_request("ping", id=9))).status
+            await trio.sleep(0.2)
+        # The new replica's first two streams, numbered as the old one's were without a base.
+        assert 200 == (await session.post(rpc_request("ping", id=2))).status
+        again = await session.post(json.loads(_tool_call("count", 3, {"n": 3, "pause": 0})))
+        assert 200 == again.status
+        resumed = await request(a.url, "GET", session.headers([("last-event-id", old)]))
+    events = [e for e in resumed.events() if e.comment is None]
+    assert "resumption-failed" == events[0].event, resumed.body
+    assert not any(e.data and "line" in e.data for e in events)
+
+
 @pytest.mark.spec("TM-STORE-DOWN")
 async def test_redis_down_is_503_with_a_retry_hint_and_the_server_recovers_by_itself(
     live_server: StartServer, redis_server: RedisServer

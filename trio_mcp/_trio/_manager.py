@@ -160,6 +160,8 @@ class SessionManager:
         # TM-RES-EVENTID / TM-WORK-SECRET: without a shared secret the key lives only in this
         # process, and cursors from before a restart (or from another worker) do not verify.
         self.codec = CursorCodec(config.derived_key("cursor"), origin=self.store.origin)
+        #: Replicas of sessions created elsewhere taken up here (their logs' bases).
+        self._replicas = 0
         #: Request streams copied for the other workers (TM-STORE-STREAMS).
         self._mirror = (
             StreamMirror(self.store, ttl=config.session_idle_ttl) if self.store.shared else None
@@ -217,6 +219,8 @@ class SessionManager:
         self.stats.streams_cut += 1
 
     def forget(self, session: Session) -> None:
+        if self._mirror is not None:
+            self._mirror.forget(session.id)
         if self.sessions.get(session.id) is session:
             del self.sessions[session.id]
             if session.peer is not None:
@@ -382,7 +386,12 @@ class SessionManager:
 
     async def _adopt(self, record: SessionRecord) -> Session:
         """Take up here a session another worker created (TM-STORE-RECORD)."""
+        # A replica's log numbers its messages and streams from a base of its own: this
+        # worker may have held the session before, and cursors from then must not name
+        # messages of this replica.
+        self._replicas += 1
         session = Session(
+            log_base=self._replicas << 32,
             manager=self,
             session_id=record.id,
             version=record.version,

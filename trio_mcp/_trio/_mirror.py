@@ -76,8 +76,8 @@ class StreamMirror:
         #: Streams with a change that was not copied, by (session id, stream): the newest
         #: such seq, written as the stream's loss with its next change that is copied.
         self._holes: dict[tuple[str, int], tuple[MirroredSession, int]] = {}
-        #: Streams of which a change has been copied, until their last is.
-        self._copied: set[tuple[str, int]] = set()
+        #: Streams of which a change has been copied, until their last is, by session id.
+        self._copied: dict[str, set[int]] = {}
         #: Changes never copied (the queue full, the store failing): a counter.
         self.lost = 0
         #: Changes not copied because another worker had claimed their stream.
@@ -106,6 +106,10 @@ class StreamMirror:
         self._bytes += len(change.data)
         self._wake.set()
 
+    def forget(self, session_id: str) -> None:
+        """The session has ended here: what is still queued of it will not be copied."""
+        self._copied.pop(session_id, None)
+
     def _hole(self, change: _Change) -> None:
         if change.seq is None:
             return  # the next change carries what an opening says
@@ -119,21 +123,29 @@ class StreamMirror:
         ended, its stream was forgotten, or the client took the whole of it."""
         source = change.source
         state = source.log.stream(change.stream)
-        if source.closed or state is None:
-            self._holes.pop((source.id, change.stream), None)
-            self._copied.discard((source.id, change.stream))
-            return None
         key = (source.id, change.stream)
-        if key not in self._copied and state.ended and state.written_through >= state.last_seq:
+        copied = self._copied.get(source.id)
+        if source.closed or state is None:
+            self._holes.pop(key, None)
+            if copied is not None:
+                copied.discard(change.stream)
+            return None
+        if copied is None:
+            copied = self._copied[source.id] = set()
+        if (
+            change.stream not in copied
+            and state.ended
+            and state.written_through >= state.last_seq
+        ):
             # The client took all of it before any of it was copied (most quick answers,
             # thanks to _DELAY): copying it would serve no resume. Once part of a stream is
             # copied, all of it is, or a resume could find a request without its response.
             self._holes.pop(key, None)
             return None
         if state.ended and (change.seq is None or change.seq >= state.last_seq):
-            self._copied.discard(key)  # its last change
+            copied.discard(change.stream)  # its last change
         else:
-            self._copied.add(key)
+            copied.add(change.stream)
         hole = self._holes.get(key)
         return MirrorOp(
             session_id=source.id,

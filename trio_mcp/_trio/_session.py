@@ -196,6 +196,7 @@ class Session:
         peer: str | None = None,
         principal: str = "",
         config: ServerConfig,
+        log_base: int = 0,
     ) -> None:
         self.manager = manager
         self.id = session_id
@@ -210,7 +211,9 @@ class Session:
         self.config = config
         self.phase = Phase.AWAITING_INITIALIZED
         # What the client made the session keep counts against its window (TM-SEC-STATE).
-        self.log = EventLog(config.retention, reserved=SESSION_FOOTPRINT + client_state_bytes)
+        self.log = EventLog(
+            config.retention, reserved=SESSION_FOOTPRINT + client_state_bytes, base=log_base
+        )
         self.inflight: dict[RequestId, InFlight] = {}
         self.outbound: dict[int, Outbound] = {}
         self.views: dict[int, View] = {}

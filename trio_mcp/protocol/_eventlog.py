@@ -280,13 +280,18 @@ class StreamClosedError(Exception):
 class EventLog:
     """The bounded, per-session log of outgoing messages."""
 
-    def __init__(self, retention: Retention | None = None, *, reserved: int = 0) -> None:
+    def __init__(
+        self, retention: Retention | None = None, *, reserved: int = 0, base: int = 0
+    ) -> None:
+        """``base`` is where this log's seqs and request stream numbers start: another
+        replica of the same session, in the same process, starts elsewhere, so that no
+        cursor of one names a message of the other (TM-STORE-RECORD)."""
         self.retention = retention or Retention()
         #: Bytes of ``max_bytes`` the log leaves to its owner: what a session takes besides
         #: its log, so that the window bounds the whole session (TM-RES-WINDOW).
         self.reserved = reserved
-        self._next_seq = 0
-        self._next_stream = STANDALONE_STREAM + 1
+        self._next_seq = base
+        self._next_stream = base + STANDALONE_STREAM + 1
         #: Every kept message's seq and stream, in the order they leave the window (seq
         #: order). Messages dropped out of turn leave holes, skipped when met and compacted
         #: away (``_compact``); ``_head`` is where the ones not yet dropped begin.
@@ -301,7 +306,11 @@ class EventLog:
         self._kept = 0
         self._bytes = 0
         self.streams: dict[int, StreamState] = {
-            STANDALONE_STREAM: StreamState(number=STANDALONE_STREAM, open_requests=set())
+            # What an earlier replica's standalone stream held is lost to this one: a cursor
+            # from it reads a gap, not a silent skip.
+            STANDALONE_STREAM: StreamState(
+                number=STANDALONE_STREAM, open_requests=set(), lost_through=base - 1
+            )
         }
         #: Counters for statistics(): appended and evicted entries, and bytes retained.
         self.appended = 0
