@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import secrets
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -51,6 +52,7 @@ from ..protocol._transport import (
     session_not_found,
 )
 from ..protocol._versions import MODERN_VERSIONS, effective_version, negotiate
+from ._announce import announced
 from ._budget import ByteBudget
 from ._describe import ManagerInfo
 from ._memory import MemoryReleaser
@@ -130,7 +132,8 @@ class ManagerStats:
     resumes_relayed: int = 0
     """Resumes passed to the worker holding their stream (TM-STORE-STREAMS)."""
     controls_received: int = 0
-    """Cancellations, client responses and session ends from other workers (TM-STORE-CONTROL)."""
+    """Cancellations, client responses and session ends from other workers (TM-STORE-CONTROL),
+    and change notifications made at another worker (TM-STORE-NOTIFY)."""
     resumes_from_store: int = 0
     """Resumes of a stream whose worker was gone, answered from its copy (TM-STORE-STREAMS)."""
 
@@ -145,9 +148,13 @@ class SessionManager:
         *,
         bind_hosts: list[str],
         store: SessionStore | None = None,
+        on_notify: Callable[[Notification], object] | None = None,
     ) -> None:
         self.app = app
         self.config = config
+        #: Where a change notification published by another worker goes (TM-STORE-NOTIFY):
+        #: the runtime, which delivers it to every client of this worker.
+        self._on_notify = on_notify
         #: Where sessions are kept besides this process's table (TM-STORE-RECORD).
         self.store: SessionStore = store or MemoryStore()
         #: Where this worker's relay port listens, once an HTTP edge has opened it.
@@ -454,6 +461,13 @@ class SessionManager:
         await self._publish(Control(ControlKind.CHANGED, session.id, None))
 
     def _on_control(self, control: Control) -> None:
+        if control.kind is ControlKind.NOTIFY:
+            # TM-STORE-NOTIFY: no session's; delivered here, and not published again.
+            notification = announced(control)
+            if notification is not None and self._on_notify is not None:
+                self.stats.controls_received += 1
+                self._on_notify(notification)
+            return
         session = self.sessions.get(control.session_id)
         if session is None or session.closed:
             return
@@ -1082,6 +1096,44 @@ class SessionManager:
         """Send a notification on every operating session's standalone stream."""
         for session in list(self.sessions.values()):
             session.send(Notification(method=method, params=params))
+
+    def broadcast(self, notification: Notification) -> int:
+        """Send a change notification on the standalone stream (T-GET-5: it relates to no
+        request) of each session it is for (``Session.takes``); how many got it at once.
+
+        With a shared store, a session told that its record changed elsewhere may have
+        subscribed or unsubscribed there: for a resource update, its record is read first,
+        and it gets the update (or not) when the store has answered (TM-STORE-NOTIFY)."""
+        sent = 0
+        for session in list(self.sessions.values()):
+            if (
+                self.store.shared
+                and notification.method == "notifications/resources/updated"
+                # Not read since another worker said it changed (or never read here).
+                and not session.record_fresh(trio.current_time(), math.inf)
+            ):
+                self._spawn(self._broadcast_fresh, session, notification)
+            elif session.takes(notification) and session.send(notification):
+                sent += 1
+        return sent
+
+    async def _broadcast_fresh(self, session: Session, notification: Notification) -> None:
+        cfg = self.config
+        try:
+            record = await self.store.fetch(
+                session.id, idle_ttl=cfg.session_idle_ttl, uninitialized_ttl=cfg.uninitialized_ttl
+            )
+        except StoreUnavailable:
+            record = None  # decided on what this worker knows
+        else:
+            if record is None:
+                return  # ended meanwhile: its next request here is told so
+        if session.closed:
+            return
+        if record is not None:
+            session.refresh(record)
+        if session.takes(notification):
+            session.send(notification)
 
 
 def _principal_key(request: HttpRequest) -> str:

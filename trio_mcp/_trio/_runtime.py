@@ -30,6 +30,7 @@ from ..protocol._tasks import (
     task_origin,
 )
 from ..protocol._transport import HttpRequest, Reply, error_reply, read_post_body
+from ._announce import Announcer
 from ._auth import Authenticator
 from ._budget import ByteBudget
 from ._listen import Listeners
@@ -68,8 +69,11 @@ class Runtime:
         self._policies: dict[str | None, OriginPolicy] = {}
         self._nursery: trio.Nursery | None = None
         self.manager = SessionManager(
-            app, config, bind_hosts=bind_hosts, store=_store_for(config)
+            app, config, bind_hosts=bind_hosts, store=_store_for(config),
+            on_notify=self._deliver,
         )
+        #: TM-STORE-NOTIFY: this worker's change notifications, for the other workers.
+        self._announcer = Announcer(self.manager.store) if self.manager.store.shared else None
         #: TM-SEC-BODIES: what the HTTP edges hold of bodies still arriving (the manager
         #: keeps it, so that its counters are among the server's).
         self.bodies: ByteBudget = self.manager.bodies
@@ -116,6 +120,8 @@ class Runtime:
                 await nursery.start(self.tasks.run)
                 if self.manager.store.shared:
                     nursery.start_soon(self._store_tasks)
+                if self._announcer is not None:
+                    nursery.start_soon(self._announcer.run)
                 self._nursery = nursery
                 self.app.attach(self)
                 try:
@@ -188,13 +194,18 @@ class Runtime:
         return [LegacySessionPort(s) for s in list(self.manager.sessions.values()) if not s.closed]
 
     def broadcast(self, method: str, params: Mapping[str, JSON] | None = None) -> int:
-        sent = self.listeners.broadcast(method, params)
         notification = Notification(method=method, params=params)
-        for session in list(self.manager.sessions.values()):
-            # T-GET-5: it relates to no request, so it goes on the standalone stream.
-            if session.takes(notification) and session.send(notification):
-                sent += 1
+        sent = self._deliver(notification)
+        if self._announcer is not None:
+            # TM-STORE-NOTIFY: the other workers' clients are told too (not counted here).
+            self._announcer.add(notification)
         return sent
+
+    def _deliver(self, notification: Notification) -> int:
+        """A change notification, made here or at another worker, to this worker's
+        clients that asked for it: listeners, and legacy sessions' standalone streams."""
+        sent = self.listeners.broadcast(notification.method, notification.params)
+        return sent + self.manager.broadcast(notification)
 
     # -- HTTP entry -------------------------------------------------------------------------
 

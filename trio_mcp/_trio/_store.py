@@ -132,6 +132,9 @@ class ControlKind(enum.Enum):
     END = "end"
     #: Its record changed (initialized, log level, subscriptions): holders read it again.
     CHANGED = "changed"
+    #: A change notification (a list changed, a resource updated) made at another worker:
+    #: not a session's, every worker delivers it to its own clients (TM-STORE-NOTIFY).
+    NOTIFY = "notify"
 
 
 @attrs.frozen
@@ -139,7 +142,8 @@ class Control:
     kind: ControlKind
     session_id: str
     payload: JSON
-    """CANCEL: the request id; RESPONSE: the JSON-RPC message; END: the reason."""
+    """CANCEL: the request id; RESPONSE: the JSON-RPC message; END: the reason; NOTIFY
+    (whose ``session_id`` is ""): the notification's ``method`` and ``params``."""
 
 
 class SessionStore(Protocol):
