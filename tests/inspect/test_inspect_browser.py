@@ -1,11 +1,14 @@
 # The inspector's page in a real browser: headless Chromium, driven through chromedriver
 # (tests/support/webdriver.py), opens the page of a server started with an inspector on free
-# loopback ports, while the test drives sessions over HTTP and reads the rendered DOM. It saves
-# the screenshot that README.md shows (docs/inspect.png).
+# loopback ports, while the test drives sessions over HTTP and reads the rendered DOM. It takes
+# a screenshot; with TRIO_MCP_WRITE_DOCS=1 in the environment it writes it over the one
+# README.md shows (docs/inspect.png), which is otherwise left alone, so that a run of the
+# tests leaves the git tree as it was.
 #
 # Chromium missing is a failure, not a skip: .ci/run installs it.
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,6 +26,8 @@ from trio_mcp import ServerConfig, serve
 pytestmark = [pytest.mark.spec("TM-SEC-INSPECT"), pytest.mark.slow]
 
 SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "inspect.png"
+#: Set to 1 to write the screenshot to docs/inspect.png (SCREENSHOT).
+WRITE_DOCS = "TRIO_MCP_WRITE_DOCS"
 
 #: Labels of the rendered nodes of a kind (`li[data-kind=...]`), and their highlighted state.
 NODES = """
@@ -53,10 +58,13 @@ async def call(session: McpSession, tool: str, arguments: dict[str, Any]) -> Non
         await s.read_body()
 
 
-async def test_page_shows_sessions_handlers_and_cut_views_live(nursery: trio.Nursery) -> None:
+async def test_page_shows_sessions_handlers_and_cut_views_live(
+    nursery: trio.Nursery, tmp_path: Path
+) -> None:
     """In headless Chromium, the inspector's page shows a new session's supervisor; a
     running handler appears under it and disappears once it has answered; a reader that
-    stops reading is cut and its view is marked cut; a screenshot goes to docs/inspect.png."""
+    stops reading is cut and its view is marked cut; the page's screenshot is a PNG, which
+    goes to docs/inspect.png only with TRIO_MCP_WRITE_DOCS=1."""
     try:
         find_chromium()
     except RuntimeError as exc:
@@ -111,8 +119,11 @@ async def test_page_shows_sessions_handlers_and_cut_views_live(nursery: trio.Nur
             await in_page(browser, EXPAND_SESSIONS)
             await trio.sleep(1.0)  # one more snapshot, drawn with the group unfolded
             png = await trio.to_thread.run_sync(browser.screenshot)
-    SCREENSHOT.parent.mkdir(exist_ok=True)
-    SCREENSHOT.write_bytes(png)
+    assert png.startswith(b"\x89PNG\r\n\x1a\n"), png[:16]
+    (tmp_path / SCREENSHOT.name).write_bytes(png)
+    if os.environ.get(WRITE_DOCS) == "1":
+        SCREENSHOT.parent.mkdir(exist_ok=True)
+        SCREENSHOT.write_bytes(png)
 
 
 async def wait_until_live(browser: Browser) -> None:

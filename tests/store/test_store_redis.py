@@ -457,10 +457,12 @@ async def test_changes_made_while_redis_stalls_are_a_gap_for_a_resume_from_befor
     with trio.fail_after(TIMEOUT):
         session = await open_session(a.url)
         cursor, _ = await _drop_after(
-            a.url, session, _tool_call("count", 3, {"n": 30, "pause": 0.03}), 1
+            a.url, session, _tool_call("count", 3, {"n": 60, "pause": 0.03}), 1
         )
+        # The first copy that fails may hold only what the cursor covers; the mirror tries
+        # again 0.5 s later, with lines made after the cursor, and the pause outlasts that.
         async with coredis.Redis.from_url(redis_url) as redis:
-            await redis.client_pause(600, mode=coredis.PureToken.WRITE)
+            await redis.client_pause(1500, mode=coredis.PureToken.WRITE)
         state = a.manager.sessions[session.id].log.streams
         await wait_until(lambda: all(st.ended for n, st in state.items() if n), poll=0.01)
         await _holder_gone(a)
