@@ -18,7 +18,11 @@ generator's own CPU use is reported beside each figure (it shares the cores with
 workers, so the two-worker figure is a floor of what two free cores would give).
 
 Memory: 1,000 sessions created and abandoned through two workers, with a short session time
-to live; Redis's ``used_memory`` before, with them, and after their time to live.
+to live; Redis's ``used_memory`` before, with them, and after their time to live. Then 200
+sessions each abandoning a call in the middle of its stream (the demo's countdown, 400
+progress notifications, the connection dropped after the first): their streams' copies in
+Redis (TM-STORE-STREAMS) against the window a session keeps (TM-RES-WINDOW), and after the
+time to live.
 """
 
 from __future__ import annotations
@@ -42,7 +46,9 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import run  # noqa: E402  (the benchmarks directory is not a package)
-from client import open_session  # noqa: E402
+from client import encode_request, open_session, rpc  # noqa: E402
+
+from trio_mcp.protocol._eventlog import Retention  # noqa: E402
 
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -104,6 +110,27 @@ class Redis:
     def keys(self) -> int:
         reply = self.command("DBSIZE").decode()
         return int(reply.strip().lstrip(":"))
+
+    def cli(self, *words: str, stdin: str | None = None) -> list[str]:
+        """redis-cli's lines (for replies this module does not parse itself)."""
+        exe = shutil.which("redis-cli")
+        if exe is None:
+            raise SystemExit("redis-cli is missing: apt-get install -y redis-tools")
+        done = subprocess.run([exe, "-p", str(self.port), *words], input=stdin,
+                              capture_output=True, text=True, check=True, timeout=60)
+        return done.stdout.split()
+
+    def copies(self) -> dict[str, int]:
+        """The streams' copies (TM-STORE-STREAMS): how many, their longest, their bytes."""
+        keys = self.cli("--scan", "--pattern", "trio-mcp:ev:*")
+        if not keys:
+            return {"copies": 0, "longest": 0, "bytes": 0}
+        lengths = self.cli(stdin="".join(f"XLEN {k}\n" for k in keys))
+        sizes = self.cli(stdin="".join(f"MEMORY USAGE {k} SAMPLES 0\n" for k in keys))
+        meta = self.cli("--scan", "--pattern", "trio-mcp:evm:*")
+        meta_sizes = self.cli(stdin="".join(f"MEMORY USAGE {k} SAMPLES 0\n" for k in meta))
+        return {"copies": len(keys), "longest": max(int(n) for n in lengths),
+                "bytes": sum(int(n) for n in [*sizes, *meta_sizes])}
 
     def close(self) -> None:
         self.proc.terminate()
@@ -209,6 +236,58 @@ async def abandoned(sessions: int, ttl: float, logs: Path) -> dict[str, Any]:
     }
 
 
+#: Progress notifications of each abandoned call: more than a session's window keeps.
+CALL_EVENTS = 400
+
+
+async def abandon_call(port: int) -> None:
+    """A session whose call streams on after its client went: the connection is dropped
+    once the first progress notification has come."""
+    session = await open_session("127.0.0.1", port)
+    body = rpc(session.take_id(), "tools/call", {
+        "name": "countdown", "arguments": {"n": CALL_EVENTS, "interval": 0.001},
+        "_meta": {"progressToken": 1},
+    })
+    session.conn.write(encode_request(session.head(), body))
+    await session.conn.read_response(lambda chunk: b"notifications/progress" in chunk)
+    session.conn.abort()
+
+
+async def abandoned_calls(sessions: int, ttl: float, logs: Path) -> dict[str, Any]:
+    redis = Redis()
+    redis.wait()
+    try:
+        async with Pool("2 workers + Redis", redis, logs, "--session-ttl", str(ttl)) as pool:
+            before = redis.used_memory()
+            for start in range(0, sessions, 50):
+                await asyncio.gather(*[abandon_call(pool.port)
+                                       for _ in range(min(50, sessions - start))])
+            # Until the calls have ended and their copies are written: the copies stop
+            # changing (well within the time to live, which each change renews).
+            last: dict[str, int] = {}
+            while True:
+                await asyncio.sleep(0.5)
+                copies = redis.copies()
+                if copies == last and copies["copies"]:
+                    break
+                last = copies
+            held, keys_held = redis.used_memory(), redis.keys()
+            await asyncio.sleep(ttl + 2.0)
+            after, keys_after, copies_after = redis.used_memory(), redis.keys(), redis.copies()
+    finally:
+        redis.close()
+    window = Retention()
+    return {
+        "sessions": sessions, "ttl": ttl, "events_per_call": CALL_EVENTS,
+        "window_events": window.max_events, "window_bytes": window.max_bytes,
+        "used_memory_before": before, "used_memory_held": held,
+        "used_memory_after_ttl": after, "keys_held": keys_held, "keys_after_ttl": keys_after,
+        "copies_held": copies, "copies_after_ttl": copies_after,
+        "bytes_per_session": (held - before) / sessions,
+        "copy_bytes_per_session": copies["bytes"] / sessions,
+    }
+
+
 def section(result: dict[str, Any]) -> str:
     """The figures as a RESULTS.md section (also the report's, from benchmarks/run.py)."""
     t = result["throughput"]
@@ -258,12 +337,30 @@ def section(result: dict[str, Any]) -> str:
         f"Abandoned sessions: {a['sessions']} sessions made through two workers, session time "
         f"to live {a['ttl']:.0f} s. Redis `used_memory` {a['used_memory_before'] / 1024:.0f} KiB "
         f"before, {a['used_memory_held'] / 1024:.0f} KiB with them ({a['keys_held']} keys, "
-        f"{a['bytes_per_session']:.0f} B per session: the record; a session's streams stay in "
-        f"its worker, TM-STORE-STREAMS), {a['used_memory_after_ttl'] / 1024:.0f} KiB and "
+        f"{a['bytes_per_session']:.0f} B per session: the record; none of them called a tool, so "
+        f"no stream was copied), {a['used_memory_after_ttl'] / 1024:.0f} KiB and "
         f"{a['keys_after_ttl']} keys after their time to live (the keys left are the workers' "
         "relay addresses).",
         "",
     ]
+    c = result.get("abandoned_calls")
+    if c is not None:
+        held, gone = c["copies_held"], c["copies_after_ttl"]
+        lines += [
+            f"Abandoned calls: {c['sessions']} sessions through two workers, each dropping the "
+            f"connection of a call after its first of {c['events_per_call']} progress "
+            "notifications; the call runs on, its stream copied into Redis "
+            f"(TM-STORE-STREAMS). Once the calls had ended: {held['copies']} copies, the "
+            f"longest {held['longest']} entries (a session's window keeps "
+            f"{c['window_events']} events and {c['window_bytes'] // 1024} KiB), "
+            f"{c['copy_bytes_per_session'] / 1024:.1f} KiB of copies per session "
+            f"(`MEMORY USAGE`), `used_memory` {c['used_memory_before'] / 1024:.0f} KiB before "
+            f"and {c['used_memory_held'] / 1024:.0f} KiB with them "
+            f"({c['bytes_per_session'] / 1024:.1f} KiB per session, its record included). "
+            f"After their time to live ({c['ttl']:.0f} s): {gone['copies']} copies, "
+            f"{c['keys_after_ttl']} keys, {c['used_memory_after_ttl'] / 1024:.0f} KiB.",
+            "",
+        ]
     return "\n".join(lines)
 
 
@@ -278,7 +375,7 @@ def markdown(result: dict[str, Any]) -> str:
 
 
 async def bench(runs: int, warmup: float, duration: float, sessions: int, ttl: float,
-                logs: Path) -> dict[str, Any]:
+                logs: Path, call_sessions: int = 200) -> dict[str, Any]:
     # Nothing pinned, this process (the load generator) included: benchmarks/run.py pins
     # it to its own CPUs for the other benchmarks. Its own CPUs are given back at the end.
     pinned = os.sched_getaffinity(0)
@@ -287,7 +384,8 @@ async def bench(runs: int, warmup: float, duration: float, sessions: int, ttl: f
     try:
         throughput_ = await throughput(runs, warmup, duration, logs)
         throughput_.update(runs_per_contender=runs, duration=duration)
-        return {"throughput": throughput_, "abandoned": await abandoned(sessions, ttl, logs)}
+        return {"throughput": throughput_, "abandoned": await abandoned(sessions, ttl, logs),
+                "abandoned_calls": await abandoned_calls(call_sessions, ttl, logs)}
     finally:
         with contextlib.suppress(OSError):
             os.sched_setaffinity(0, pinned)
@@ -298,6 +396,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--duration", type=float, default=5.0)
     parser.add_argument("--sessions", type=int, default=1000)
+    parser.add_argument("--call-sessions", type=int, default=200)
     parser.add_argument("--ttl", type=float, default=10.0)
     parser.add_argument("--out", default=str(HERE / "results" / "issue-21"))
     args = parser.parse_args()
@@ -305,7 +404,7 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     result = asyncio.run(bench(args.runs, 1.0, args.duration, args.sessions, args.ttl,
-                               out / "raw" / "server-logs"))
+                               out / "raw" / "server-logs", args.call_sessions))
     result.update(
         command=" ".join(["python", "benchmarks/bench_workers.py", *sys.argv[1:]]),
         date=time.strftime("%Y-%m-%d %H:%M %Z"), runs=args.runs, duration=args.duration,

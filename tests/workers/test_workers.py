@@ -322,6 +322,16 @@ def _worker_pid(p: Pool, index: int) -> int:
     raise AssertionError(f"no worker {index}")
 
 
+def _exited(pid: int) -> bool:
+    """The process has exited (a zombie, or reaped): its sockets are closed, so the kernel
+    hands it no more connections (those it held when it died were reset: TM-WORK-PROCESSES)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state in ("Z", "X")
+
+
 def _progress(events: list[Any]) -> list[int]:
     """The progress values of the notifications among ``events``."""
     return [
@@ -356,10 +366,12 @@ async def test_a_worker_killed_mid_call_fails_its_request_on_its_stream_and_the_
                 json.loads((await request(stats[i], "GET")).body)["requests_inflight"]
                 for i in (0, 1)
             ]
-            os.kill(_worker_pid(p, running.index(1)), signal.SIGKILL)
+            killed = _worker_pid(p, running.index(1))
+            os.kill(killed, signal.SIGKILL)
             async for event in stream.events(comments=False):
                 received.append(event)
         assert stream.truncated or stream.ended
+        await wait_until(lambda: _exited(killed), poll=0.01)
         # Resumed from the third notification: what follows it, from the copy.
         cursor = next(e.id for e in received if _progress([e]) == [3])
         resumed = await request(p.url, "GET", session.headers([("last-event-id", cursor)]))

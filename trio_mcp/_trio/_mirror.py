@@ -29,8 +29,10 @@ logger = logging.getLogger("trio_mcp.store")
 
 #: Changes sent to the store in one round trip.
 _BATCH: Final = 256
-#: How long copying waits after a change, for others to join it.
-_DELAY: Final = 0.002
+#: How old a change must be before it is copied: a stream its client takes whole within
+#: this time (a quick answer, even on a busy worker) is then not copied at all, and the
+#: changes made meanwhile share the round trip.
+_DELAY: Final = 0.02
 #: How long copying waits after the store failed before it tries again.
 _RETRY: Final = 0.5
 
@@ -53,6 +55,7 @@ class _Change:
     source: MirroredSession
     stream: int
     seq: int | None
+    at: float
     data: bytes = b""
     answers: str | None = None
 
@@ -92,13 +95,14 @@ class StreamMirror:
         """Copy a change of ``stream``: ``entry`` appended, or None when it is opened."""
         if stream == STANDALONE_STREAM:
             return  # a standalone stream outlives nobody: TM-STORE-STREAMS
+        now = trio.current_time()
         if entry is None:
-            change = _Change(source, stream, None)
+            change = _Change(source, stream, None, now)
         else:
             answers = (
                 json.dumps(entry.answers) if entry.kind is EntryKind.RESPONSE else None
             )
-            change = _Change(source, stream, entry.seq, entry.data, answers)
+            change = _Change(source, stream, entry.seq, now, entry.data, answers)
         if len(self._queue) >= self.max_changes or self._bytes + len(change.data) > self.max_bytes:
             self._hole(change)
             return
@@ -160,19 +164,29 @@ class StreamMirror:
 
     async def run(self) -> None:
         """Copy what is added, for ever (until cancelled)."""
+        queue = self._queue
         while True:
             await self._wake.wait()
-            # What comes meanwhile goes in the same round trip, and a stream whose client
-            # takes the whole of it at once is not copied at all.
-            await trio.sleep(_DELAY)
             self._wake = trio.Event()
-            while self._queue or self._holes:
-                changes = [self._queue.popleft() for _ in range(min(_BATCH, len(self._queue)))]
-                for change in changes:
+            while queue or self._holes:
+                if queue:
+                    # Each change waits until it is _DELAY old, under load too: what comes
+                    # meanwhile goes in the same round trip, and a stream whose client
+                    # takes the whole of it at once is not copied at all.
+                    wait = queue[0].at + _DELAY - trio.current_time()
+                    if wait > 0:
+                        await trio.sleep(wait)
+                now = trio.current_time()
+                changes: list[_Change] = []
+                while queue and len(changes) < _BATCH and queue[0].at + _DELAY <= now:
+                    change = queue.popleft()
                     self._bytes -= len(change.data)
+                    changes.append(change)
                 if not changes:
+                    if queue:
+                        continue  # not old enough yet (the clock is read once more)
                     # Nothing else waits: say what was lost of each stream with a hole.
-                    changes = [_Change(src, stream, None) for (_, stream), (src, _) in
+                    changes = [_Change(src, stream, None, now) for (_, stream), (src, _) in
                                list(self._holes.items())[:_BATCH]]
                 ops = [(c, op) for c in changes if (op := self._op(c)) is not None]
                 if not ops:
