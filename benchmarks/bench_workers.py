@@ -39,6 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -210,24 +211,31 @@ async def throughput(runs: int, warmup: float, duration: float, logs: Path) -> d
     return {"runs": results, "summary": summary}
 
 
-async def abandoned(sessions: int, ttl: float, logs: Path) -> dict[str, Any]:
+@contextlib.asynccontextmanager
+async def two_workers(ttl: float, logs: Path) -> AsyncIterator[tuple[Redis, Pool]]:
+    """Two workers with a Redis store of their own (fresh), sessions living ``ttl`` s."""
     redis = Redis()
     redis.wait()
     try:
         async with Pool("2 workers + Redis", redis, logs, "--session-ttl", str(ttl)) as pool:
-            before = redis.used_memory()
-            for start in range(0, sessions, 50):
-                batch = [open_session("127.0.0.1", pool.port)
-                         for _ in range(min(50, sessions - start))]
-                for s in await asyncio.gather(*batch):
-                    s.conn.abort()
-            held = redis.used_memory()
-            keys_held = redis.keys()
-            await asyncio.sleep(ttl + 2.0)
-            after = redis.used_memory()
-            keys_after = redis.keys()
+            yield redis, pool
     finally:
         redis.close()
+
+
+async def abandoned(sessions: int, ttl: float, logs: Path) -> dict[str, Any]:
+    async with two_workers(ttl, logs) as (redis, pool):
+        before = redis.used_memory()
+        for start in range(0, sessions, 50):
+            batch = [open_session("127.0.0.1", pool.port)
+                     for _ in range(min(50, sessions - start))]
+            for s in await asyncio.gather(*batch):
+                s.conn.abort()
+        held = redis.used_memory()
+        keys_held = redis.keys()
+        await asyncio.sleep(ttl + 2.0)
+        after = redis.used_memory()
+        keys_after = redis.keys()
     return {
         "sessions": sessions, "ttl": ttl, "used_memory_before": before,
         "used_memory_held": held, "used_memory_after_ttl": after,
@@ -254,28 +262,23 @@ async def abandon_call(port: int) -> None:
 
 
 async def abandoned_calls(sessions: int, ttl: float, logs: Path) -> dict[str, Any]:
-    redis = Redis()
-    redis.wait()
-    try:
-        async with Pool("2 workers + Redis", redis, logs, "--session-ttl", str(ttl)) as pool:
-            before = redis.used_memory()
-            for start in range(0, sessions, 50):
-                await asyncio.gather(*[abandon_call(pool.port)
-                                       for _ in range(min(50, sessions - start))])
-            # Until the calls have ended and their copies are written: the copies stop
-            # changing (well within the time to live, which each change renews).
-            last: dict[str, int] = {}
-            while True:
-                await asyncio.sleep(0.5)
-                copies = redis.copies()
-                if copies == last and copies["copies"]:
-                    break
-                last = copies
-            held, keys_held = redis.used_memory(), redis.keys()
-            await asyncio.sleep(ttl + 2.0)
-            after, keys_after, copies_after = redis.used_memory(), redis.keys(), redis.copies()
-    finally:
-        redis.close()
+    async with two_workers(ttl, logs) as (redis, pool):
+        before = redis.used_memory()
+        for start in range(0, sessions, 50):
+            await asyncio.gather(*[abandon_call(pool.port)
+                                   for _ in range(min(50, sessions - start))])
+        # Until the calls have ended and their copies are written: the copies stop
+        # changing (well within the time to live, which each change renews).
+        last: dict[str, int] = {}
+        while True:
+            await asyncio.sleep(0.5)
+            copies = redis.copies()
+            if copies == last and copies["copies"]:
+                break
+            last = copies
+        held, keys_held = redis.used_memory(), redis.keys()
+        await asyncio.sleep(ttl + 2.0)
+        after, keys_after, copies_after = redis.used_memory(), redis.keys(), redis.copies()
     window = Retention()
     return {
         "sessions": sessions, "ttl": ttl, "events_per_call": CALL_EVENTS,

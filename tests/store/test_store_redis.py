@@ -320,6 +320,14 @@ async def _holder_gone(worker: LiveServer) -> None:
     await worker.manager.store.advertise("127.0.0.1:1", 5.0)
 
 
+async def _ended_then_gone(worker: LiveServer, session_id: str) -> None:
+    """Once every request stream of the session at ``worker`` has ended (its handlers have
+    answered), ``worker`` is gone for the others (``_holder_gone``)."""
+    state = worker.manager.sessions[session_id].log.streams
+    await wait_until(lambda: all(st.ended for n, st in state.items() if n), poll=0.01)
+    await _holder_gone(worker)
+
+
 def _lines(messages: list[dict[str, Any]]) -> list[str]:
     return [m["params"]["data"] for m in messages if m.get("method") == "notifications/message"]
 
@@ -375,9 +383,7 @@ async def test_a_response_copied_before_its_worker_went_is_delivered_from_the_co
         cursor, seen = await _drop_after(
             a.url, session, _tool_call("count", 8, {"n": 4, "pause": 0.02}), 1
         )
-        state = a.manager.sessions[session.id].log.streams
-        await wait_until(lambda: all(st.ended for n, st in state.items() if n), poll=0.01)
-        await _holder_gone(a)
+        await _ended_then_gone(a, session.id)
         resumed = await request(b.url, "GET", session.headers([("last-event-id", cursor)]))
     messages = [json.loads(e.data) for e in resumed.events() if e.data]
     assert ["line 0", "line 1", "line 2", "line 3"] == _lines(seen + messages)
@@ -401,9 +407,7 @@ async def test_a_copy_keeps_the_window_and_a_cursor_before_it_reads_a_gap(
         cursor, _ = await _drop_after(
             a.url, session, _tool_call("count", 9, {"n": 12, "pause": 0.01}), 1
         )
-        state = a.manager.sessions[session.id].log.streams
-        await wait_until(lambda: all(st.ended for n, st in state.items() if n), poll=0.01)
-        await _holder_gone(a)
+        await _ended_then_gone(a, session.id)
         import coredis
 
         async with coredis.Redis.from_url(redis_url) as redis:
@@ -463,9 +467,7 @@ async def test_changes_made_while_redis_stalls_are_a_gap_for_a_resume_from_befor
         # again 0.5 s later, with lines made after the cursor, and the pause outlasts that.
         async with coredis.Redis.from_url(redis_url) as redis:
             await redis.client_pause(1500, mode=coredis.PureToken.WRITE)
-        state = a.manager.sessions[session.id].log.streams
-        await wait_until(lambda: all(st.ended for n, st in state.items() if n), poll=0.01)
-        await _holder_gone(a)
+        await _ended_then_gone(a, session.id)
         resumed = await request(b.url, "GET", session.headers([("last-event-id", cursor)]))
     assert a.manager.statistics()["stream_copies_lost"] > 0
     events = resumed.events()
