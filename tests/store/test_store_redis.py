@@ -212,17 +212,7 @@ async def test_a_stream_resumed_at_the_other_worker_continues_there_exactly_once
     a, b = await _two_workers(live_server, redis_url)
     with trio.fail_after(TIMEOUT):
         session = await open_session(a.url)
-        seen: list[dict[str, Any]] = []
-        cursor = None
-        async with open_stream(a.url, "POST", session.headers(), _tool_call("count", 4)) as s:
-            while len(seen) < 2:
-                event = await s.next_event(comments=False)
-                assert event is not None
-                cursor = event.id or cursor
-                if event.data:
-                    seen.append(json.loads(event.data))
-            await s.aclose()
-        assert cursor is not None
+        cursor, seen = await _drop_after(a.url, session, _tool_call("count", 4), 2)
         async with open_stream(
             b.url, "GET", session.headers([("last-event-id", cursor)])
         ) as resumed:
