@@ -62,14 +62,17 @@ class Run:
         names = self.checks if scenarios is None else scenarios
         return sum(self.statuses(name).count(status) for name in names)
 
-    def bad_checks(self, scenarios: Iterable[str]) -> str:
-        """Every FAILURE and WARNING check of these scenarios, one line each."""
+    def bad_checks(self, scenarios: Iterable[str], allowed: Iterable[str] = ()) -> str:
+        """Every FAILURE and WARNING check of these scenarios, one line each, but for the
+        WARNING checks named in ``allowed``."""
+        allowed = frozenset(allowed)
         return "\n".join(
             f"{name}: {c.get('status')} {c.get('id')}: "
             f"{c.get('errorMessage') or c.get('description', '')}"[:300]
             for name in scenarios
             for c in self.checks.get(name, [])
-            if c.get("status") in ("FAILURE", "WARNING")
+            if c.get("status") == "FAILURE"
+            or (c.get("status") == "WARNING" and c.get("id") not in allowed)
         )
 
 
@@ -101,15 +104,35 @@ def requirements(node_modules: Path) -> dict[str, Any]:
     return parsed
 
 
-@pytest.fixture(scope="module", params=["trio-mcp", "hypercorn"])
+#: The warnings a deployment of several workers may get, and why. The demo's
+#: test_trigger_tool_change adds or removes a tool in the worker it reached, as each worker
+#: runs its own copy of the application (TM-STORE-NOTIFY tells every worker's clients to list
+#: again, not every copy to change): two tools/list probes that reach different workers may
+#: see different sets, and the suite then says its deterministic-order SHOULD is not testable.
+WORKERS_WARNINGS = frozenset({"tools-list-deterministic-order"})
+
+
+def allowed_warnings(request: pytest.FixtureRequest) -> frozenset[str]:
+    """The WARNING checks the server under test may get (none but with several workers)."""
+    kind = request.node.callspec.params.get("demo_server_url")
+    return WORKERS_WARNINGS if kind == "workers+redis" else frozenset()
+
+
+@pytest.fixture(scope="module", params=["trio-mcp", "hypercorn", "workers+redis"])
 def demo_server_url(request: pytest.FixtureRequest) -> Iterator[str]:
     """`python -m trio_mcp serve --port 0 --server NAME` as a subprocess, on each HTTP
-    server; yields the URL it prints. Its later output is drained by a thread, so that a
-    full pipe can never stall it."""
+    server, and with two workers and a Redis session store (issue 21); yields the URL it
+    prints. Its later output is drained by a thread, so that a full pipe can never stall
+    it."""
+    if request.param == "workers+redis":
+        redis = request.getfixturevalue("shared_redis")
+        options = ["--workers", "2", "--store", redis.url]
+    else:
+        options = ["--server", request.param]
     proc, match, lines = start_until(
         [sys.executable, "-m", "trio_mcp", "serve", "--port", "0", "--log-level", "warning",
-         "--server", request.param],
-        r"serving \S+ at (http://\S+)", cwd=ROOT,
+         *options],
+        r"serving (?:\S+ )?at (http://\S+)", cwd=ROOT,
     )
     assert proc.stdout is not None
     drain = threading.Thread(target=lines.extend, args=(proc.stdout,), daemon=True)
@@ -188,10 +211,11 @@ def _scenarios_in(requirements: dict[str, Any], reason: str | None = None) -> li
     "MU-MRTR-9", "MU-MRTR-10",
 )
 def test_requirements_2026_07_28_pass_without_failure_or_warning(
-    requirements: dict[str, Any], requirements_run: Run
+    requirements: dict[str, Any], requirements_run: Run, request: pytest.FixtureRequest
 ) -> None:
     """Every one of the 37 scenarios that 2026-07-28 requires of a server passes: each ran,
-    has a successful check, and has no FAILURE and no WARNING check."""
+    has a successful check, and has no FAILURE and no WARNING check (with several workers,
+    none but WORKERS_WARNINGS)."""
     required = _scenarios_in(requirements)
     scored = [name for name in requirements_run.checks if name in required]
     print(
@@ -210,7 +234,7 @@ def test_requirements_2026_07_28_pass_without_failure_or_warning(
     assert [] == [
         name for name in required if "SUCCESS" not in requirements_run.statuses(name)
     ], {name: requirements_run.statuses(name) for name in required}
-    assert "" == requirements_run.bad_checks(required)
+    assert "" == requirements_run.bad_checks(required, allowed_warnings(request))
     # The suite's own verdict: its exit code counts FAILUREs in scored scenarios only.
     assert 0 == requirements_run.returncode, requirements_run.output[-3000:]
 
