@@ -1,21 +1,32 @@
-# trio-mcp's own HTTP/1.1 server: trio sockets and h11, two tasks per connection (its reader,
-# and the one that serves its requests in turn), none per request (spec/transport.md
-# TM-HTTP-OWN). It owns each connection: the runtime's writes to it are
-# cancellable, the stall detector reads the kernel's figures from its socket directly, and a
-# cut closes it at once. hypercorn remains the way to host the ASGI app (trio_mcp._asgi).
+# trio-mcp's own HTTP/1.1 server: trio sockets and h11, one task per connection and none per
+# request (spec/transport.md TM-HTTP-OWN). It owns each connection: the runtime's writes to
+# it are cancellable, the stall detector reads the kernel's figures from its socket directly,
+# and a cut closes it at once. hypercorn remains the way to host the ASGI app (trio_mcp._asgi).
+#
+# h11 reads what the client sends: the request line, the headers, the body's framing, all of
+# it untrusted. What the server sends it frames itself (`_response_head`, `H11Responder`): its
+# own status lines and headers, a Content-Length or chunks, which is all h11's writing side
+# would have checked, at a third of a small request's cost. A request's h11 state machine is
+# used for one request: the next one gets a fresh one, fed what came after (`next_cycle`).
 #
 # One connection's life: read a request head within the header deadline (or the idle
 # deadline between keep-alive requests), check Origin and Host, the path and the declared
 # size, answer `Expect: 100-continue`, read the body within the body deadline and the size
-# limit, then serve it while the reader watches for the client leaving; keep the connection for
-# the next request when both sides allow it, else close it.
+# limit, then serve it; keep the connection for the next request when both sides allow it,
+# else close it. The connection's own task reads the socket while nothing is being served.
+# Once the runtime needs to hear of the client leaving while it serves (a stream, a request
+# that waits), a reader task takes the reading over for the rest of the connection's life
+# (`_Connection.watch`): a request answered at once costs no task and no hand-over.
 from __future__ import annotations
 
 import contextlib
 import http
 import logging
+import re
 import ssl
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Iterable, Sequence
+from email.utils import formatdate
 from typing import TYPE_CHECKING, Final
 
 import h11
@@ -48,20 +59,29 @@ class _Closed(Exception):
 
 class H11Responder:
     """The Responder of one request on a connection this server owns (trio_mcp._trio.
-    _responder.Responder, with TcpProbing and on_disconnect)."""
+    _responder.Responder, with TcpProbing and on_disconnect). It frames what it sends itself:
+    a reply with its Content-Length, a stream in chunks (to an HTTP/1.0 client, up to the
+    connection's close), with ``connection: close`` when the connection ends after it."""
 
-    def __init__(self, connection: _Connection) -> None:
+    def __init__(self, connection: _Connection, head: h11.Request) -> None:
         self._connection = connection
         self._departure = Departure()
         self.disconnected = self._departure.event
         self.started = False
         self.finished = False
         self._probing = True
+        # RFC 9112 §9.3: HTTP/1.1 connections persist unless either side says close; h11
+        # (whose reading side this is) keeps no HTTP/1.0 connection alive.
+        self.keep_alive = head.http_version == b"1.1" and not _says_close(head)
+        self._chunked = head.http_version == b"1.1"
+        self._bodyless = head.method == b"HEAD"
 
     # -- the client's leaving --------------------------------------------------------------
 
     def on_disconnect(self, callback: Callable[[], None]) -> None:
         self._departure.on(callback)
+        if not self.disconnected.is_set():
+            self._connection.watch()
 
     def gone(self) -> None:
         self._departure.happened()
@@ -81,61 +101,71 @@ class H11Responder:
 
     # -- writing ---------------------------------------------------------------------------
 
-    async def _send(self, event: h11.Event) -> None:
+    def _closing(self) -> bool:
+        """Whether the connection ends with this response: the client asked it to, or the
+        request's body was left unread (a request refused before its body)."""
+        self.keep_alive = self.keep_alive and self._connection.request_read
+        return not self.keep_alive
+
+    async def _write(self, data: bytes) -> bool:
         try:
-            await self._connection.send(event)
+            await self._connection.write(data)
         except _Closed:
             self.gone()
+            return False
+        return True
 
     async def reply(self, reply: Reply) -> None:
         if self.started:
             return
         self.started = True
-        headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in reply.headers]
-        if reply.status != 204:
-            headers.append((b"content-length", str(len(reply.body)).encode()))
-        events: list[h11.Event] = [
-            h11.Response(status_code=reply.status, headers=headers, reason=_reason(reply.status))
-        ]
-        if reply.body:
-            events.append(h11.Data(data=reply.body))
-        events.append(h11.EndOfMessage())
-        # One write for the whole answer: a system call each for head, body and end cost more
+        status = reply.status
+        # RFC 9110 §8.6: no Content-Length on a 204 (nor a body).
+        length = None if status == 204 else len(reply.body)
+        head = _response_head(status, reply.headers, length=length, close=self._closing())
+        # One write for the whole answer: a system call each for head and body cost more
         # than the rest of a small answer's trip through this server.
-        try:
-            await self._connection.send(*events)
-        except _Closed:
-            self.gone()
-            return
-        self.finished = True
+        if await self._write(head if self._bodyless or status == 204 else head + reply.body):
+            self.finished = True
 
     async def start_stream(self, status: int, headers: Sequence[tuple[str, str]]) -> None:
         self.started = True
-        encoded = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers]
-        await self._send(h11.Response(status_code=status, headers=encoded, reason=_reason(status)))
+        # A stream lasts: from now on the connection's reader notices the client leaving.
+        self._connection.watch()
+        if not self._chunked:
+            self.keep_alive = False  # RFC 9112 §6.3: the body ends where the connection does
+        head = _response_head(
+            status, headers, chunked=self._chunked, close=self._closing()
+        )
+        await self._write(head)
 
     async def write(self, data: bytes) -> None:
-        if self.finished or self.disconnected.is_set():
+        if self.finished or self.disconnected.is_set() or not data:
             return
-        await self._send(h11.Data(data=data))
+        if self._chunked:
+            data = b"%x\r\n%b\r\n" % (len(data), data)
+        await self._write(data)
 
     async def end(self) -> None:
         if self.finished:
             return
-        await self._send(h11.EndOfMessage())
+        if self._chunked:
+            await self._write(b"0\r\n\r\n")
         self.finished = True
 
 
 class _Connection:
-    """One accepted connection: its stream, its h11 state machine, its socket, and the task
-    that reads it (``read``), which feeds h11 and notices the client leaving at any time."""
+    """One accepted connection: its stream, the h11 state machine reading its current
+    request, its socket, and (once started, ``watch``) the task that reads it, which feeds h11
+    and notices the client leaving at any time."""
 
-    def __init__(self, stream: trio.abc.Stream, config: ServerConfig) -> None:
+    def __init__(
+        self, stream: trio.abc.Stream, config: ServerConfig, nursery: trio.Nursery
+    ) -> None:
         self.stream = stream
         self.config = config
-        self.conn = h11.Connection(
-            h11.SERVER, max_incomplete_event_size=config.http_max_header_bytes
-        )
+        self.parser = self._new_parser()
+        self._nursery = nursery
         self._send_lock = trio.StrictFIFOLock()
         self.closed = False
         self._probe: TcpProbe | None = None
@@ -146,6 +176,9 @@ class _Connection:
         self.responder: H11Responder | None = None
         #: The client closed its side (or the connection broke): nothing more will arrive.
         self.eof = False
+        #: Whether the reader task runs (``watch``): until it does, the connection's own
+        #: task reads the socket when h11 needs more.
+        self.reading = False
         #: Set by the reader when it has fed h11 (or seen the end); replaced by whoever waits.
         self._arrived = trio.Event()
         #: Bytes fed to h11 since the serving side last ran out of them, and the event that
@@ -155,6 +188,26 @@ class _Connection:
         #: Where the connection arrived (the Host policy's key), read once.
         self.local_host = _local_host(stream)
         self.peer_host = _peer_host(stream)
+
+    def _new_parser(self) -> h11.Connection:
+        return h11.Connection(
+            h11.SERVER, max_incomplete_event_size=self.config.http_max_header_bytes
+        )
+
+    @property
+    def request_read(self) -> bool:
+        """Whether the current request has been read to its end."""
+        return self.parser.their_state is h11.DONE
+
+    def next_cycle(self) -> None:
+        """Start reading the next request: a fresh state machine, given what arrived after
+        the last request (pipelined requests, or the client's end)."""
+        data, closed = self.parser.trailing_data
+        self.parser = self._new_parser()
+        if data:
+            self.parser.receive_data(data)
+        if closed:
+            self.parser.receive_data(b"")
 
     def probe(self) -> TcpProbe | None:
         """A probe of the connection's own socket (TM-BP-STALL), when it is a TCP socket:
@@ -168,15 +221,15 @@ class _Connection:
                 self._probe = TcpProbe.of_socket(stream.socket)
         return self._probe
 
-    async def send(self, *events: h11.Event) -> None:
-        """Send ``events`` in one write (raises _Closed if the connection is over)."""
+    async def write(self, data: bytes) -> None:
+        """Send ``data`` (raises _Closed if the connection is over). Writes of several tasks
+        (a stream's writer, the task ending its response) go out one at a time."""
+        lock = self._send_lock
         try:
-            data = b"".join(self.conn.send(event) or b"" for event in events)
-        except h11.LocalProtocolError as exc:
-            raise _Closed from exc
-        if not data:
-            return
-        async with self._send_lock:
+            lock.acquire_nowait()
+        except trio.WouldBlock:
+            await lock.acquire()
+        try:
             if self.closed:
                 raise _Closed
             try:
@@ -184,46 +237,68 @@ class _Connection:
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
                 self.closed = True
                 raise _Closed from exc
+        finally:
+            lock.release()
 
-    async def read(self) -> None:
-        """The connection's reader, for its whole life: feeds h11 what arrives, holding at
-        most _PIPELINE_BUFFER bytes the serving side has not asked for (a client pipelining
-        requests while one is served cannot make it hold more), and tells the request being
-        served when the client leaves. One task per connection, none per request."""
+    def watch(self) -> None:
+        """Start the reader task, if it is not running: from now on it does the reading."""
+        if not self.reading and not self.eof:
+            self.reading = True
+            self._nursery.start_soon(self._read)
+
+    async def _receive(self) -> bytes:
+        """What the client sends next (b"" at its end, or when the connection broke)."""
+        try:
+            return bytes(await self.stream.receive_some(_READ_SIZE))
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            return b""
+
+    def _fed(self, data: bytes) -> None:
+        self.parser.receive_data(data)  # b"": the end of the client's side
+        if not data:
+            self.eof = True
+            if self.responder is not None:
+                self.responder.gone()
+
+    async def _read(self) -> None:
+        """The connection's reader, from ``watch`` to its end: feeds h11 what arrives,
+        holding at most _PIPELINE_BUFFER bytes the serving side has not asked for (a client
+        pipelining requests while one is served cannot make it hold more), and tells the
+        request being served when the client leaves."""
         while True:
             while self._unread >= _PIPELINE_BUFFER:
                 self._wanted = trio.Event()
                 await self._wanted.wait()
-            try:
-                data = bytes(await self.stream.receive_some(_READ_SIZE))
-            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-                data = b""
-            self.conn.receive_data(data)  # b"": the end of the client's side
+            data = await self._receive()
+            self._fed(data)
             self._unread += len(data)
             self._arrived.set()
             if not data:
-                self.eof = True
-                if self.responder is not None:
-                    self.responder.gone()
                 return
 
-    async def next_event(self) -> h11.Event:
-        """The next h11 event, waiting for the reader as needed (raises _Closed at EOF or on
-        bad input)."""
+    async def next_event(self, deadline: float = float("inf")) -> h11.Event | None:
+        """The next h11 event, reading (or waiting for the reader) as needed, until
+        ``deadline``: None once it has passed. Raises _Closed at EOF or on bad input."""
         while True:
             try:
-                event = self.conn.next_event()
+                event = self.parser.next_event()
             except h11.RemoteProtocolError as exc:
                 await self.refuse(exc)
                 raise _Closed from exc
             if event is h11.NEED_DATA:
                 if self.eof:
                     raise _Closed
-                self._unread = 0
-                self._wanted.set()
-                self._arrived = trio.Event()
-                await self._arrived.wait()
-                continue
+                # The deadline costs a cancel scope only when there is something to wait for.
+                with trio.CancelScope(deadline=deadline):
+                    if self.reading:
+                        self._unread = 0
+                        self._wanted.set()
+                        self._arrived = trio.Event()
+                        await self._arrived.wait()
+                    else:
+                        self._fed(await self._receive())
+                    continue
+                return None
             if isinstance(event, h11.ConnectionClosed):
                 raise _Closed
             return event  # type: ignore[return-value]
@@ -231,7 +306,7 @@ class _Connection:
     async def refuse(self, exc: h11.RemoteProtocolError) -> None:
         """Answer a request h11 could not parse (a header block over the limit: 431), when
         no response has started; then the connection closes."""
-        if self.conn.our_state not in (h11.IDLE, h11.SEND_RESPONSE):
+        if self.responder is not None and self.responder.started:
             return
         status = exc.error_status_hint
         if "exceeded" in str(exc) and status == 400:
@@ -242,15 +317,9 @@ class _Connection:
             http_status=status,
         )
         reply = error_reply(refusal)
-        with contextlib.suppress(_Closed, h11.LocalProtocolError):
-            headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in reply.headers]
-            headers += [(b"content-length", str(len(reply.body)).encode()),
-                        (b"connection", b"close")]
-            await self.send(
-                h11.Response(status_code=status, headers=headers, reason=_reason(status))
-            )
-            await self.send(h11.Data(data=reply.body))
-            await self.send(h11.EndOfMessage())
+        head = _response_head(status, reply.headers, length=len(reply.body), close=True)
+        with contextlib.suppress(_Closed):
+            await self.write(head + reply.body)
 
     def close_now(self) -> None:
         """Close the socket from outside the connection's tasks: its reader sees the end, and
@@ -358,20 +427,23 @@ class HttpServer:
             if handshake.cancelled_caught:
                 await trio.aclose_forcefully(stream)
                 return
-        connection = _Connection(stream, cfg)
-        self.connections.add(connection)
+        connection: _Connection | None = None
         try:
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(connection.read)
+                connection = _Connection(stream, cfg, nursery)
+                self.connections.add(connection)
                 with contextlib.suppress(_Closed):
                     await self._serve_connection(connection)
                 nursery.cancel_scope.cancel()
         finally:
-            self.connections.discard(connection)
+            if connection is not None:
+                self.connections.discard(connection)
+                await connection.close()
+            else:
+                await trio.aclose_forcefully(stream)
             if not self.connections:
                 self._emptied.set()
                 self._emptied = trio.Event()
-            await connection.close()
 
     async def drain(self) -> None:
         """Wait until no connection is open."""
@@ -387,10 +459,7 @@ class HttpServer:
                 headers=(("retry-after", "1"),),
             )
         )
-        head = (
-            f"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
-            f"retry-after: 1\r\ncontent-length: {len(reply.body)}\r\nconnection: close\r\n\r\n"
-        ).encode()
+        head = _response_head(503, reply.headers, length=len(reply.body), close=True)
         with trio.move_on_after(1), contextlib.suppress(
             trio.BrokenResourceError, trio.ClosedResourceError, OSError
         ):
@@ -407,10 +476,8 @@ class HttpServer:
             connection.idle = True
             # TM-HTTP-OWN: a head must come within the header deadline (slowloris), and a
             # kept-alive connection may wait for its next request only so long.
-            deadline = cfg.http_header_timeout if first else cfg.http_idle_timeout
-            head: h11.Event | None = None
-            with trio.move_on_after(deadline):
-                head = await connection.next_event()
+            wait = cfg.http_header_timeout if first else cfg.http_idle_timeout
+            head = await connection.next_event(trio.current_time() + wait)
             if not isinstance(head, h11.Request):
                 return
             if _head_size(head) > cfg.http_max_header_bytes:
@@ -422,15 +489,16 @@ class HttpServer:
                 return
             connection.idle = False
             first = False
-            await self._serve_request(connection, head)
-            states = (connection.conn.our_state, connection.conn.their_state)
-            if connection.closed or states != (h11.DONE, h11.DONE):
+            responder = H11Responder(connection, head)
+            await self._serve_request(connection, head, responder)
+            if connection.closed or not (responder.finished and responder.keep_alive):
                 return
-            connection.conn.start_next_cycle()
+            connection.next_cycle()
 
-    async def _serve_request(self, connection: _Connection, head: h11.Request) -> None:
+    async def _serve_request(
+        self, connection: _Connection, head: h11.Request, responder: H11Responder
+    ) -> None:
         cfg = self.config
-        responder = H11Responder(connection)
         headers = Headers(list(head.headers))  # h11 gives them as bytes, names lower-cased
         local = connection.local_host
         target = head.target.decode("latin-1")
@@ -475,7 +543,8 @@ class HttpServer:
             local_host=local,
             peer_host=connection.peer_host,
         )
-        # The connection's reader tells the responder if the client leaves meanwhile.
+        # The connection (its reader, once the runtime asks for one) tells the responder if
+        # the client leaves meanwhile.
         connection.responder = responder
         if connection.eof:
             responder.gone()
@@ -494,45 +563,43 @@ class HttpServer:
         """The request's body, within the size limit and the body deadline; None when the
         request was refused (413, 408) or the client left."""
         cfg = self.config
-        expects = any(
-            k.lower() == b"expect" and v.lower() == b"100-continue" for k, v in head.headers
-        )
-        if expects and connection.conn.they_are_waiting_for_100_continue:
-            await connection.send(h11.InformationalResponse(status_code=100, headers=[]))
+        if connection.parser.they_are_waiting_for_100_continue and _expects_continue(head):
+            await connection.write(b"HTTP/1.1 100 Continue\r\n\r\n")
         chunks: list[bytes] = []
         size = 0
         budget = self.runtime.bodies
+        deadline = trio.current_time() + cfg.http_body_timeout
         try:
-            with trio.move_on_after(cfg.http_body_timeout) as body_deadline:
-                while True:
-                    event = await connection.next_event()
-                    if isinstance(event, h11.Data):
-                        if size + len(event.data) > cfg.max_body_bytes:
-                            # TM-HTTP-OWN: the limit holds while the body streams in.
-                            await responder.reply(error_reply(too_large(cfg.max_body_bytes)))
-                            await connection.close()
-                            return None
-                        if not budget.take(len(event.data)):
-                            await responder.reply(error_reply(bodies_busy()))
-                            await connection.close()
-                            return None
-                        size += len(event.data)
-                        chunks.append(bytes(event.data))
-                    elif isinstance(event, h11.EndOfMessage):
-                        return b"".join(chunks)
+            while True:
+                event = await connection.next_event(deadline)
+                if isinstance(event, h11.Data):
+                    if size + len(event.data) > cfg.max_body_bytes:
+                        # TM-HTTP-OWN: the limit holds while the body streams in.
+                        await responder.reply(error_reply(too_large(cfg.max_body_bytes)))
+                        await connection.close()
+                        return None
+                    if not budget.take(len(event.data)):
+                        await responder.reply(error_reply(bodies_busy()))
+                        await connection.close()
+                        return None
+                    size += len(event.data)
+                    chunks.append(bytes(event.data))
+                elif isinstance(event, h11.EndOfMessage):
+                    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+                elif event is None:
+                    break
         finally:
             # Once read, the body is the request's; only what is still arriving counts.
             budget.give(size)
-        if body_deadline.cancelled_caught:
-            budget.count_timeout()
-            await responder.reply(error_reply(body_too_slow()))
-            await connection.close()
+        budget.count_timeout()
+        await responder.reply(error_reply(body_too_slow()))
+        await connection.close()
         return None
 
     async def _discard_body(self, connection: _Connection) -> None:
         """After refusing a request before its body: a connection that would have to read a
         body it does not want is closed instead."""
-        if connection.conn.their_state is not h11.DONE:
+        if not connection.request_read:
             await connection.close()
 
 
@@ -540,8 +607,71 @@ class HttpServer:
 _REASONS: Final = {s.value: s.phrase.encode("ascii") for s in http.HTTPStatus}
 
 
-def _reason(status: int) -> bytes:
-    return _REASONS.get(status, b"")
+#: Header names as this server writes them: HTTP tokens (RFC 9110 §5.1).
+_TOKEN: Final = re.compile(r"[-!#$%&'*+.^_`|~0-9A-Za-z]+")
+#: Names checked already: the server writes the same few on every response.
+_NAMES_SEEN: set[str] = set()
+_NAMES_SEEN_MAX: Final = 256
+
+
+class _Date:
+    """The Date header's value (RFC 9110 §6.6.1: an origin server with a clock MUST send
+    it), made once a second."""
+
+    second = -1
+    value = b""
+
+    @classmethod
+    def now(cls) -> bytes:
+        second = int(time.time())
+        if second != cls.second:
+            cls.second = second
+            cls.value = formatdate(second, usegmt=True).encode("ascii")
+        return cls.value
+
+
+def _response_head(
+    status: int,
+    headers: Iterable[tuple[str, str]],
+    *,
+    length: int | None = None,
+    chunked: bool = False,
+    close: bool = False,
+) -> bytes:
+    """A response's status line and header block, with its framing: ``length`` for a
+    Content-Length, ``chunked`` for chunks, else none (the body ends with the connection,
+    or there is none); ``close`` says the connection ends after it. A name that is not an
+    HTTP token, or a value with a line break, is a bug of ours: never written."""
+    lines = [b"HTTP/1.1 %d %s\r\ndate: %s\r\n" % (status, _REASONS.get(status, b""), _Date.now())]
+    for name, value in headers:
+        if name not in _NAMES_SEEN:
+            if not _TOKEN.fullmatch(name):
+                raise ValueError(f"not a header name: {name!r}")
+            if len(_NAMES_SEEN) < _NAMES_SEEN_MAX:
+                _NAMES_SEEN.add(name)
+        if "\r" in value or "\n" in value or "\0" in value:
+            raise ValueError(f"a line break in the value of {name}")
+        lines.append(f"{name}: {value}\r\n".encode("latin-1"))
+    if length is not None:
+        lines.append(b"content-length: %d\r\n" % length)
+    elif chunked:
+        lines.append(b"transfer-encoding: chunked\r\n")
+    if close:
+        lines.append(b"connection: close\r\n")
+    lines.append(b"\r\n")
+    return b"".join(lines)
+
+
+def _says_close(head: h11.Request) -> bool:
+    """Whether the request's Connection header has the close option (RFC 9112 §9.6)."""
+    for name, value in head.headers:
+        if name == b"connection" and b"close" in (o.strip() for o in value.lower().split(b",")):
+            return True
+    return False
+
+
+def _expects_continue(head: h11.Request) -> bool:
+    return any(k == b"expect" and v.lower() == b"100-continue" for k, v in head.headers)
 
 
 def _head_size(head: h11.Request) -> int:
