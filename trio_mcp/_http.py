@@ -107,9 +107,9 @@ class H11Responder:
         self.keep_alive = self.keep_alive and self._connection.request_read
         return not self.keep_alive
 
-    async def _write(self, data: bytes) -> bool:
+    async def _write(self, data: bytes, *, eager: bool = False) -> bool:
         try:
-            await self._connection.write(data)
+            await self._connection.write(data, eager=eager)
         except _Closed:
             self.gone()
             return False
@@ -125,7 +125,8 @@ class H11Responder:
         head = _response_head(status, reply.headers, length=length, close=self._closing())
         # One write for the whole answer: a system call each for head and body cost more
         # than the rest of a small answer's trip through this server.
-        if await self._write(head if self._bodyless or status == 204 else head + reply.body):
+        whole = head if self._bodyless or status == 204 else head + reply.body
+        if await self._write(whole, eager=True):
             self.finished = True
 
     async def start_stream(self, status: int, headers: Sequence[tuple[str, str]]) -> None:
@@ -221,13 +222,22 @@ class _Connection:
                 self._probe = TcpProbe.of_socket(stream.socket)
         return self._probe
 
-    async def write(self, data: bytes) -> None:
+    async def write(self, data: bytes, *, eager: bool = False) -> None:
         """Send ``data`` (raises _Closed if the connection is over). Writes of several tasks
-        (a stream's writer, the task ending its response) go out one at a time."""
+        (a stream's writer, the task ending its response) go out one at a time.
+
+        A stream's write first lets the other tasks run, as taking a lock does: what its
+        producers add meanwhile goes out with the next write, in one system call, and a
+        stream of small events went out a fifth slower without it. An ``eager`` write, a
+        whole answer that nothing will follow, goes out at once when no write is under way.
+        """
         lock = self._send_lock
-        try:
-            lock.acquire_nowait()
-        except trio.WouldBlock:
+        if eager:
+            try:
+                lock.acquire_nowait()
+            except trio.WouldBlock:
+                await lock.acquire()
+        else:
             await lock.acquire()
         try:
             if self.closed:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -33,7 +32,7 @@ from support.node import (
     node,
     node_env,
 )
-from support.process import start_until
+from support.process import DEMO_KINDS, demo_serve_command, start_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -118,21 +117,14 @@ def allowed_warnings(request: pytest.FixtureRequest) -> frozenset[str]:
     return WORKERS_WARNINGS if kind == "workers+redis" else frozenset()
 
 
-@pytest.fixture(scope="module", params=["trio-mcp", "hypercorn", "workers+redis"])
+@pytest.fixture(scope="module", params=DEMO_KINDS)
 def demo_server_url(request: pytest.FixtureRequest) -> Iterator[str]:
     """`python -m trio_mcp serve --port 0 --server NAME` as a subprocess, on each HTTP
     server, and with two workers and a Redis session store (issue 21); yields the URL it
     prints. Its later output is drained by a thread, so that a full pipe can never stall
     it."""
-    if request.param == "workers+redis":
-        redis = request.getfixturevalue("shared_redis")
-        options = ["--workers", "2", "--store", redis.url]
-    else:
-        options = ["--server", request.param]
     proc, match, lines = start_until(
-        [sys.executable, "-m", "trio_mcp", "serve", "--port", "0", "--log-level", "warning",
-         *options],
-        r"serving (?:\S+ )?at (http://\S+)", cwd=ROOT,
+        demo_serve_command(request), r"serving (?:\S+ )?at (http://\S+)", cwd=ROOT,
     )
     assert proc.stdout is not None
     drain = threading.Thread(target=lines.extend, args=(proc.stdout,), daemon=True)

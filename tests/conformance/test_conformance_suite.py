@@ -11,12 +11,12 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from support.node import CACHE, install_conformance, node, node_env
+from support.process import DEMO_KINDS, demo_serve_command
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -37,19 +37,13 @@ def conformance_cli() -> Path:
     return cli
 
 
-@pytest.fixture(scope="module", params=["trio-mcp", "hypercorn", "workers+redis"])
+@pytest.fixture(scope="module", params=DEMO_KINDS)
 def demo_server_url(request: pytest.FixtureRequest) -> Iterator[str]:
     """`python -m trio_mcp serve --port 0 --server NAME` as a subprocess, on each HTTP
     server, and with two workers and a Redis session store (issue 21); yields the URL it
     prints."""
-    if request.param == "workers+redis":
-        redis = request.getfixturevalue("shared_redis")
-        options = ["--workers", "2", "--store", redis.url]
-    else:
-        options = ["--server", request.param]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "trio_mcp", "serve", "--port", "0", "--log-level", "warning",
-         *options],
+        demo_serve_command(request),
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT,
     )
     try:

@@ -3,10 +3,29 @@ from __future__ import annotations
 
 import re
 import subprocess
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-__all__ = ["start_until"]
+import pytest
+
+__all__ = ["DEMO_KINDS", "demo_serve_command", "start_until"]
+
+#: The ways the conformance tests serve the demo: on each HTTP server, and as two workers
+#: sharing a Redis session store (issue 21).
+DEMO_KINDS = ["trio-mcp", "hypercorn", "workers+redis"]
+
+
+def demo_serve_command(request: pytest.FixtureRequest) -> list[str]:
+    """`python -m trio_mcp serve --port 0` for the kind of server ``request.param`` names
+    (one of DEMO_KINDS); with workers, on the test session's Redis."""
+    if request.param == "workers+redis":
+        redis = request.getfixturevalue("shared_redis")
+        options = ["--workers", "2", "--store", redis.url]
+    else:
+        options = ["--server", request.param]
+    return [sys.executable, "-m", "trio_mcp", "serve", "--port", "0", "--log-level", "warning",
+            *options]
 
 
 def start_until(
