@@ -6,8 +6,9 @@
 # h11 reads what the client sends: the request line, the headers, the body's framing, all of
 # it untrusted. What the server sends it frames itself (`_response_head`, `H11Responder`): its
 # own status lines and headers, a Content-Length or chunks, which is all h11's writing side
-# would have checked, at a third of a small request's cost. A request's h11 state machine is
-# used for one request: the next one gets a fresh one, fed what came after (`next_cycle`).
+# would have checked (benchmarks/results/issue-19-http has what it saves). A request's h11
+# state machine is used for one request: the next one gets a fresh one, fed what came after
+# (`next_cycle`).
 #
 # One connection's life: read a request head within the header deadline (or the idle
 # deadline between keep-alive requests), check Origin and Host, the path and the declared
