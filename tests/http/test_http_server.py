@@ -1,7 +1,8 @@
 # trio-mcp's own HTTP/1.1 server (trio_mcp._http, TM-HTTP-OWN) over real loopback sockets:
 # its deadlines (a slowloris head, a stalled body, an idle keep-alive connection), its limits
 # (the header block, the body, the open connections), pipelining, `Expect: 100-continue`,
-# TLS, and a shutdown with connections open. The clients are raw trio streams that write
+# the framing it writes itself (Connection: close, HTTP/1.0, chunks), TLS, and a shutdown
+# with connections open. The clients are raw trio streams that write
 # their bytes by hand, and h11 reads what the server answers, so the assertions see exactly
 # what went on the wire. The server's deadlines are cut to fractions of a second; the tests
 # that measure them are marked slow and bound them with generous slack (a shared machine).
@@ -10,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import ipaddress
+import json
 import ssl
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
@@ -23,7 +25,8 @@ from support.client import Response, dumps
 from support.fixtures import LiveServer, start_live
 from support.modern import call_tool, messages_of, modern_headers
 
-from trio_mcp import ResponseMode, Server, ServerConfig, serve
+from trio_mcp import Context, ResponseMode, Server, ServerConfig, serve
+from trio_mcp._http import _response_head
 
 HOST = "127.0.0.1"
 TIMEOUT = 15
@@ -67,6 +70,12 @@ def make_server() -> tuple[Server, Record]:
             text: what to echo back.
         """
         return text
+
+    @server.tool()
+    async def tick(ctx: Context) -> str:
+        """Report one step of progress, then return."""
+        await ctx.report_progress(1, 1, "halfway")
+        return "ticked"
 
     @server.tool()
     async def nap(seconds: float) -> str:
@@ -525,6 +534,106 @@ async def test_malformed_request_line_gets_400_and_the_server_serves_on(
 
     assert_refused(answer, 400)
     assert b"" == rest
+
+
+# -- framing: what the server writes itself (h11 reads only the client's side) ---------------
+
+
+async def read_to_end(port: int, data: bytes) -> bytes:
+    """Send ``data`` on a new connection and read everything until the server closes it."""
+    stream = await trio.open_tcp_stream(HOST, port)
+    try:
+        await stream.send_all(data)
+        got = bytearray()
+        while chunk_ := await stream.receive_some(65536):
+            got += chunk_
+        return bytes(got)
+    finally:
+        await trio.aclose_forcefully(stream)
+
+
+def split_answer(raw: bytes) -> tuple[str, dict[str, str], bytes]:
+    """A raw HTTP answer: its status line, its headers (names lower-cased), its body."""
+    head, _, body = raw.partition(b"\r\n\r\n")
+    status, *lines = head.decode("latin-1").split("\r\n")
+    headers = {}
+    for line in lines:
+        name, _, value = line.partition(":")
+        assert name == name.strip() and name, line
+        headers[name.lower()] = value.strip()
+    return status, headers, body
+
+
+@pytest.mark.spec("TM-HTTP-OWN")
+async def test_a_request_that_says_close_is_answered_with_close_and_the_connection_ends(
+    nursery: trio.Nursery,
+) -> None:
+    """A request with `Connection: close` gets its answer, framed by its Content-Length, with
+    `connection: close` and a `date`, and then the server closes the connection."""
+    live, _ = await start(nursery, config())
+    message = echo_call("bye", 1)
+    with trio.fail_after(TIMEOUT):
+        raw = await read_to_end(
+            live.port, post_head(live.port, message, extra=[("connection", "close")])
+            + dumps(message),
+        )
+    status, headers, body = split_answer(raw)
+    assert status.startswith("HTTP/1.1 200 ")
+    assert "close" == headers["connection"]
+    assert headers["date"].endswith(" GMT")
+    assert str(len(body)) == headers["content-length"]
+    assert "transfer-encoding" not in headers
+    assert [{"type": "text", "text": "bye"}] == json.loads(body)["result"]["content"]
+
+
+@pytest.mark.spec("TM-HTTP-OWN")
+async def test_an_http10_client_gets_a_stream_unchunked_up_to_the_connections_end(
+    nursery: trio.Nursery,
+) -> None:
+    """An HTTP/1.0 client cannot read chunks: a streamed answer comes to it as the raw
+    event stream, with no Content-Length, ending where the server closes the connection."""
+    live, _ = await start(nursery, config(response_mode=ResponseMode.SSE))
+    message = call_tool("tick", {}, id=1, progress_token="p")
+    head = post_head(live.port, message).replace(b" HTTP/1.1\r\n", b" HTTP/1.0\r\n", 1)
+    with trio.fail_after(TIMEOUT):
+        raw = await read_to_end(live.port, head + dumps(message))
+    status, headers, body = split_answer(raw)
+    assert status.startswith("HTTP/1.1 200 ")
+    assert "text/event-stream" == headers["content-type"]
+    assert "content-length" not in headers and "transfer-encoding" not in headers
+    assert "close" == headers["connection"]
+    answer = Response(status=200, headers=tuple(headers.items()), body=body)
+    [progress, result] = messages_of(answer)
+    assert "notifications/progress" == progress["method"]
+    assert [{"type": "text", "text": "ticked"}] == result["result"]["content"]
+
+
+@pytest.mark.spec("TM-HTTP-OWN")
+async def test_a_stream_on_a_kept_alive_connection_is_chunked_and_the_next_request_is_served(
+    nursery: trio.Nursery,
+) -> None:
+    """To an HTTP/1.1 client a streamed answer goes in chunks that end it, so the same
+    connection then serves the next request."""
+    live, _ = await start(nursery, config(response_mode=ResponseMode.SSE))
+    with trio.fail_after(TIMEOUT):
+        async with connect(live.port) as wire:
+            assert await wire.send(post_bytes(live.port, call_tool("tick", {}, id=1,
+                                                                   progress_token="p")))
+            answer = await wire.response()
+            await echo_over(wire, live.port, "again", 2)
+    assert "chunked" == dict(answer.headers)["transfer-encoding"]
+    assert ["notifications/progress", None] == [m.get("method") for m in messages_of(answer)]
+
+
+def test_the_server_never_writes_a_header_it_could_not_frame() -> None:
+    """A header name that is not an HTTP token, or a value with a line break, is a bug of
+    the server's own: refused before anything is written, never sent."""
+    assert _response_head(204, [("x-ok", "fine")]).endswith(b"x-ok: fine\r\n\r\n")
+    assert b"content-length" not in _response_head(204, [])
+    with pytest.raises(ValueError):
+        _response_head(200, [("bad name", "v")], length=0)
+    with pytest.raises(ValueError):
+        _response_head(200, [("x-split", "a\r\nset-cookie: b")], length=0)
 
 
 @pytest.mark.spec("TM-HTTP-OWN")
