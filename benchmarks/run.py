@@ -1405,6 +1405,20 @@ def server_socket_state(server_port: int, client_port: int) -> str | None:
     return None
 
 
+async def watch_close(
+    port: int, client_port: int, t0: float, states: list[tuple[float, str | None]]
+) -> float:
+    """When the server's end of the connection left ESTABLISHED, in seconds after ``t0``, to
+    a tenth of a second (what the reader sees is later, behind what its buffers hold)."""
+    while True:
+        now = time.perf_counter() - t0
+        state = server_socket_state(port, client_port)
+        states.append((now, state))
+        if state != "ESTABLISHED":
+            return now
+        await asyncio.sleep(0.1)
+
+
 async def bench_slow(cfg: Settings, logs: Path) -> dict[str, Any]:
     """A reader at ``slow_rate`` behind a ``slow_rcvbuf`` receive buffer (TM-BP-STALL)."""
     return await slow_reader(cfg, logs, "slow", cfg.slow_rate, cfg.slow_rcvbuf)
@@ -1455,13 +1469,12 @@ async def slow_reader(
                 step = 0.25
                 per_step = int(rate * step)
                 next_sample = 0.0
+
+                watcher = asyncio.create_task(
+                    watch_close(srv.port, client_port, t0, states))
                 while (now := time.perf_counter() - t0) < cfg.slow_duration:
                     if now >= next_sample:
                         series.append((now, srv.rss_kib()))
-                        state = server_socket_state(srv.port, client_port)
-                        states.append((now, state))
-                        if cut_at is None and state != "ESTABLISHED":
-                            cut_at = now
                         if decided_at is None and srv.stats_port is not None:
                             # trio-mcp says when it decided to cut (its counters); the
                             # socket state says when the connection really closed.
@@ -1485,6 +1498,11 @@ async def slow_reader(
                                     signals.append(e.event)
                                 events += e.data is not None and e.data != ""
                     await asyncio.sleep(max(0.0, step - (time.perf_counter() - t0 - now)))
+                if watcher.done():
+                    cut_at = watcher.result()
+                watcher.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await watcher
                 stats = await srv.stats()
                 sock.close()
             growth = max(kib for _, kib in series) - before

@@ -98,14 +98,14 @@ class ServerConfig:
     ``min_read_rate`` takes in one ``stall_budget`` (4 KiB by default), until it proves fast,
     so that a reader that stopped is told from a slow one within the budget whatever its
     buffers hold (TM-BP-PACE). Needs Linux (TCP_INFO) and HTTP/1.x; elsewhere, no effect."""
-    signal_timeout: float = 30.0
+    signal_timeout: float = 0.5
     """How long a cut connection gets to take its ``resumption-required`` signal (TM-BP-SIGNAL).
 
-    Long, because the reader is slow by definition: a write to a full socket returns only
-    when the kernel has freed a third of its send buffer, which took 3.6 to 15 s for a reader
-    at 1 KiB/s on loopback (more as the send buffer grows with the connection's age). The
-    client cannot resume before it has read what its socket holds anyway, and the wait costs
-    one task and one write's worth of bytes; a reader that stopped is closed when it ends."""
+    Short, because the connection has already been judged too slow to keep: waiting longer
+    holds it open for a reader the signal cannot reach anyway (one at 1 KiB/s needs seconds
+    to take the rest of the write in progress first). A reader that gets no signal resumes
+    from the last id it read, which loses and doubles nothing. Half a second keeps a cut
+    connection on trio-mcp's own server closed within a second of its cut."""
     max_stream_lag: int | None = None
     """Unsent events a stream with an attached reader may hold before a handler that sends
     more waits (producer backpressure, TM-BP-PRODUCER); None: half the retention window."""

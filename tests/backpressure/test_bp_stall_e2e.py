@@ -63,13 +63,13 @@ async def test_slow_reader_is_cut_signalled_and_resumes_without_loss(
     budget (4 s here; plus one check and some scheduling slack, measured from the request)
     where the kernel's count judges (Linux), and otherwise between one and RATE_LOOKBACK
     budgets (streams_cut counts it, streams_open drops), gets a `resumption-required` event
-    naming the last event id the client got, with retry, onto the wire within the default
-    signal_timeout, and closes the connection. What the client reads until EOF ends with
-    that event; a GET with Last-Event-ID from that id delivers the rest exactly once, in
-    order, then the result. The handler is never cancelled."""
+    naming the last event id the client got, with retry, onto the wire within a
+    signal_timeout long enough for it (30 s here), and closes the connection. What the
+    client reads until EOF ends with that event; a GET with Last-Event-ID from that id
+    delivers the rest exactly once, in order, then the result. The handler is never cancelled."""
     server, record = make_server()
     budget = 4.0
-    config = ServerConfig(stall_budget=budget)
+    config = ServerConfig(stall_budget=budget, signal_timeout=30.0)
     live = await live_server(server, config)
     session = await open_session(live.url)
     n = 150
@@ -115,6 +115,55 @@ async def test_slow_reader_is_cut_signalled_and_resumes_without_loss(
     assert [*range(n), None] == numbers
     assert message["id"] == later[-1]["id"]
     assert "e" not in record.cancelled
+
+
+@pytest.mark.spec("TM-BP-SIGNAL", "T-RESUME-5")
+async def test_slow_reader_that_cannot_take_the_signal_in_time_is_closed_and_resumes_without_loss(
+    live_server: StartServer, http_server: str
+) -> None:
+    """With the default signal_timeout, a reader at 1 KiB/s cannot take the signal behind
+    the rest of the write in progress: the server gives up on it within signal_timeout of
+    the cut (on trio-mcp's own server the connection closes then), no signal is written,
+    and a GET with the last id the client read delivers the rest exactly once, in order,
+    then the result."""
+    server, record = make_server()
+    budget = 2.0
+    config = ServerConfig(stall_budget=budget)
+    assert config.signal_timeout < 1.0
+    live = await live_server(server, config)
+    session = await open_session(live.url)
+    n = 100
+    seen: dict[str, float] = {}
+    cut = trio.Event()
+    with trio.fail_after(60):
+        message, cm = start_call(session, live.port, {"n": n, "size": 2000, "tag": "d"})
+        async with cm as client, trio.open_nursery() as nursery:
+            nursery.start_soon(watch_cut, seen, live.manager, cut)
+            await client.read_head()
+            await wait_until(lambda: bool(request_writers(live.manager, session.id)))
+            [writer] = request_writers(live.manager, session.id)
+            await client.read(1024, until=cut)
+            await client.read(1024, until=writer.finished)
+            given_up_at = trio.current_time()
+            await client.read(None)
+        first = client.messages
+        last_id = client.last_id
+        assert last_id is not None
+        async with open_stream(
+            live.url, "GET", [*session.headers(), ("last-event-id", last_id)]
+        ) as resumed:
+            rest = [e async for e in resumed.events(comments=False)]
+
+    if http_server == "trio-mcp":
+        # hypercorn shields its write: the writer ends when that write does (TM-BP-RELEASE).
+        assert given_up_at - seen["cut_at"] <= config.signal_timeout + CHECK + 0.25
+    assert [] == client.named("resumption-required")
+    assert client.eof and not client.ended
+    later = [json.loads(e.data) for e in rest if e.data and e.event is None]
+    numbers = [numbered(m) for m in first + later]
+    assert [*range(n), None] == numbers
+    assert message["id"] == later[-1]["id"]
+    assert "d" not in record.cancelled
 
 
 @pytest.mark.spec("TM-BP-STALL", "TM-BP-RELEASE", "TM-BP-BOUNDED")

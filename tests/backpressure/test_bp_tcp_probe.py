@@ -358,13 +358,12 @@ async def test_stopped_reader_is_closed_without_waiting_out_the_signal_timeout(
     live_server: StartServer,
 ) -> None:
     """A reader the kernel shows silent for SILENCE_FACTOR times the wait a reader at
-    min_read_rate needs for its next step cannot take the signal either: with the default
-    signal_timeout (30 s), its connection is closed once that silence is reached (about 2 s
+    min_read_rate needs for its next step cannot take the signal either: with a
+    signal_timeout of 30 s, its connection is closed once that silence is reached (about 2 s
     here), not 30 s after the cut; the writer task is gone, nothing of the signal was
     written, and the request runs on."""
     server, record = make_server()
-    config = ServerConfig(stall_budget=1.0, min_read_rate=8192)
-    assert config.signal_timeout == 30.0
+    config = ServerConfig(stall_budget=1.0, min_read_rate=8192, signal_timeout=30.0)
     live = await live_server(server, config)
     with trio.fail_after(15):
         async with busy_call(live) as (client, writer, busy_since):
