@@ -62,6 +62,7 @@ _EXPORTS: dict[str, str] = {
     "sampling_request": "._context",
     "roots_request": "._context",
     "use_allocator": "._allocator",
+    "use_collector_threshold": "._collector",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -82,6 +83,7 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:
     from ._allocator import use_allocator as use_allocator
+    from ._collector import use_collector_threshold as use_collector_threshold
     from ._completion import Completion as Completion
     from ._completion import CompletionRef as CompletionRef
     from ._config import AuthConfig as AuthConfig

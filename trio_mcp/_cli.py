@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ._allocator import ALLOCATORS, DEFAULT_ALLOCATOR, running_allocator, use_allocator
+from ._collector import YOUNG_THRESHOLD, use_collector_threshold
 
 if TYPE_CHECKING:
     from ._config import AuthConfig
@@ -120,6 +121,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--allocator", choices=ALLOCATORS, default=None,
         help="CPython's small-object allocator (default: the one PYTHONMALLOC names, else "
         f"{DEFAULT_ALLOCATOR}, which gives ended sessions' memory back; pymalloc is faster)",
+    )
+    serve.add_argument(
+        "--gc-threshold", type=int, default=YOUNG_THRESHOLD, metavar="N",
+        help="collect the cycle collector's young generation once N more objects were made "
+        f"than freed (default: {YOUNG_THRESHOLD}; CPython's own is 700; 0 keeps the "
+        "interpreter's)",
     )
     tree = sub.add_parser(
         "tree", help="print the live task tree of a server run with --inspect"
@@ -229,8 +236,13 @@ def main(argv: Sequence[str] | None = None, *, own_command_line: bool | None = N
     )
     if own_command_line or (own_command_line is None and argv is None):
         use_allocator(args.allocator)
+        if args.gc_threshold > 0:
+            use_collector_threshold(args.gc_threshold)
     logging.getLogger("trio_mcp").info(
         "small objects from %s (TM-SESS-ALLOCATOR)", running_allocator()
+    )
+    logging.getLogger("trio_mcp").info(
+        "young objects collected every %s (TM-SESS-GC)", use_collector_threshold(0) or "never"
     )
     import trio
 

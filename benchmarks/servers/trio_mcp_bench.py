@@ -20,7 +20,8 @@ a tool result for non-finite numbers, the move of its session to the back of the
 order, the server-wide count of body bytes, the HTTP version check), so that ``run.py``
 can say what they cost beside the same server with them. Like ``trio-mcp serve``, it first
 chooses CPython's allocator with ``use_allocator``: the one
-PYTHONMALLOC names, else malloc (TM-SESS-ALLOCATOR).
+PYTHONMALLOC names, else malloc (TM-SESS-ALLOCATOR), and the cycle collector's young threshold
+with ``use_collector_threshold`` (TM-SESS-GC).
 """
 
 from __future__ import annotations
@@ -38,7 +39,15 @@ import attrs
 import release
 import trio
 
-from trio_mcp import Context, ResponseMode, Server, ServerConfig, serve, use_allocator
+from trio_mcp import (
+    Context,
+    ResponseMode,
+    Server,
+    ServerConfig,
+    serve,
+    use_allocator,
+    use_collector_threshold,
+)
 from trio_mcp._allocator import running_allocator
 from trio_mcp._serve import HTTP_SERVERS
 from trio_mcp.protocol import Retention
@@ -202,6 +211,7 @@ def remove_budgets() -> None:
 def main(argv: list[str] | None = None) -> int:
     # As `trio-mcp serve` does; this may start the interpreter again, before anything else.
     use_allocator()
+    use_collector_threshold()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="port (0: any free one)")

@@ -234,3 +234,48 @@ async def test_websocket_connections_are_refused() -> None:
         await app(scope, fake.receive, fake.send)
 
     assert [m["type"] for m in fake.sent] == ["websocket.close"]
+
+
+@pytest.mark.spec("TM-SESS-GC")
+async def test_requests_answered_whole_leave_no_cycles_for_the_collector() -> None:
+    """A request answered at once frees what it made by reference counting: the adapter's
+    way to start a disconnect watcher, never used, is taken back from the responder it
+    holds, so the two make no cycle that only the cycle collector would free. 50 pings
+    leave fewer unreachable objects than there are pings."""
+    import gc
+
+    app = make_app()
+    requests = 50
+    with trio.fail_after(10):
+        async with app.running():
+            fake = FakeASGIServer()
+            fake.push({"type": "http.request", "body": INITIALIZE, "more_body": False})
+            await app(post_scope(), fake.receive, fake.send)
+            _status, headers, _body = await collect_response(fake)
+            session = [
+                ("host", "127.0.0.1:8000"),
+                ("accept", "application/json, text/event-stream"),
+                ("content-type", "application/json"),
+                ("mcp-session-id", headers["mcp-session-id"]),
+                ("mcp-protocol-version", "2025-11-25"),
+            ]
+
+            async def ping(k: int) -> bytes:
+                fake = FakeASGIServer()
+                body = json.dumps({"jsonrpc": "2.0", "id": 10 + k, "method": "ping"})
+                fake.push({"type": "http.request", "body": body.encode(), "more_body": False})
+                await app(http_scope(headers=session), fake.receive, fake.send)
+                status, _headers, answer = await collect_response(fake)
+                assert status == 200
+                return answer
+
+            await ping(-1)  # anything made once, on the first request, is made now
+            gc.collect()
+            gc.disable()
+            try:
+                for k in range(requests):
+                    assert b'"result":{}' in await ping(k)
+                unreachable = gc.collect()
+            finally:
+                gc.enable()
+    assert unreachable < requests

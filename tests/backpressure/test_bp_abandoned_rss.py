@@ -1,7 +1,8 @@
 # Abandoned sessions seen from outside: a served process's resident size, the figure an
 # operator watches, after a wave of clients that vanished (a small benchmarks/run.py
 # "abandoned"). The server runs as `trio-mcp serve` would, in a process of its own that
-# chose its allocator with use_allocator (TM-SESS-ALLOCATOR).
+# chose its allocator with use_allocator (TM-SESS-ALLOCATOR) and its cycle collector's
+# threshold with use_collector_threshold (TM-SESS-GC).
 from __future__ import annotations
 
 import json
@@ -29,8 +30,9 @@ AT_ONCE = 50
 
 LAUNCHER = f"""
 import json
-from trio_mcp import use_allocator
+from trio_mcp import use_allocator, use_collector_threshold
 use_allocator()
+use_collector_threshold()
 import trio
 from trio_mcp import Context, Server, ServerConfig, serve
 from trio_mcp._allocator import running_allocator

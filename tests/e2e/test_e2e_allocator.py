@@ -173,3 +173,44 @@ def test_the_command_line_chooses_before_it_imports_trio_or_hypercorn() -> None:
         "print(sorted(m for m in ('trio', 'hypercorn', 'h11') if m in sys.modules))\n"
     )
     assert "[]" == _python(code).stdout.strip()
+
+
+@pytest.mark.spec("TM-SESS-GC")
+def test_the_young_generation_is_collected_less_often_unless_the_program_chose() -> None:
+    """use_collector_threshold raises CPython's young threshold (700) to YOUNG_THRESHOLD and
+    keeps the older generations' thresholds; a higher threshold of the program's own, or a
+    collector it turned off, is kept."""
+    code = (
+        "import gc\n"
+        "from trio_mcp import use_collector_threshold\n"
+        "from trio_mcp._collector import YOUNG_THRESHOLD\n"
+        "assert gc.get_threshold() == (700, 10, 10), gc.get_threshold()\n"
+        "assert use_collector_threshold() == YOUNG_THRESHOLD\n"
+        "assert gc.get_threshold() == (YOUNG_THRESHOLD, 10, 10)\n"
+        "gc.set_threshold(50_000, 10, 10)\n"
+        "assert use_collector_threshold() == 50_000 == gc.get_threshold()[0]\n"
+        "gc.disable()\n"
+        "assert use_collector_threshold() == 0 and not gc.isenabled()\n"
+        "print('ok')\n"
+    )
+    assert "ok" == _python(code).stdout.strip()
+
+
+@pytest.mark.parametrize(("extra", "expected"), [((), "10000"), (("--gc-threshold", "0"), "700")])
+@pytest.mark.spec("TM-SESS-GC")
+async def test_trio_mcp_serve_collects_young_objects_at_the_threshold_it_chose(
+    extra: tuple[str, ...], expected: str
+) -> None:
+    """`trio-mcp serve` serves with the young generation collected every 10 000 objects
+    and says so; `--gc-threshold 0` keeps the interpreter's (700)."""
+    proc, url, lines = await trio.to_thread.run_sync(lambda: _serve(*extra))
+    try:
+        with trio.fail_after(TIMEOUT):
+            session = await open_session(url)
+            assert await session.result("ping") == {}
+    finally:
+        proc.terminate()
+        await trio.to_thread.run_sync(proc.wait)
+    assert any(
+        f"young objects collected every {expected} (TM-SESS-GC)" in line for line in lines
+    )
