@@ -951,3 +951,27 @@ async def test_new_connection_during_shutdown_gets_503_or_is_refused(
     assert 200 == napped.status
     if answer is not None:
         assert_refused(answer, 503, SERVER_BUSY)
+
+
+@pytest.mark.spec("TM-HTTP-OWN")
+async def test_a_json_answer_ready_at_once_starts_no_reader_task(nursery: trio.Nursery) -> None:
+    """In JSON mode, a 2025-11-25 call whose handler answers without waiting is answered
+    before anything watches for the client's leaving: its connection gets no reader task.
+    A call that waits has one while it waits, so a client that leaves is heard."""
+    from support.client import open_session, open_stream, rpc_request
+    from support.slow import tasks_named
+
+    live, record = await start(nursery, config())
+    session = await open_session(live.url)
+    reader = "trio_mcp._http._Connection._read"
+    echo = rpc_request("tools/call", {"name": "echo", "arguments": {"text": "now"}})
+    nap = rpc_request("tools/call", {"name": "nap", "arguments": {"seconds": 0.5}})
+    with trio.fail_after(TIMEOUT):
+        async with open_stream(live.url, "POST", session.headers(), dumps(echo)) as answer:
+            body = await answer.read_body()
+            assert [] == tasks_named(reader)
+        assert "now" in body.decode()
+        async with open_stream(live.url, "POST", session.headers(), dumps(nap)) as answer:
+            assert len(tasks_named(reader)) == 1  # the head came only once the nap ended
+            body = await answer.read_body()
+        assert record.finished and "napped" in body.decode()

@@ -760,10 +760,19 @@ class SessionManager:
             # session, however long the handlers run (TM-SESS-ABANDONED).
             session.json_waiting += 1
             try:
+                # Handlers that answer without waiting on anything have done so after two
+                # turns of the scheduler, as on the SSE path: their answer needs no watch for
+                # the client's leaving (on trio-mcp's own server, a reader task for the rest
+                # of the connection; under hypercorn, a task for this request).
+                for _ in range(2):
+                    await trio.lowlevel.checkpoint()
+                    if all(f.done.is_set() for f in flights):
+                        break
                 with trio.CancelScope() as scope:
-                    async with watching_disconnect(responder, scope.cancel):
-                        for flight in flights:
-                            await flight.done.wait()
+                    if not all(f.done.is_set() for f in flights):
+                        async with watching_disconnect(responder, scope.cancel):
+                            for flight in flights:
+                                await flight.done.wait()
             finally:
                 session.json_waiting -= 1
                 # The connection's end is a sign of the client, as a view's is.
