@@ -184,8 +184,8 @@ async def mrtr_rounds(live: LiveServer, recorder: TraceRecorder) -> None:
 async def stall_cut(recorder: TraceRecorder) -> None:
     """A reader that drains 256 bytes a second while its call streams is cut after the
     stall budget and, given a signal_timeout of 30 s, told where to resume; it resumes at
-    full speed and gets the rest. In memory, under trio's MockClock: what a slow reader gets before the cut depends on
-    time and rates only, so the trace is the same on any machine."""
+    full speed and gets the rest. In memory, under trio's MockClock: what a slow reader gets
+    before the cut depends on time and rates only, so the trace is the same on any machine."""
     slow_server, _ = make_server("timelines-stall")
     # A signal_timeout long enough for a reader this slow to take the signal behind the
     # write in progress (the default, 0.5 s, closes its connection without it: TM-BP-SIGNAL).
