@@ -975,3 +975,30 @@ async def test_a_json_answer_ready_at_once_starts_no_reader_task(nursery: trio.N
             assert len(tasks_named(reader)) == 1  # the head came only once the nap ended
             body = await answer.read_body()
         assert record.finished and "napped" in body.decode()
+
+
+@pytest.mark.spec("TM-POST-ATONCE", "TM-HTTP-OWN")
+async def test_an_initialize_answered_as_a_stream_is_sent_whole_and_starts_no_reader_task(
+    nursery: trio.Nursery,
+) -> None:
+    """In SSE mode an initialize's stream is complete before its first byte goes out: it is
+    sent whole, the session id in its head, the priming event then the result, and its
+    connection (kept alive for the requests that follow) gets no reader task."""
+    from support.client import initialize_params, open_stream, post_headers, rpc_request
+    from support.slow import tasks_named
+
+    live, _ = await start(nursery, config(response_mode=ResponseMode.SSE))
+    message = rpc_request("initialize", initialize_params())
+    with trio.fail_after(TIMEOUT):
+        async with open_stream(live.url, "POST", post_headers(), dumps(message)) as answer:
+            body = await answer.read_body()
+            assert [] == tasks_named("trio_mcp._http._Connection._read")
+            headers = dict(answer.headers)
+            assert headers["mcp-session-id"]
+            assert str(len(body)) == headers["content-length"]
+    events = [e for e in body.decode().split("\n\n") if e]
+    assert 2 == len(events)
+    priming = events[0].split("\n")
+    assert priming[0].startswith("id: ") and ["data:"] == [p.rstrip() for p in priming[1:]]
+    result = json.loads(events[1].split("data: ", 1)[1])
+    assert message["id"] == result["id"] and "capabilities" in result["result"]

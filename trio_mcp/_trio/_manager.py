@@ -726,6 +726,10 @@ class SessionManager:
         if self.config.tracer is not None:
             self._trace(TraceKind.APPEND, session, stream=state.number, seq=entry.seq,
                         request=request.id, detail="response")
+        # TM-POST-ATONCE: the stream is complete already. Sent whole, it needs no view, and on
+        # trio-mcp's own server no reader task for the rest of the connection's life.
+        if await self._reply_complete(session, state.number, priming, responder, extra):
+            return
         await self._serve_view(session, state.number, -1, responder, priming=priming,
                                headers=extra)
 
@@ -810,7 +814,12 @@ class SessionManager:
         await self._serve_view(session, state.number, -1, responder, priming=priming)
 
     async def _reply_complete(
-        self, session: Session, stream: int, priming: Entry | None, responder: Responder
+        self,
+        session: Session,
+        stream: int,
+        priming: Entry | None,
+        responder: Responder,
+        headers: tuple[tuple[str, str], ...] = (),
     ) -> bool:
         """Send a request stream that has ended before a connection took anything from it as
         one complete SSE response (the same events a View would write: TM-POST-ATONCE), if it
@@ -841,7 +850,7 @@ class SessionManager:
         # Within the stall budget, as a View's writes are: a reader that takes nothing for
         # that long loses the connection, and the response stays in the log to resume.
         with trio.move_on_after(self.config.stall_budget):
-            await responder.reply(Reply(status=200, headers=SSE_HEADERS, body=body))
+            await responder.reply(Reply(status=200, headers=(*SSE_HEADERS, *headers), body=body))
         if responder.finished:
             if self.config.tracer is not None:
                 for entry in [*([priming] if priming else []), *taken]:
