@@ -100,6 +100,11 @@ class Outbound:
     response: Response | ErrorResponse | None = None
 
 
+#: At most this many sends of a session follow each other without a schedule point
+#: (TM-BP-PRODUCER): what a handler holds the event loop for is a few messages' work.
+SENDS_PER_SCHEDULE_POINT = 16
+
+
 @attrs.define
 class SessionStats:
     requests: int = 0
@@ -231,6 +236,8 @@ class Session:
         #: connection of it ending (TM-SESS-ABANDONED).
         self.last_heard = self.created_at
         self._outbound_ids = itertools.count(manager.outbound_base)
+        #: Sends since the last one that was a schedule point (TM-BP-PRODUCER).
+        self._sends_unscheduled = 0
         self._mirror = manager.mirror
         #: When this worker last read the session's record from a shared store.
         self._record_read = -math.inf
@@ -864,27 +871,32 @@ class Session:
         either way (the log is bounded), this only keeps a live reader inside the window.
         With no reader attached nothing waits: the log evicts within its window.
         """
-        # Always a checkpoint, as trio's own async functions are: a handler looping over
-        # sends that never wait (no reader, or one keeping up) would otherwise hold the event
-        # loop, and every other session with it, until its loop ends (TM-BP-PRODUCER).
-        await trio.lowlevel.checkpoint()
-        if not self.send(message, related=related):
-            return False
-        stream = STANDALONE_STREAM
+        # TM-BP-PRODUCER: always a cancellation point, before the message goes in. Then a
+        # schedule point, as trio's own functions have, unless a reader is attached to the
+        # stream and the session's last SENDS_PER_SCHEDULE_POINT sends had one: a handler
+        # looping over sends never holds the event loop (and every other session with it)
+        # for more than a few messages, and a reader that keeps up takes them a batch at a
+        # time, not with a turn of the scheduler for each.
+        await trio.lowlevel.checkpoint_if_cancelled()
+        sent = self.send(message, related=related)
+        stream: int | None = STANDALONE_STREAM
         if related is not None:
             flight = self.inflight.get(related)
-            if flight is None or flight.stream is None:
-                return True
-            stream = flight.stream
+            stream = None if flight is None else flight.stream
+        view = None if not sent or stream is None else self.views.get(stream)
+        self._sends_unscheduled += 1
+        if view is None or self._sends_unscheduled >= SENDS_PER_SCHEDULE_POINT:
+            self._sends_unscheduled = 0
+            await trio.lowlevel.cancel_shielded_checkpoint()
+        if view is None or stream is None:
+            return sent
+        attached = stream
         cfg = self.config
         limit = cfg.max_stream_lag or max(1, cfg.retention.max_events // 2)
         wait = cfg.producer_wait if cfg.producer_wait is not None else cfg.stall_budget
         # The window is counted in events and in bytes: large events would push a reader's
         # unsent messages out of it by their bytes while their count still looks small.
         byte_limit = max(1, cfg.retention.max_bytes // 2)
-        view = self.views.get(stream)
-        if view is None:
-            return True
 
         def behind() -> bool:
             return view.lags_beyond(limit, byte_limit)
@@ -892,7 +904,7 @@ class Session:
         if not behind():
             return True
         with trio.move_on_after(wait):
-            while self.views.get(stream) is view and behind():
+            while self.views.get(attached) is view and behind():
                 await self._progress.wait()
         return True
 

@@ -138,6 +138,9 @@ class StreamState:
     _data: list[bytes] = attrs.field(init=False, factory=list)
     #: For each kept RESPONSE, by seq, the request it answers.
     _answers: dict[int, RequestId] = attrs.field(init=False, factory=dict)
+    #: For each kept message, the bytes of the kept messages up to and including it (from an
+    #: arbitrary base): a lag's bytes by subtraction, not by a sum (``lags_beyond``).
+    _ends: array[int] = attrs.field(init=False, factory=_seqs)
 
     @property
     def ended(self) -> bool:
@@ -198,19 +201,16 @@ class StreamState:
 
     def lags_beyond(self, after: int, count: int, size: int) -> bool:
         """Whether more than ``count`` messages after ``after``, or more than ``size`` bytes of
-        them, are kept: found by bisection, and summed only as far as it takes to know."""
+        them, are kept: found by bisection and one subtraction."""
         seqs = self._seq
         if not seqs or seqs[-1] <= after:
             return False
         start = bisect_right(seqs, after)
         if len(seqs) - start > count:
             return True
-        total = 0
-        for data in self._data[start:]:
-            total += len(data)
-            if total > size:
-                return True
-        return False
+        # A producer asks on every send: a subtraction, not a sum over the lag.
+        ends = self._ends
+        return ends[-1] - ends[start] + len(self._data[start]) > size
 
     def lag(self, after: int) -> tuple[int, int]:
         """How many messages after ``after`` are kept, and their bytes."""
@@ -224,15 +224,37 @@ class StreamState:
         self._at.append(at)
         self._flags.append(flags)
         self._data.append(data)
+        ends = self._ends
+        ends.append((ends[-1] if ends else 0) + len(data))
         if answers is not None:
             self._answers[seq] = answers
 
     def _pop(self, index: int) -> tuple[int, int, bytes, float, RequestId | None]:
         seq = self._seq.pop(index)
         flags = self._flags.pop(index)
-        return seq, flags, self._data.pop(index), self._at.pop(index), self._answers.pop(
-            seq, None
-        )
+        data = self._data.pop(index)
+        self._unend(index, len(data))
+        return seq, flags, data, self._at.pop(index), self._answers.pop(seq, None)
+
+    def _unend(self, index: int, size: int) -> None:
+        """Take the message that was at ``index``, of ``size`` bytes, out of ``_ends``: the
+        ones after it, if it had messages on both sides, no longer count its bytes."""
+        ends = self._ends
+        del ends[index]
+        if 0 < index < len(ends):
+            for i in range(index, len(ends)):
+                ends[i] -= size
+
+    def _forget(self, index: int) -> tuple[int, int, int]:
+        """Drop the kept message at ``index`` (the log's eviction): its seq, flags and size."""
+        seq = self._seq.pop(index)
+        del self._at[index]
+        flags = self._flags.pop(index)
+        size = len(self._data.pop(index))
+        self._unend(index, size)
+        if flags & _RESPONSE:
+            self._answers.pop(seq, None)
+        return seq, flags, size
 
     def _clear(self) -> None:
         self._seq = _seqs()
@@ -240,6 +262,7 @@ class StreamState:
         self._flags = bytearray()
         self._data = []
         self._answers = {}
+        self._ends = _seqs()
 
 
 class _Entries(Sequence[Entry]):
@@ -532,12 +555,8 @@ class EventLog:
         return dropped
 
     def _drop(self, state: StreamState, index: int) -> None:
-        seq = state._seq.pop(index)
-        del state._at[index]
-        flags = state._flags.pop(index)
-        size = len(state._data.pop(index))
+        seq, flags, size = state._forget(index)
         if flags & _RESPONSE:
-            state._answers.pop(seq, None)
             self._pinned -= flags == _RESPONSE
         self._kept -= 1
         self._bytes -= size + ENTRY_OVERHEAD
