@@ -11,16 +11,18 @@ import tracemalloc
 import weakref
 from typing import Any
 
+import attrs
 import pytest
 import trio
 from support.client import McpSession, open_session, open_stream, rpc_request
 from support.client import dumps as json_body
-from support.fixtures import StartServer, wait_until
+from support.fixtures import LiveServer, StartServer, wait_until
 from support.slow import SlowClient, make_server, numbered, open_slow, tasks_named
 
 from trio_mcp import ServerConfig
 from trio_mcp._trio._manager import SessionManager
 from trio_mcp._trio._writer import RATE_LOOKBACK, ConnectionWriter
+from trio_mcp.protocol import SSEEvent
 
 #: How often a busy view looks at its writer (trio_mcp._trio._view._CHECK_EVERY).
 CHECK = 0.25
@@ -54,6 +56,49 @@ async def watch_cut(seen: dict[str, float], manager: SessionManager, done: trio.
     done.set()
 
 
+@attrs.frozen
+class SlowRead:
+    """A call read at 1 KiB/s until the server gave its connection up, then resumed."""
+
+    message: dict[str, Any]
+    client: SlowClient
+    sent_at: float
+    cut_at: float
+    streams_open_at_cut: int
+    given_up_at: float
+    rest: list[SSEEvent]
+
+
+async def read_slowly_then_resume(
+    live: LiveServer, session: McpSession, arguments: dict[str, object]
+) -> SlowRead:
+    """Call `stream` on a small-buffered socket and read 1 KiB/s until the server gives the
+    connection up (its writer ends), then drain it to EOF and resume with a GET from the
+    last id read."""
+    seen: dict[str, float] = {}
+    cut = trio.Event()
+    message, cm = start_call(session, live.port, arguments)
+    sent_at = trio.current_time()
+    async with cm as client, trio.open_nursery() as nursery:
+        nursery.start_soon(watch_cut, seen, live.manager, cut)
+        await client.read_head()
+        await wait_until(lambda: bool(request_writers(live.manager, session.id)))
+        [writer] = request_writers(live.manager, session.id)
+        await client.read(1024, until=cut)
+        streams_open = live.manager.statistics()["streams_open"]
+        # Still at 1 KiB/s until the server gave up the connection, signal written or not;
+        # then the client drains what its socket holds, to EOF.
+        await client.read(1024, until=writer.finished)
+        given_up_at = trio.current_time()
+        await client.read(None)
+    assert client.last_id is not None
+    async with open_stream(
+        live.url, "GET", [*session.headers(), ("last-event-id", client.last_id)]
+    ) as resumed:
+        rest = [e async for e in resumed.events(comments=False)]
+    return SlowRead(message, client, sent_at, seen["cut_at"], streams_open, given_up_at, rest)
+
+
 @pytest.mark.spec("TM-BP-STALL", "TM-BP-SIGNAL", "T-PSSE-4", "T-PSSE-12", "T-RESUME-5")
 async def test_slow_reader_is_cut_signalled_and_resumes_without_loss(
     live_server: StartServer,
@@ -73,36 +118,17 @@ async def test_slow_reader_is_cut_signalled_and_resumes_without_loss(
     live = await live_server(server, config)
     session = await open_session(live.url)
     n = 150
-    seen: dict[str, float] = {}
-    cut = trio.Event()
     with trio.fail_after(60):
-        message, cm = start_call(session, live.port, {"n": n, "size": 2000, "tag": "e"})
-        sent_at = trio.current_time()
-        async with cm as client, trio.open_nursery() as nursery:
-            nursery.start_soon(watch_cut, seen, live.manager, cut)
-            await client.read_head()
-            await wait_until(lambda: bool(request_writers(live.manager, session.id)))
-            [writer] = request_writers(live.manager, session.id)
-            await client.read(1024, until=cut)
-            assert 0 == live.manager.statistics()["streams_open"]
-            # Still at 1 KiB/s until the server gave up the connection, signal written or
-            # not; then the client drains what its socket holds, to EOF.
-            await client.read(1024, until=writer.finished)
-            closed_at = trio.current_time()
-            await client.read(None)
-        first = client.messages
-        signals = client.named("resumption-required")
-        last_id = client.last_id
-        assert last_id is not None
-        async with open_stream(
-            live.url, "GET", [*session.headers(), ("last-event-id", last_id)]
-        ) as resumed:
-            rest = [e async for e in resumed.events(comments=False)]
-
-    cut_after = seen["cut_at"] - sent_at
+        run = await read_slowly_then_resume(live, session, {"n": n, "size": 2000, "tag": "e"})
+    client, message, rest = run.client, run.message, run.rest
+    first = client.messages
+    signals = client.named("resumption-required")
+    last_id = client.last_id
+    assert 0 == run.streams_open_at_cut
+    cut_after = run.cut_at - run.sent_at
     latest = budget + CHECK + 0.5 if PROBED else RATE_LOOKBACK * budget + 1.0
     assert budget <= cut_after <= latest
-    assert closed_at - seen["cut_at"] <= config.signal_timeout + 0.5
+    assert run.given_up_at - run.cut_at <= config.signal_timeout + 0.5
     assert 1 == live.manager.statistics()["streams_cut"]
     assert client.eof and not client.ended
     [signal] = signals
@@ -133,30 +159,14 @@ async def test_slow_reader_that_cannot_take_the_signal_in_time_is_closed_and_res
     live = await live_server(server, config)
     session = await open_session(live.url)
     n = 100
-    seen: dict[str, float] = {}
-    cut = trio.Event()
     with trio.fail_after(60):
-        message, cm = start_call(session, live.port, {"n": n, "size": 2000, "tag": "d"})
-        async with cm as client, trio.open_nursery() as nursery:
-            nursery.start_soon(watch_cut, seen, live.manager, cut)
-            await client.read_head()
-            await wait_until(lambda: bool(request_writers(live.manager, session.id)))
-            [writer] = request_writers(live.manager, session.id)
-            await client.read(1024, until=cut)
-            await client.read(1024, until=writer.finished)
-            given_up_at = trio.current_time()
-            await client.read(None)
-        first = client.messages
-        last_id = client.last_id
-        assert last_id is not None
-        async with open_stream(
-            live.url, "GET", [*session.headers(), ("last-event-id", last_id)]
-        ) as resumed:
-            rest = [e async for e in resumed.events(comments=False)]
+        run = await read_slowly_then_resume(live, session, {"n": n, "size": 2000, "tag": "d"})
+    client, message, rest = run.client, run.message, run.rest
+    first = client.messages
 
     if http_server == "trio-mcp":
         # hypercorn shields its write: the writer ends when that write does (TM-BP-RELEASE).
-        assert given_up_at - seen["cut_at"] <= config.signal_timeout + CHECK + 0.25
+        assert run.given_up_at - run.cut_at <= config.signal_timeout + CHECK + 0.25
     assert [] == client.named("resumption-required")
     assert client.eof and not client.ended
     later = [json.loads(e.data) for e in rest if e.data and e.event is None]
