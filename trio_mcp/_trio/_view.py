@@ -333,6 +333,10 @@ class View:
         session = self.session
         cfg = session.config
         while True:
+            if self.end_reason is not None:
+                # Stopped from outside (stop()): what the log gained since goes to the next
+                # connection, even when the stop came in the same turn as the messages.
+                return self.end_reason
             if self.responder.disconnected.is_set() or writer.finished.is_set():
                 return ViewEnd.CLIENT_GONE
             changed = session.changed_event()
@@ -362,6 +366,8 @@ class View:
                 end = await self._until(writer, lambda: writer.has_room)
                 if end is not None:
                     return end
+                if self.end_reason is not None:
+                    return self.end_reason
                 got = self._submit(writer, got)
             state = session.log.stream(self.stream)
             if state is None or (state.ended and self.cursor >= state.last_seq):
