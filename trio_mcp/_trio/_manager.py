@@ -8,7 +8,7 @@ import logging
 import math
 import secrets
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -60,7 +60,7 @@ from ._mirror import StreamMirror
 from ._relay import RELAYED_HEADER, relay
 from ._reqstats import RequestMetrics
 from ._responder import Responder, watching_disconnect
-from ._session import SESSION_FOOTPRINT, Session
+from ._session import SESSION_FOOTPRINT, InFlight, Session
 from ._store import (
     ClaimKind,
     Control,
@@ -768,12 +768,9 @@ class SessionManager:
                 # turns of the scheduler, as on the SSE path: their answer needs no watch for
                 # the client's leaving (on trio-mcp's own server, a reader task for the rest
                 # of the connection; under hypercorn, a task for this request).
-                for _ in range(2):
-                    await trio.lowlevel.checkpoint()
-                    if all(f.done.is_set() for f in flights):
-                        break
+                answered = await _answered_at_once(flights)
                 with trio.CancelScope() as scope:
-                    if not all(f.done.is_set() for f in flights):
+                    if not answered:
                         async with watching_disconnect(responder, scope.cancel):
                             for flight in flights:
                                 await flight.done.wait()
@@ -805,12 +802,10 @@ class SessionManager:
         # Handlers that answer without waiting on anything have done so after two turns of
         # the scheduler (trio runs a batch in either order). Their stream is then complete
         # before its first byte goes out, and needs no view, writer or watcher.
-        for _ in range(2):
-            await trio.lowlevel.checkpoint()
-            if all(f.done.is_set() for f in flights):
-                if await self._reply_complete(session, state.number, priming, responder):
-                    return
-                break
+        if await _answered_at_once(flights) and await self._reply_complete(
+            session, state.number, priming, responder
+        ):
+            return
         await self._serve_view(session, state.number, -1, responder, priming=priming)
 
     async def _reply_complete(
@@ -1157,3 +1152,14 @@ class SessionManager:
 def _principal_key(request: HttpRequest) -> str:
     """Who a request's session must belong to: "" without authorization."""
     return request.principal.key if request.principal is not None else ""
+
+
+async def _answered_at_once(flights: Sequence[InFlight]) -> bool:
+    """Whether every handler has answered within two turns of the scheduler: those that
+    wait on nothing have (trio runs a batch in either order), and their answer needs no
+    View, writer or watch for the client's leaving (TM-POST-ATONCE, TM-HTTP-OWN)."""
+    for _ in range(2):
+        await trio.lowlevel.checkpoint()
+        if all(f.done.is_set() for f in flights):
+            return True
+    return False

@@ -890,7 +890,6 @@ class Session:
             await trio.lowlevel.cancel_shielded_checkpoint()
         if view is None or stream is None:
             return sent
-        attached = stream
         cfg = self.config
         limit = cfg.max_stream_lag or max(1, cfg.retention.max_events // 2)
         wait = cfg.producer_wait if cfg.producer_wait is not None else cfg.stall_budget
@@ -904,7 +903,7 @@ class Session:
         if not behind():
             return True
         with trio.move_on_after(wait):
-            while self.views.get(attached) is view and behind():
+            while self.views.get(stream) is view and behind():
                 await self._progress.wait()
         return True
 

@@ -245,16 +245,6 @@ class StreamState:
             for i in range(index, len(ends)):
                 ends[i] -= size
 
-    def _forget(self, index: int) -> tuple[int, int, int]:
-        """Drop the kept message at ``index`` (the log's eviction): its seq, flags and size."""
-        seq = self._seq.pop(index)
-        del self._at[index]
-        flags = self._flags.pop(index)
-        size = len(self._data.pop(index))
-        self._unend(index, size)
-        if flags & _RESPONSE:
-            self._answers.pop(seq, None)
-        return seq, flags, size
 
     def _clear(self) -> None:
         self._seq = _seqs()
@@ -555,7 +545,8 @@ class EventLog:
         return dropped
 
     def _drop(self, state: StreamState, index: int) -> None:
-        seq, flags, size = state._forget(index)
+        seq, flags, data, _at, _answers = state._pop(index)
+        size = len(data)
         if flags & _RESPONSE:
             self._pinned -= flags == _RESPONSE
         self._kept -= 1
