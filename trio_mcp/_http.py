@@ -52,6 +52,9 @@ _READ_SIZE: Final = 65536
 #: Bytes of a next, pipelined request buffered while a response goes out; beyond, the
 #: connection stops reading until the response is done (so a client cannot make it hold more).
 _PIPELINE_BUFFER: Final = 65536
+#: What a stream's write adds to its data on the wire, at most: a chunk's size line and end,
+#: and the headers of the TLS records around it (SendRoom).
+_FRAMING_ROOM: Final = 256
 
 
 class _Closed(Exception):
@@ -99,6 +102,14 @@ class H11Responder:
 
     def release_tcp_probe(self) -> None:
         self._probing = False
+
+    def send_room(self) -> int:
+        """SendRoom: what the socket takes now, less what framing a chunk (and, under TLS,
+        its records) adds."""
+        probe = self._connection.probe()
+        if probe is None:
+            return 0
+        return probe.room() - _FRAMING_ROOM
 
     # -- writing ---------------------------------------------------------------------------
 

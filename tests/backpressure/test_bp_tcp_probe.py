@@ -8,6 +8,7 @@ import contextlib
 import math
 import socket
 import sys
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -27,7 +28,7 @@ from support.slow import (
 )
 
 from trio_mcp import ServerConfig
-from trio_mcp._trio._tcpprobe import SocketIndex, TcpSample, find_tcp_socket
+from trio_mcp._trio._tcpprobe import SocketIndex, TcpProbe, TcpSample, find_tcp_socket
 from trio_mcp._trio._writer import RATE_LOOKBACK, SILENCE_FACTOR, ConnectionWriter
 
 #: The probe reads Linux's TCP_INFO; elsewhere there is none, and the writes alone judge.
@@ -90,6 +91,53 @@ async def test_probe_finds_a_live_connection_and_sees_its_reader_acknowledge() -
         finally:
             probe.close()
         assert probe.sample() is None
+
+
+@linux_only
+@pytest.mark.spec("TM-BP-BOUNDED")
+@pytest.mark.parametrize("lowat", [16384, None])
+def test_probe_room_is_taken_whole_at_once_and_runs_out_while_the_reader_stops(
+    lowat: int | None,
+) -> None:
+    """What the probe calls the socket's room, a non-blocking send takes whole, with
+    TCP_NOTSENT_LOWAT set (as trio sets it) or not; while the reader reads nothing it runs
+    out within its buffers' worth, and once the reader has read everything there is room
+    again."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    with listener, socket.create_connection(listener.getsockname()) as client:
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
+        server, _ = listener.accept()
+        with server:
+            if lowat is not None:
+                server.setsockopt(socket.IPPROTO_TCP, socket.TCP_NOTSENT_LOWAT, lowat)
+            server.setblocking(False)
+            probe = TcpProbe.of_socket(server)
+            assert probe is not None
+            sent = 0
+            for _ in range(10_000):
+                room = probe.room()
+                if room == 0:
+                    break
+                assert room == server.send(b"x" * room)
+                sent += room
+            else:
+                raise AssertionError("the room never ran out with the reader stopped")
+            assert sent > 0
+            if lowat is not None:
+                assert probe.room() == 0 and sent < 16 * 1024 * 1024
+            client.setblocking(False)
+            got = 0
+            for _ in range(10_000):
+                try:
+                    got += len(client.recv(1 << 20))
+                except BlockingIOError:
+                    if got >= sent:
+                        break
+                    time.sleep(0.001)
+            assert got == sent
+            assert probe.room() > 0
+        probe.close()
+        assert probe.room() == 0
 
 
 async def _send_all(sock: trio.socket.SocketType, data: bytes) -> None:

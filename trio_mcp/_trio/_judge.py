@@ -80,6 +80,11 @@ class StallJudge(Protocol):
         """Whether the writes are paced by the reader's window now (TM-BP-PACE)."""
 
     @property
+    def may_pace(self) -> bool:
+        """Whether the writes are, or may yet be, paced by the reader's window (TM-BP-PACE):
+        until a pacer stops for good, every write is its to size."""
+
+    @property
     def probing(self) -> bool:
         """Whether the reader is judged by the kernel's count of acknowledged bytes now."""
 
@@ -153,6 +158,10 @@ class WriteProgressJudge:
 
     @property
     def paced(self) -> bool:
+        return False
+
+    @property
+    def may_pace(self) -> bool:
         return False
 
     @property
@@ -384,6 +393,10 @@ class KernelJudge(WriteProgressJudge):
     @property
     def paced(self) -> bool:
         return self.pacer is not None and self.pacer.pacing
+
+    @property
+    def may_pace(self) -> bool:
+        return self.pacer is not None and not self.pacer.released
 
     @property
     def probing(self) -> bool:

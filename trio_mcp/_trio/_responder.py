@@ -15,7 +15,7 @@ import trio
 from ..protocol import Reply
 from ._tcpprobe import TcpSample
 
-__all__ = ["Departure", "Responder", "TcpProbing", "watching_disconnect"]
+__all__ = ["Departure", "Responder", "SendRoom", "TcpProbing", "watching_disconnect"]
 
 
 class Responder(Protocol):
@@ -54,6 +54,16 @@ class TcpProbing(Protocol):
 
     def release_tcp_probe(self) -> None:
         """Close what ``tcp_sample`` holds open; it returns None from then on."""
+
+
+@runtime_checkable
+class SendRoom(Protocol):
+    """What a responder that writes to a socket of its own may offer besides (optional): how
+    much one write takes now without waiting. A stream's writer then hands such a write all
+    of a chunk at once, and slices only what would wait (TM-BP-BOUNDED)."""
+
+    def send_room(self) -> int:
+        """Bytes one ``write`` takes now without waiting for the reader (0 when unknown)."""
 
 
 class Departure:

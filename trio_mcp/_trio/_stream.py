@@ -14,7 +14,7 @@ import trio
 from ..protocol import encode_comment
 from ..protocol._transport import SSE_HEADERS
 from ._responder import Responder
-from ._writer import ConnectionWriter
+from ._writer import ConnectionWriter, write_grain
 
 if TYPE_CHECKING:
     from .._config import ServerConfig
@@ -79,7 +79,7 @@ class EventStream:
             writer = ConnectionWriter(
                 self._responder,
                 window=cfg.stall_budget,
-                max_write=max(1024, int(cfg.min_read_rate * cfg.stall_budget / 8)),
+                max_write=write_grain(cfg.min_read_rate, cfg.stall_budget),
             )
             writer.on_progress = self._ring
             self._writer = writer

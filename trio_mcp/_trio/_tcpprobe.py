@@ -39,6 +39,7 @@ class _GetSockOpt(Protocol):
 
 #: getsockopt(IPPROTO_TCP, TCP_INFO); Python names it on Linux.
 _TCP_INFO = getattr(socket, "TCP_INFO", 11)
+_NOTSENT_LOWAT = getattr(socket, "TCP_NOTSENT_LOWAT", 25)
 #: Fields of Linux's struct tcp_info (include/uapi/linux/tcp.h) read here, at their offsets,
 #: checked on loopback (kernel 6.18): tcpi_unacked (segments in flight), tcpi_last_data_sent
 #: (ms), tcpi_rtt (us), tcpi_bytes_acked (Linux >= 4.1) and tcpi_notsent_bytes (>= 4.6).
@@ -59,6 +60,12 @@ _WSCALE = struct.Struct("=B"), 6
 #: that returns less than _INFO_LEN simply goes without.
 _INFO_MIN = 148
 _INFO_LEN = 232
+#: getsockopt(SOL_SOCKET, SO_MEMINFO) (Linux >= 3.15; Python does not name it): the socket's
+#: memory accounts as u32s, of which SK_MEMINFO_SNDBUF (3) and SK_MEMINFO_WMEM_QUEUED (5).
+_SO_MEMINFO = 55
+_MEMINFO = struct.Struct("=6I")
+#: TCP_NOTSENT_LOWAT's value when it is not set: the kernel then never waits on it.
+_LOWAT_UNSET = 2**32 - 1
 
 #: A socket address as the ASGI scope gives it: (host, port).
 Address = tuple[str, int]
@@ -121,6 +128,15 @@ def _names(sock: socket.socket) -> tuple[Address, Address] | None:
     return local, peer
 
 
+def _system_lowat() -> int:
+    """The system's TCP_NOTSENT_LOWAT (net.ipv4.tcp_notsent_lowat), unset if unreadable."""
+    try:
+        with open("/proc/sys/net/ipv4/tcp_notsent_lowat") as f:
+            return int(f.read().strip() or _LOWAT_UNSET)
+    except (OSError, ValueError):
+        return _LOWAT_UNSET
+
+
 class TcpProbe:
     """An owned duplicate of one connection's TCP socket, read for TCP_INFO.
 
@@ -136,6 +152,8 @@ class TcpProbe:
         self._owned = owned
         self.local = local
         self.peer = peer
+        #: The socket's TCP_NOTSENT_LOWAT, read at the first ``room()`` (trio sets 16 KiB).
+        self._lowat: int | None = None
 
     @classmethod
     def of_socket(cls, sock: _GetSockOpt) -> TcpProbe | None:
@@ -187,6 +205,36 @@ class TcpProbe:
             else None,
             window_grain=1 << (_field(info, _WSCALE) & 0x0F),
         )
+
+    def room(self) -> int:
+        """Bytes a send to the socket takes now without waiting, by the kernel's accounts
+        (0 when they cannot be read). Linux waits for room when the send queue's memory
+        reaches the send buffer, or its unsent bytes the socket's TCP_NOTSENT_LOWAT; a send
+        within both limits is copied whole."""
+        sock = self._sock
+        if sock is None:
+            return 0
+        try:
+            if self._lowat is None:
+                raw = sock.getsockopt(socket.IPPROTO_TCP, _NOTSENT_LOWAT, 4)
+                # 0: not set on the socket, which then has the system's default.
+                lowat = int.from_bytes(raw, sys.byteorder) if len(raw) == 4 else 0
+                self._lowat = lowat or _system_lowat()
+            meminfo = sock.getsockopt(socket.SOL_SOCKET, _SO_MEMINFO, _MEMINFO.size)
+            if len(meminfo) < _MEMINFO.size:
+                return 0
+            fields = _MEMINFO.unpack_from(meminfo)
+            # The send buffer counts the memory the queued data takes, which is more than
+            # its bytes: half of what is free is what surely fits.
+            room = (int(fields[3]) - int(fields[5])) // 2
+            if self._lowat != _LOWAT_UNSET:
+                info = sock.getsockopt(socket.IPPROTO_TCP, _TCP_INFO, _INFO_MIN)
+                if len(info) < _INFO_MIN:
+                    return 0
+                room = min(room, self._lowat - _field(info, _NOTSENT))
+        except OSError:
+            return 0
+        return max(0, room)
 
     def close(self) -> None:
         sock, self._sock = self._sock, None

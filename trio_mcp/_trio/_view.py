@@ -7,6 +7,8 @@
 # told where to resume (spec/backpressure.md), and the request behind it keeps running.
 from __future__ import annotations
 
+import bisect
+import itertools
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
@@ -29,7 +31,7 @@ from ._describe import ViewInfo
 from ._judge import judge_for
 from ._pacer import RAMP_FACTOR, SMALL_WINDOW, WindowPacer, pace_limit
 from ._responder import Responder, TcpProbing, watching_disconnect
-from ._writer import ConnectionWriter
+from ._writer import ConnectionWriter, write_grain
 
 if TYPE_CHECKING:
     from .._config import ServerConfig
@@ -227,13 +229,14 @@ class View:
             self.cursor = max(self.cursor, priming.seq)
             self.delivered = self.cursor
             seq = priming.seq
-            writer.submit(
-                encode_event(id=self.event_id(seq), data=""),
-                # Told once the connection took it, as every other event is.
-                None if cfg.tracer is None else lambda: self._trace(
-                    TraceKind.DELIVER, seq, "priming"
-                ),
-            )
+            event = encode_event(id=self.event_id(seq), data="")
+
+            def primed(upto: int) -> None:
+                # Told once the connection took it whole, as every other event is.
+                if upto == len(event):
+                    self._trace(TraceKind.DELIVER, seq, "priming")
+
+            writer.submit(event, None if cfg.tracer is None else primed)
         if attached_comment:
             # TM-RES-ATTACHED: a comment, which every client ignores, says where we are.
             writer.submit(encode_comment(f"attached stream={self.stream} after={self.cursor}"))
@@ -394,12 +397,12 @@ class View:
     def _submit(self, writer: ConnectionWriter, entries: list[Entry]) -> list[Entry]:
         """Hand the writer the first of ``entries`` as one chunk, and return the rest.
 
-        The chunk holds as many entries as fit in one write (at least one): a stream of
-        small events then costs a socket write per batch, not per event, and the writer
-        still holds at most MAX_QUEUED chunks of at most about one write each
+        The chunk holds as many entries as fit in the writer's ``max_chunk`` (at least
+        one): a stream of small events then costs a socket write per batch, not per event,
+        and the writer still holds at most MAX_QUEUED chunks of at most about that size
         (TM-BP-BOUNDED).
         """
-        limit = writer.max_write or 0
+        limit = writer.max_chunk or 0
         parts: list[bytes] = []
         taken: list[Entry] = []
         size = count = 0
@@ -415,21 +418,31 @@ class View:
             taken.append(entry)
             size += len(data)
         if taken:
+            ends = list(itertools.accumulate(len(p) for p in parts))
+            marked = 0
 
-            def written() -> None:
-                # Marked only once the connection took them: a response whose write never
-                # finished stays pinned in the window for the client's resume (TM-RES-PIN).
+            def written(upto: int) -> None:
+                # Marked only once the connection took them whole: a response whose write
+                # never finished stays pinned in the window for the client's resume
+                # (TM-RES-PIN). A slow reader takes a chunk in several writes, and each
+                # message counts once its last byte has gone.
+                nonlocal marked
+                done = bisect.bisect_right(ends, upto)
+                if done <= marked:
+                    return
+                now_taken = taken[marked:done]
+                marked = done
                 log = self.session.log
-                for entry in taken:
+                for entry in now_taken:
                     log.mark_written(entry)
-                self.delivered = max(self.delivered, taken[-1].seq)
+                self.delivered = max(self.delivered, now_taken[-1].seq)
                 if self.session.config.tracer is not None:
-                    for entry in taken:
+                    for entry in now_taken:
                         self._trace(TraceKind.DELIVER, entry.seq)
-                self.session.wrote(len(taken))
+                self.session.wrote(len(now_taken))
                 self.session.notify_progress()
 
-            writer.submit(parts[0] if len(parts) == 1 else b"".join(parts), written)
+            writer.submit(parts[0] if len(parts) == 1 else b"".join(parts), written, ends)
         return entries[count:]
 
     def _trace(self, kind: TraceKind, seq: int, detail: str | None = None) -> None:
@@ -489,9 +502,8 @@ def _pacer(probing: TcpProbing, cfg: ServerConfig, gone: trio.Event) -> WindowPa
 
 
 def _max_write(cfg: ServerConfig) -> int:
-    """The largest single write of a connection: an eighth of what a reader at the minimum
-    rate takes in one stall budget, so the drain rate has a fine enough grain (TM-BP-STALL)."""
-    return max(1024, int(cfg.min_read_rate * cfg.stall_budget / 8))
+    """The largest write of a connection that may wait for its reader (TM-BP-STALL)."""
+    return write_grain(cfg.min_read_rate, cfg.stall_budget)
 
 
 def gap_event(details: Mapping[str, object]) -> bytes:

@@ -13,8 +13,9 @@
 # made once, when the writer is built.
 from __future__ import annotations
 
+import bisect
 import collections
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import attrs
 import trio
@@ -22,19 +23,61 @@ import trio
 from ._describe import WriterInfo
 from ._judge import RATE_LOOKBACK, SILENCE_FACTOR, KernelJudge, StallJudge, judge_for
 from ._pacer import WindowPacer
-from ._responder import Responder
+from ._responder import Responder, SendRoom
 
-__all__ = ["MAX_QUEUED", "RATE_LOOKBACK", "SILENCE_FACTOR", "ConnectionWriter"]
+__all__ = [
+    "MAX_CHUNK",
+    "MAX_QUEUED",
+    "RATE_LOOKBACK",
+    "SILENCE_FACTOR",
+    "ConnectionWriter",
+    "write_grain",
+]
 
 #: Chunks a writer holds besides the one on the wire: enough to keep the socket busy, few
 #: enough that a slow reader pins almost nothing in the server (TM-BP-BOUNDED).
 MAX_QUEUED = 2
+#: The most a chunk holds (unless the write grain is larger): what trio lets a socket hold
+#: unsent (TCP_NOTSENT_LOWAT), so a reader that keeps up takes a chunk in one write.
+MAX_CHUNK = 16384
+
+
+def write_grain(min_read_rate: float, stall_budget: float) -> int:
+    """The largest write that may wait for the reader: an eighth of what a reader at the
+    minimum rate takes in one stall budget, at least 1 KiB, so the judge sees a reader's
+    progress at a fine enough grain (TM-BP-STALL)."""
+    return max(1024, int(min_read_rate * stall_budget / 8))
 
 
 @attrs.define(eq=False)
 class _Chunk:
     data: bytes
-    on_written: Callable[[], None] | None
+    #: Told, after each write of the chunk, how many of its bytes the connection has taken.
+    on_written: Callable[[int], None] | None
+    #: Where the messages in ``data`` end, in order (None: it is one message).
+    ends: Sequence[int] | None = None
+
+    def ends_at(self, offset: int) -> bool:
+        """Whether a message of the data ends at ``offset``."""
+        if offset >= len(self.data):
+            return True
+        ends = self.ends
+        if ends is None:
+            return False
+        at = bisect.bisect_left(ends, offset)
+        return at < len(ends) and ends[at] == offset
+
+    def piece(self, start: int, limit: int) -> int:
+        """How much of the data from ``start`` goes in a write of at most ``limit`` bytes:
+        up to the last end of a message within it, if there is one. A write that completes
+        then always completes messages, and one cut short leaves none half counted."""
+        ends = self.ends
+        if ends is None or start + limit >= len(self.data):
+            return min(limit, len(self.data) - start)
+        last = bisect.bisect_right(ends, start + limit) - 1
+        if last >= 0 and ends[last] > start:
+            return ends[last] - start
+        return limit
 
 
 class ConnectionWriter:
@@ -58,12 +101,18 @@ class ConnectionWriter:
         self.judge: StallJudge = judge if judge is not None else judge_for(
             responder, window=window
         )
-        #: The most one write hands the responder; larger chunks go out in slices of it.
+        #: The most one write that may wait for the reader hands the responder; the rest of
+        #: a larger chunk goes out in slices of it, unless the socket takes it at once.
         self.max_write = max_write
+        #: The most one chunk holds (the View's batches, and the queued chunks joined).
+        self.max_chunk = max(MAX_CHUNK, max_write) if max_write is not None else None
+        self._room = responder.send_room if isinstance(responder, SendRoom) else None
         self._queue: collections.deque[_Chunk] = collections.deque()
         self._wakeup = trio.Event()
         self._progress = trio.Event()
         self._closed = False
+        #: Set by drop_queued: the chunk in progress ends at its next message end.
+        self._trim = False
         self.in_flight: _Chunk | None = None
         self.bytes_written = 0
         self.finished = trio.Event()
@@ -91,12 +140,21 @@ class ConnectionWriter:
         """When the writer last went from idle to busy (None while idle)."""
         return self.judge.busy_since
 
-    def submit(self, data: bytes, on_written: Callable[[], None] | None = None) -> None:
+    def submit(
+        self,
+        data: bytes,
+        on_written: Callable[[int], None] | None = None,
+        ends: Sequence[int] | None = None,
+    ) -> None:
+        """Queue ``data``, the messages that end at ``ends`` (None: one message).
+        ``on_written`` is called after each write of it with how many of its bytes the
+        connection has taken: a chunk may go out in several writes, which end where its
+        messages do whenever one fits (``_Chunk.piece``)."""
         if self._closed:
             return
         if self.judge.busy_since is None:
             self.judge.busy(trio.current_time())
-        self._queue.append(_Chunk(data, on_written))
+        self._queue.append(_Chunk(data, on_written, ends))
         self._wakeup.set()
 
     async def wait_progress(self) -> None:
@@ -104,11 +162,13 @@ class ConnectionWriter:
         await self._progress.wait()
 
     def drop_queued(self) -> None:
-        """Forget the chunks not yet on the wire; the write in progress goes on.
+        """Forget the chunks not yet on the wire, and the rest of the one in progress after
+        the message its current write ends in (which cannot be taken back half sent).
 
         Their messages stay in the session's log: nothing was taken, so nothing is lost.
         """
         self._queue.clear()
+        self._trim = True
 
     def close(self) -> None:
         """Stop after the write in progress; queued chunks are dropped."""
@@ -186,22 +246,41 @@ class ConnectionWriter:
         and its result, queued apart, go out together.
         """
         chunk = self._queue.popleft()
-        if not self._queue or self.max_write is None:
+        limit = self.max_chunk
+        if not self._queue or limit is None:
             return chunk
         parts = [chunk]
         size = len(chunk.data)
-        while self._queue and size + len(self._queue[0].data) <= self.max_write:
+        while self._queue and size + len(self._queue[0].data) <= limit:
             parts.append(self._queue.popleft())
             size += len(parts[-1].data)
         if len(parts) == 1:
             return chunk
-        callbacks = [p.on_written for p in parts if p.on_written is not None]
+        marks: list[tuple[int, int, Callable[[int], None]]] = []
+        ends: list[int] = []
+        base = 0
+        for part in parts:
+            if part.on_written is not None:
+                marks.append((base, len(part.data), part.on_written))
+            if part.ends is None:
+                ends.append(base + len(part.data))
+            else:
+                ends.extend(base + end for end in part.ends)
+            base += len(part.data)
 
-        def written() -> None:
-            for callback in callbacks:
-                callback()
+        before = 0
 
-        return _Chunk(b"".join(p.data for p in parts), written if callbacks else None)
+        def written(upto: int) -> None:
+            # Each part hears of its own bytes, and no more once it has heard of all.
+            nonlocal before
+            for start, length, callback in marks:
+                if upto <= start:
+                    break
+                if before < start + length:
+                    callback(min(upto - start, length))
+            before = upto
+
+        return _Chunk(b"".join(p.data for p in parts), written if marks else None, ends)
 
     # -- the task -------------------------------------------------------------------------
 
@@ -216,11 +295,19 @@ class ConnectionWriter:
                     await self._wakeup.wait()
                     continue
                 chunk = self._take()
+                self._trim = False
                 self.in_flight = chunk
                 step = self.max_write or len(chunk.data) or 1
                 start = 0
                 while start < len(chunk.data) and not self._closed:
-                    size = min(step, len(chunk.data) - start)
+                    left = len(chunk.data) - start
+                    limit = step
+                    if step < left and self._room is not None and not judge.may_pace:
+                        # What the socket takes at once goes in one write: it cannot wait,
+                        # so it tells the judge nothing a slice would. Only what would
+                        # wait for the reader goes in slices (TM-BP-BOUNDED).
+                        limit = max(step, self._room())
+                    size = chunk.piece(start, limit)
                     size, probe = await judge.admit(size, self.bytes_written)
                     if self._closed:
                         break
@@ -237,17 +324,21 @@ class ConnectionWriter:
                     # A probe is sent to hear the reader's window, not because it read: no
                     # progress (TM-BP-PACE).
                     judge.observe_write(trio.current_time(), len(piece), probe=probe)
+                    # TM-BP-RELEASE: a write that returns after the view gave the connection
+                    # up is no delivery: hypercorn reports a write to a connection it has
+                    # closed as done. Counting it would mark its message taken, and unpin a
+                    # response the client never got (TM-RES-PIN). Told after every write, a
+                    # chunk's owner counts each message once its last byte went, not when
+                    # the whole chunk has.
+                    if (
+                        chunk.on_written is not None
+                        and not self._closed
+                        and not self.responder.disconnected.is_set()
+                    ):
+                        chunk.on_written(start)
+                    if self._trim and chunk.ends_at(start):
+                        break
                 self.in_flight = None
-                # TM-BP-RELEASE: a write that returns after the view gave the connection up
-                # is no delivery: hypercorn reports a write to a connection it has closed as
-                # done. Counting it would mark its message taken, and unpin a response the
-                # client never got (TM-RES-PIN).
-                if (
-                    chunk.on_written is not None
-                    and not self._closed
-                    and not self.responder.disconnected.is_set()
-                ):
-                    chunk.on_written()
                 self._progress.set()
                 self._progress = trio.Event()
                 if self.on_progress is not None:
