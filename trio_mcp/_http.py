@@ -8,7 +8,8 @@
 # own status lines and headers, a Content-Length or chunks, which is all h11's writing side
 # would have checked (benchmarks/results/issue-19-http has what it saves). A request's h11
 # state machine is used for one request: the next one gets a fresh one, fed what came after
-# (`next_cycle`).
+# (`next_cycle`). A request of the plainest form that arrives whole is read without h11
+# (trio_mcp/_h1.py, TM-HTTP-PLAIN); every other one, h11 reads.
 #
 # One connection's life: read a request head within the header deadline (or the idle
 # deadline between keep-alive requests), check Origin and Host, the path and the declared
@@ -33,6 +34,7 @@ from typing import TYPE_CHECKING, Final
 import h11
 import trio
 
+from ._h1 import INCOMPLETE, PlainRequest, read_plain
 from ._trio._budget import bodies_busy
 from ._trio._responder import Departure
 from ._trio._runtime import Runtime
@@ -44,6 +46,9 @@ if TYPE_CHECKING:
     from ._config import ServerConfig
 
 __all__ = ["H11Responder", "HttpServer"]
+
+#: A request's head, as h11 read it or as `read_plain` did.
+RequestHead = h11.Request | PlainRequest
 
 logger = logging.getLogger("trio_mcp.http")
 
@@ -67,7 +72,7 @@ class H11Responder:
     a reply with its Content-Length, a stream in chunks (to an HTTP/1.0 client, up to the
     connection's close), with ``connection: close`` when the connection ends after it."""
 
-    def __init__(self, connection: _Connection, head: h11.Request) -> None:
+    def __init__(self, connection: _Connection, head: RequestHead) -> None:
         self._connection = connection
         self._departure = Departure()
         self.disconnected = self._departure.event
@@ -177,7 +182,7 @@ class _Connection:
     ) -> None:
         self.stream = stream
         self.config = config
-        self.parser = self._new_parser()
+        self._parser: h11.Connection | None = None
         self._nursery = nursery
         self._send_lock = trio.StrictFIFOLock()
         self.closed = False
@@ -197,29 +202,86 @@ class _Connection:
         #: Bytes fed to h11 since the serving side last ran out of them, and the event that
         #: lets a reader paused at _PIPELINE_BUFFER go on.
         self._unread = 0
+        #: What arrived at the start of a request and is not h11's yet: a plain request is
+        #: read from here without h11 (TM-HTTP-PLAIN); any other is handed to h11 whole.
+        self._raw = bytearray()
+        #: Whether the request being served was read plain, not by h11.
+        self.plain = False
         self._wanted = trio.Event()
         #: Where the connection arrived (the Host policy's key), read once.
         self.local_host = _local_host(stream)
         self.peer_host = _peer_host(stream)
 
-    def _new_parser(self) -> h11.Connection:
-        return h11.Connection(
-            h11.SERVER, max_incomplete_event_size=self.config.http_max_header_bytes
-        )
+    @property
+    def parser(self) -> h11.Connection:
+        """The h11 state machine of the current request: made when first needed, which a
+        request read plain never does (TM-HTTP-PLAIN)."""
+        parser = self._parser
+        if parser is None:
+            parser = self._parser = h11.Connection(
+                h11.SERVER, max_incomplete_event_size=self.config.http_max_header_bytes
+            )
+        return parser
 
     @property
     def request_read(self) -> bool:
         """Whether the current request has been read to its end."""
-        return self.parser.their_state is h11.DONE
+        return self.plain or self.parser.their_state is h11.DONE
 
     def next_cycle(self) -> None:
         """Start reading the next request: a fresh state machine, given what arrived after
-        the last request (pipelined requests, or the client's end)."""
-        data, closed = self.parser.trailing_data
-        self.parser = self._new_parser()
+        the last request (pipelined requests, or the client's end). While the reader task
+        runs it goes on feeding h11; otherwise the next request is tried plain first."""
+        parser, self._parser = self._parser, None
+        self.plain = False
+        if parser is None:
+            return  # h11 had nothing of this connection's: what came after is in _raw
+        data, closed = parser.trailing_data
+        if not self.reading:
+            self._raw += data
+            return
         if data:
             self.parser.receive_data(data)
         if closed:
+            self.parser.receive_data(b"")
+
+    async def next_request(self, deadline: float) -> RequestHead | None:
+        """The next request's head, until ``deadline``: None once it has passed. A plain
+        request that arrives whole (TM-HTTP-PLAIN) comes with its body and is all read;
+        any other is h11's, which reads it from its first byte. Raises _Closed at EOF or
+        on bad input."""
+        cfg = self.config
+        while not self.reading:
+            got = read_plain(
+                self._raw, max_head=cfg.http_max_header_bytes, max_body=cfg.max_body_bytes
+            )
+            if isinstance(got, tuple):
+                request, size = got
+                del self._raw[:size]
+                self.plain = True
+                return request
+            if got is not INCOMPLETE or self.eof:
+                break
+            with trio.CancelScope(deadline=deadline):
+                data = await self._receive()
+                if data:
+                    self._raw += data
+                else:
+                    self.eof = True
+                continue
+            return None
+        self._hand_to_h11()
+        event = await self.next_event(deadline)
+        if event is None or isinstance(event, h11.Request):
+            return event
+        raise _Closed
+
+    def _hand_to_h11(self) -> None:
+        """Give h11 what arrived for it (and the client's end, if it came)."""
+        if self._raw:
+            self.parser.receive_data(bytes(self._raw))
+            self._raw.clear()
+        if self.eof:
             self.parser.receive_data(b"")
 
     def probe(self) -> TcpProbe | None:
@@ -263,8 +325,10 @@ class _Connection:
             lock.release()
 
     def watch(self) -> None:
-        """Start the reader task, if it is not running: from now on it does the reading."""
+        """Start the reader task, if it is not running: from now on it does the reading,
+        into h11, after what arrived already."""
         if not self.reading and not self.eof:
+            self._hand_to_h11()
             self.reading = True
             self._nursery.start_soon(self._read)
 
@@ -499,10 +563,10 @@ class HttpServer:
             # TM-HTTP-OWN: a head must come within the header deadline (slowloris), and a
             # kept-alive connection may wait for its next request only so long.
             wait = cfg.http_header_timeout if first else cfg.http_idle_timeout
-            head = await connection.next_event(trio.current_time() + wait)
-            if not isinstance(head, h11.Request):
+            head = await connection.next_request(trio.current_time() + wait)
+            if head is None:
                 return
-            if _head_size(head) > cfg.http_max_header_bytes:
+            if isinstance(head, h11.Request) and _head_size(head) > cfg.http_max_header_bytes:
                 # h11 bounds only a head still incomplete: one that arrived whole in a single
                 # read is measured here (TM-HTTP-OWN: 431).
                 await connection.refuse(
@@ -518,7 +582,7 @@ class HttpServer:
             connection.next_cycle()
 
     async def _serve_request(
-        self, connection: _Connection, head: h11.Request, responder: H11Responder
+        self, connection: _Connection, head: RequestHead, responder: H11Responder
     ) -> None:
         cfg = self.config
         headers = Headers(list(head.headers))  # h11 gives them as bytes, names lower-cased
@@ -554,7 +618,10 @@ class HttpServer:
             await responder.reply(error_reply(exc))
             await self._discard_body(connection)
             return
-        body = await self._read_body(connection, head, responder)
+        if isinstance(head, PlainRequest):
+            body: bytes | None = head.body
+        else:
+            body = await self._read_body(connection, head, responder)
         if body is None:
             return
         request = HttpRequest(
@@ -684,7 +751,7 @@ def _response_head(
     return b"".join(lines)
 
 
-def _says_close(head: h11.Request) -> bool:
+def _says_close(head: RequestHead) -> bool:
     """Whether the request's Connection header has the close option (RFC 9112 §9.6)."""
     for name, value in head.headers:
         if name == b"connection" and b"close" in (o.strip() for o in value.lower().split(b",")):

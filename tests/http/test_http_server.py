@@ -1002,3 +1002,38 @@ async def test_an_initialize_answered_as_a_stream_is_sent_whole_and_starts_no_re
     assert priming[0].startswith("id: ") and ["data:"] == [p.rstrip() for p in priming[1:]]
     result = json.loads(events[1].split("data: ", 1)[1])
     assert message["id"] == result["id"] and "capabilities" in result["result"]
+
+
+@pytest.mark.spec("TM-HTTP-PLAIN", "TM-HTTP-OWN")
+async def test_plain_and_h11_read_requests_mixed_in_one_burst_are_answered_in_order(
+    nursery: trio.Nursery,
+) -> None:
+    """A burst that mixes plain requests with ones only h11 reads (a chunked body, a
+    header value with obs-text, a body that arrives after its head) is answered in order,
+    each request whole, and the connection serves on."""
+    live, _ = await start(nursery, config())
+    chunked = echo_call("chunked", 2)
+    odd = echo_call("odd header", 3)
+    late = echo_call("late body", 5)
+    burst = (
+        post_bytes(live.port, echo_call("plain first", 1))
+        + post_head(live.port, chunked, extra=[("transfer-encoding", "chunked")])
+        + chunk(dumps(chunked))
+        + chunk(b"")
+        + post_head(live.port, odd, extra=[("x-note", "caf\xe9")])
+        + dumps(odd)
+        + post_bytes(live.port, echo_call("plain again", 4))
+        + post_head(live.port, late)
+    )
+    with trio.fail_after(TIMEOUT):
+        async with connect(live.port) as wire:
+            assert await wire.send(burst)
+            answers = [await wire.response() for _ in range(4)]
+            await trio.sleep(0.2)
+            assert await wire.send(dumps(late))
+            answers.append(await wire.response())
+            await echo_over(wire, live.port, "afterwards", 6)
+
+    texts = ["plain first", "chunked", "odd header", "plain again", "late body"]
+    for rid, (answer, text) in enumerate(zip(answers, texts, strict=True), start=1):
+        assert_result(answer, rid, text)

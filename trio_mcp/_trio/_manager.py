@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
+from .._config import ResponseMode
 from .._trace import TraceKind, TraceRecord
 from ..protocol import (
     JSON,
@@ -704,8 +705,6 @@ class SessionManager:
         extra: tuple[tuple[str, str], ...],
     ) -> None:
         """Answer a request whose response is already known (initialize)."""
-        from .._config import ResponseMode
-
         if self.config.response_mode is ResponseMode.JSON:
             await responder.reply(
                 Reply(
@@ -754,8 +753,6 @@ class SessionManager:
         responder: Responder,
         principal: Principal | None = None,
     ) -> None:
-        from .._config import ResponseMode
-
         if self.config.response_mode is ResponseMode.JSON:
             flights = session.start_requests(requests, stream=None, principal=principal)
             # The POST waits for its handlers. Closing the connection does not cancel them

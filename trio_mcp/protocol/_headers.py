@@ -47,6 +47,8 @@ class Headers:
         values = self._index.get(name.lower().encode("latin-1"))
         if not values:
             return None
+        if len(values) == 1:
+            return values[0].decode("latin-1")
         return ", ".join(v.decode("latin-1") for v in values)
 
     def get_all(self, name: str) -> list[str]:
