@@ -130,19 +130,15 @@ class ServerConfig:
     abandoned_ttl: float | None = 30 * 60
     """A session with requests still running but no open stream, whose client has sent
     nothing for this long, ends and cancels them (TM-SESS-ABANDONED); None: never."""
-    max_sessions_per_peer: int | None = 2_500
-    """Sessions one client address may hold; at it, a new ``initialize`` from there evicts
-    that address's own least recently used evictable session, or gets 503, so that one
-    address cannot fill the table (TM-SESS-CAP). None: no such cap (behind a proxy, where
-    every client comes from its address)."""
     evict_abandoned_after: float = 60.0
-    """When the table is full, a session with requests still running but no open stream,
-    whose client has sent nothing for this long, may be evicted like an idle one (its
-    handlers are cancelled), so that abandoned work cannot lock new clients out
-    (TM-SESS-CAP)."""
+    """A session with requests still running but no open stream, whose client has sent
+    nothing for this long, counts as idle when a full table takes a session from a client
+    (TM-SESS-CAP): such sessions, and idle ones, go before busy ones."""
     uninitialized_ttl: float = 60.0
     """A session whose client never sent notifications/initialized ends after this long."""
     max_sessions: int = 10_000
+    """Sessions at once. A full table takes a session from the client holding the most, for a
+    client holding fewer, or refuses it 503 (TM-SEC-FAIR, TM-SESS-CAP)."""
     release_memory_after: int | None = 16 * 1024 * 1024
     """Once ended sessions have freed this many bytes of log (plus a fixed charge per
     session), the expiry loop collects garbage and trims the C heap, so that the process's
@@ -184,16 +180,46 @@ class ServerConfig:
     task_poll_interval: float = 0.5
     """TK-WIRE: the pollIntervalMs a task suggests to its client."""
     max_tasks: int = 4096
-    """TM-TASK-BOUND: tasks alive at once in this server (those still deciding included). Past it
-    a tool that must run as a task is refused with 503; one that may runs on its exchange."""
-    max_tasks_per_owner: int = 256
-    """TM-TASK-BOUND: tasks alive at once for one principal (or, without authorization, one peer
-    address), so that one client cannot take every slot."""
+    """TM-TASK-BOUND: tasks running at once (those still deciding included); a task that ends
+    gives its slot back at once. A full pool takes the newest running task of the client
+    holding the most (it fails) for a client holding fewer (TM-SEC-FAIR); else a tool that
+    must run as a task is refused with 503, and one that may runs on its exchange."""
     max_task_result_bytes: int = 1024 * 1024
     """TM-TASK-BOUND: the largest result a task keeps; a larger one fails the task (-32603)."""
     max_task_results_memory: int = 64 * 1024 * 1024
-    """TM-TASK-BOUND: what the results of every live task may hold together; a result that does
-    not fit fails its task (-32603) rather than grow the server."""
+    """TM-TASK-BOUND: what ended tasks keep until their TTL, together: their results, and 4 KiB
+    each. When it is full, the oldest ended tasks of the client keeping the most are deleted
+    (TM-SEC-FAIR); a client keeping the most loses its own oldest ones first."""
+    max_streams: int = 2048
+    """Long-lived streams at once, both eras: legacy GET streams (fresh or resumed) and
+    ``subscriptions/listen`` streams. A full pool closes the oldest stream of the client
+    holding the most (it resumes or reconnects, as after any close) for a client holding
+    fewer, or answers 503 (TM-SEC-FAIR)."""
+    request_memory: int = 1024 * 1024 * 1024
+    """TM-SEC-MEMORY: what requests being served may hold together, in bytes: their bodies,
+    what those decoded to (a tool's arguments, a listen's filter), and 6 KiB each for the
+    handler. A request that would pass it is refused with 503 and -31002 naming the budget;
+    nothing accepted is taken back."""
+    request_memory_per_client: int = 64 * 1024 * 1024
+    """TM-SEC-MEMORY: the same, for the requests of one client (TM-SEC-UNIT), so that sixteen
+    clients at least always fit in ``request_memory``."""
+    request_memory_per_session: int = 32 * 1024 * 1024
+    """TM-SEC-MEMORY: the same, for the requests in flight in one legacy session."""
+    memory_accounting: bool = True
+    """TM-SEC-MEMORY: charge requests to the budgets above. Off only to measure what the
+    accounting costs (benchmarks/bench_memory.py): without it nothing bounds them."""
+    client_ipv4_prefix: int = 32
+    """TM-SEC-UNIT: without authorization, the IPv4 addresses within a network of this prefix
+    length count as one client for the fair shares (32: each address)."""
+    client_ipv6_prefix: int = 64
+    """TM-SEC-UNIT: the same for IPv6 (64: a /64, which one host can hold whole)."""
+    trusted_proxies: frozenset[str] = frozenset()
+    """TM-SEC-UNIT: addresses or networks (``10.0.0.0/8``) of reverse proxies in front of this
+    server: for a connection from one of them, the client's address is read from
+    ``client_address_header``. Empty: the connection's own address is the client's."""
+    client_address_header: str = "x-forwarded-for"
+    """TM-SEC-UNIT: where a trusted proxy puts the client's address: ``x-forwarded-for``,
+    ``forwarded`` (RFC 7239) or ``x-real-ip``. Read only from trusted proxies' connections."""
     http_header_timeout: float = 10.0
     """trio-mcp's own HTTP server (TM-HTTP-OWN): how long a new connection may take to send a
     request's head (and a TLS handshake): slowloris is cut here."""
@@ -204,7 +230,9 @@ class ServerConfig:
     http_max_header_bytes: int = 16 * 1024
     """The request line and headers of one request; beyond, 431 and the connection closes."""
     http_max_connections: int = 4096
-    """Connections open at once; beyond, a new one gets 503 and is closed."""
+    """Connections open at once, own server. A full server closes a connection of the client
+    holding the most (an idle one first) for a client holding fewer; else the new one gets
+    503 and is closed (TM-SEC-FAIR). Connections from ``trusted_proxies`` are not counted."""
     workers: int = 1
     """How many processes serve this endpoint together (``trio-mcp serve --workers``). A
     2025-11-25 session lives in the memory of the process that created it, so with more than
@@ -235,6 +263,8 @@ class ServerConfig:
     default, costs one attribute check at each point it would be told."""
 
     def __attrs_post_init__(self) -> None:
+        if min(self.max_sessions, self.max_streams, self.max_tasks, self.http_max_connections) < 1:
+            raise ValueError("every pool holds at least one")
         if self.request_state_key is not None and len(self.request_state_key) < 32:
             raise ValueError("request_state_key must be at least 32 bytes (HMAC-SHA256)")
         if self.secret is not None and len(self.secret) < 32:

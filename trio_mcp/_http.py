@@ -36,6 +36,7 @@ import trio
 
 from ._h1 import INCOMPLETE, PlainRequest, read_plain
 from ._trio._budget import bodies_busy
+from ._trio._pools import Pool
 from ._trio._responder import Departure
 from ._trio._runtime import Runtime
 from ._trio._tcpprobe import TcpProbe, TcpSample
@@ -441,6 +442,36 @@ async def serve_relay_port(
     await HttpServer(runtime, config).serve(listeners, task_status=task_status)
 
 
+class _Seat:
+    """A connection's place in the pool of connections (TM-SEC-FAIR): its stream from the
+    moment it is accepted, and its _Connection once its TLS handshake is done."""
+
+    __slots__ = ("connection", "stream")
+
+    def __init__(self, stream: trio.abc.Stream) -> None:
+        self.stream = stream
+        self.connection: _Connection | None = None
+
+    def evict(self) -> None:
+        """Close the connection for another client's (a request it was serving ends as if
+        its client had left)."""
+        if self.connection is not None:
+            self.connection.close_now()
+            return
+        stream = self.stream
+        if isinstance(stream, trio.SocketStream):
+            stream.socket.close()
+
+
+def _idle_first(seats: dict[_Seat, None]) -> _Seat:
+    """Which connection of the client holding the most goes: its oldest idle one (between
+    requests) among its first 64, else its oldest."""
+    for _, seat in zip(range(64), seats, strict=False):
+        if seat.connection is not None and seat.connection.idle:
+            return seat
+    return next(iter(seats))
+
+
 class HttpServer:
     """Serves a Runtime over HTTP/1.1 on listeners this server owns (TM-HTTP-OWN)."""
 
@@ -451,8 +482,12 @@ class HttpServer:
         self._emptied = trio.Event()
         self._stopping = False
         self._nursery: trio.Nursery | None = None
-        #: Connections in their TLS handshake, not yet in ``connections``.
-        self._handshaking = 0
+        #: TM-SEC-FAIR: every connection open (in its TLS handshake or not), by client; a
+        #: full server closes one of the client holding the most, idle first.
+        self.seats: Pool[_Seat] = Pool(
+            "connections", config.http_max_connections, evict=_Seat.evict, pick=_idle_first
+        )
+        runtime.count_pool(self.seats)
 
     async def serve(
         self,
@@ -494,34 +529,34 @@ class HttpServer:
         self, stream: trio.abc.Stream, ssl_context: ssl.SSLContext | None
     ) -> None:
         cfg = self.config
-        if len(self.connections) + self._handshaking >= cfg.http_max_connections:
-            # TM-HTTP-OWN: a cap on open connections (those in their TLS handshake count);
-            # past it, a clear refusal, then close.
+        # TM-HTTP-OWN / TM-SEC-FAIR: open connections are a pool (those in their TLS handshake
+        # count): a full one makes room at the expense of the client holding the most, or the
+        # new one gets a clear refusal, then is closed.
+        seat = self._seat(stream)
+        if seat is None:
             await self._refuse_busy(stream)
             return
-        if ssl_context is not None:
-            stream = trio.SSLStream(stream, ssl_context, server_side=True)
-            self._handshaking += 1
-            try:
-                with trio.move_on_after(cfg.http_header_timeout) as handshake:
-                    await stream.do_handshake()
-            except (trio.BrokenResourceError, ssl.SSLError, OSError):
-                await trio.aclose_forcefully(stream)
-                return
-            finally:
-                self._handshaking -= 1
-            if handshake.cancelled_caught:
-                await trio.aclose_forcefully(stream)
-                return
         connection: _Connection | None = None
         try:
+            if ssl_context is not None:
+                stream = trio.SSLStream(stream, ssl_context, server_side=True)
+                try:
+                    with trio.move_on_after(cfg.http_header_timeout) as handshake:
+                        await stream.do_handshake()
+                except (trio.BrokenResourceError, ssl.SSLError, OSError):
+                    await trio.aclose_forcefully(stream)
+                    return
+                if handshake.cancelled_caught:
+                    await trio.aclose_forcefully(stream)
+                    return
             async with trio.open_nursery() as nursery:
-                connection = _Connection(stream, cfg, nursery)
+                connection = seat.connection = _Connection(stream, cfg, nursery)
                 self.connections.add(connection)
                 with contextlib.suppress(_Closed):
                     await self._serve_connection(connection)
                 nursery.cancel_scope.cancel()
         finally:
+            self.seats.discard(seat)
             if connection is not None:
                 self.connections.discard(connection)
                 await connection.close()
@@ -530,6 +565,21 @@ class HttpServer:
             if not self.connections:
                 self._emptied.set()
                 self._emptied = trio.Event()
+
+    def _seat(self, stream: trio.abc.Stream) -> _Seat | None:
+        """The new connection's seat in the pool of connections (TM-SEC-FAIR), by its
+        client's address (TM-SEC-UNIT); None when it is refused. A trusted proxy's
+        connections speak for many clients: they are not counted."""
+        peer = _peer_host(stream)
+        units = self.runtime.units
+        seat = _Seat(stream)
+        if units.trusted(peer):
+            return seat
+        unit = units.of_address(peer).key
+        if not self.seats.admit(unit):
+            return None
+        self.seats.add(unit, seat)
+        return seat
 
     async def drain(self) -> None:
         """Wait until no connection is open."""

@@ -3,11 +3,11 @@
 # Every protocol decision is made by trio_mcp.protocol; this module executes them.
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import math
 import secrets
-from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +34,8 @@ from ..protocol import (
     encode_event,
 )
 from ..protocol._auth import Principal
+from ..protocol._fair import Unit, UnitPolicy
+from ..protocol._headers import Headers
 from ..protocol._jsonrpc import dumps_json
 from ..protocol._lifecycle import Admission, initialize_result
 from ..protocol._logtext import LogLimiter
@@ -58,6 +60,7 @@ from ._budget import ByteBudget
 from ._describe import ManagerInfo
 from ._memory import MemoryReleaser
 from ._mirror import StreamMirror
+from ._pools import Charge, Pool, pool_busy
 from ._relay import RELAYED_HEADER, relay
 from ._reqstats import RequestMetrics
 from ._responder import Responder, watching_disconnect
@@ -88,7 +91,7 @@ _AT_ONCE_BYTES = 16384
 #: What cancelling one running handler may cost at shutdown, in seconds: held back from the
 #: grace (TM-SESS-SHUTDOWN; measured in benchmarks/ANALYSIS.md).
 CANCEL_COST = 0.0003
-#: The most sessions one eviction looks at before it answers 503 (TM-SESS-CAP).
+#: The most sessions of one client an eviction looks at for an idle one (TM-SESS-CAP).
 EVICTION_SCAN = 64
 
 
@@ -113,8 +116,8 @@ class ManagerStats:
     """Events appended by sessions that have ended (live sessions are summed on demand)."""
     events_evicted_closed: int = 0
     sessions_refused: int = 0
-    """Initialize requests answered 503: the table (or the address's share) was full of
-    sessions that could not be evicted (TM-SESS-CAP)."""
+    """Initialize requests answered 503: the table was full and their client held its fair
+    share of it or more, with no idle session of its own to give up (TM-SESS-CAP)."""
     client_state_refused: int = 0
     """Initialize requests refused for the size of their clientInfo and capabilities
     (TM-SEC-STATE)."""
@@ -150,9 +153,23 @@ class SessionManager:
         bind_hosts: list[str],
         store: SessionStore | None = None,
         on_notify: Callable[[Notification], object] | None = None,
+        units: UnitPolicy | None = None,
+        streams: Pool[Any] | None = None,
     ) -> None:
         self.app = app
         self.config = config
+        #: TM-SEC-UNIT: who a client is, for the fair shares.
+        self.units = units or UnitPolicy.of(
+            ipv4_prefix=config.client_ipv4_prefix,
+            ipv6_prefix=config.client_ipv6_prefix,
+            trusted_proxies=config.trusted_proxies,
+            header=config.client_address_header,
+        )
+        #: TM-SEC-FAIR: the long-lived streams of both eras (the runtime's, shared with its
+        #: listeners); legacy GET streams are entered here.
+        self.streams: Pool[Any] = streams or Pool(
+            "streams", config.max_streams, evict=lambda stream: stream.evict()
+        )
         #: Where a change notification published by another worker goes (TM-STORE-NOTIFY):
         #: the runtime, which delivers it to every client of this worker.
         self._on_notify = on_notify
@@ -160,11 +177,18 @@ class SessionManager:
         self.store: SessionStore = store or MemoryStore()
         #: Where this worker's relay port listens, once an HTTP edge has opened it.
         self._relay_address: str | None = None
-        #: Least recently used first (``used`` moves a session to the end): eviction looks
-        #: at the front only (TM-SESS-CAP).
-        self.sessions: OrderedDict[str, Session] = OrderedDict()
-        #: The same, per client address (TM-SESS-CAP).
-        self._by_peer: dict[str, OrderedDict[str, Session]] = {}
+        #: Every session, by id.
+        self.sessions: dict[str, Session] = {}
+        #: TM-SESS-CAP / TM-SEC-FAIR: the sessions by client, each's least recently used
+        #: first (``used`` moves a session to the end): a full table takes from the client
+        #: holding the most.
+        self.pool: Pool[Session] = Pool(
+            "sessions",
+            config.max_sessions,
+            evict=self._evicted,
+            pick=self._least_needed,
+            replace=self._own_idle,
+        )
         # TM-RES-EVENTID / TM-WORK-SECRET: without a shared secret the key lives only in this
         # process, and cursors from before a restart (or from another worker) do not verify.
         self.codec = CursorCodec(config.derived_key("cursor"), origin=self.store.origin)
@@ -215,10 +239,7 @@ class SessionManager:
         return self._dropped_notifications_log
 
     def used(self, session: Session) -> None:
-        if session.id in self.sessions:
-            self.sessions.move_to_end(session.id)
-            if session.peer is not None:
-                self._by_peer[session.peer].move_to_end(session.id)
+        self.pool.touch(session)
 
     def count_stall(self) -> None:
         self.stats.streams_stalled += 1
@@ -231,11 +252,7 @@ class SessionManager:
             self._mirror.forget(session.id)
         if self.sessions.get(session.id) is session:
             del self.sessions[session.id]
-            if session.peer is not None:
-                mine = self._by_peer[session.peer]
-                del mine[session.id]
-                if not mine:
-                    del self._by_peer[session.peer]
+            self.pool.discard(session)
         if not session.tallied:
             session.tallied = True
             # TM-SESS-RELEASE: what the session held, for the next memory release.
@@ -408,6 +425,7 @@ class SessionManager:
             client_state_bytes=record.client_state_bytes,
             peer=record.peer,
             principal=record.principal,
+            unit=self.units.of_request(record.principal, record.peer, Headers([])).key,
             server_capabilities=record.server_capabilities,
             config=self.config,
         )
@@ -429,8 +447,7 @@ class SessionManager:
         if self.sessions.get(session.id) not in (None, session):
             return  # the caller sees the other one
         self.sessions[session.id] = session
-        if session.peer is not None:
-            self._by_peer.setdefault(session.peer, OrderedDict())[session.id] = session
+        self.pool.add(session.unit, session)
 
     @property
     def outbound_base(self) -> int:
@@ -482,11 +499,14 @@ class SessionManager:
 
     # -- HTTP entry ---------------------------------------------------------------------
 
-    async def serve(self, request: HttpRequest, responder: Responder) -> None:
+    async def serve(
+        self, request: HttpRequest, responder: Responder, *, unit: Unit | None = None
+    ) -> None:
         """Serve a legacy GET or DELETE (or refuse another method); the Runtime checked
-        Origin and Host, and the era (raises RemoteProtocolError)."""
+        Origin and Host, and the era, and says whose the request is, ``unit`` (raises
+        RemoteProtocolError)."""
         if request.method == "GET":
-            await self._get(request, responder)
+            await self._get(request, responder, unit or self._unit_of(request))
         elif request.method == "DELETE":
             await self._delete(request, responder)
         else:
@@ -524,12 +544,30 @@ class SessionManager:
 
     # -- POST ---------------------------------------------------------------------------
 
-    async def post(self, request: HttpRequest, body: JSON, responder: Responder) -> None:
-        """Serve a legacy POST whose body the Runtime decoded (raises RemoteProtocolError)."""
+    def _unit_of(self, request: HttpRequest) -> Unit:
+        return self.units.of_request(
+            _principal_key(request), request.peer_host, request.headers
+        )
+
+    async def post(
+        self,
+        request: HttpRequest,
+        body: JSON,
+        responder: Responder,
+        *,
+        unit: Unit | None = None,
+        charge: Charge | None = None,
+    ) -> None:
+        """Serve a legacy POST whose body the Runtime decoded, charged with ``charge`` to
+        its client ``unit`` (raises RemoteProtocolError)."""
         plan = plan_legacy_post(request.headers, body)
         if plan.is_initialize and plan.session_id is None:
             await self._initialize(
-                plan, responder, peer=request.peer_host, principal=_principal_key(request)
+                plan,
+                responder,
+                peer=self.units.client_address(request.peer_host, request.headers),
+                principal=_principal_key(request),
+                unit=unit or self._unit_of(request),
             )
             return
         assert plan.session_id is not None
@@ -567,7 +605,12 @@ class SessionManager:
         # Checked before a stream is opened for them: a refused POST must leave no stream
         # behind in the log (one that no response would ever end).
         session.check_request_ids(tuple(requests))
-        await self._answer(session, tuple(requests), plan, responder, request.principal)
+        if charge is not None:
+            # TM-SEC-MEMORY: the session's budget too, before anything starts.
+            charge.attach(session.meter, requests[0].id)
+        await self._answer(
+            session, tuple(requests), plan, responder, request.principal, charge
+        )
 
     async def _initialize(
         self,
@@ -576,6 +619,7 @@ class SessionManager:
         *,
         peer: str | None = None,
         principal: str = "",
+        unit: Unit | None = None,
     ) -> None:
         [message] = plan.messages
         assert isinstance(message, Request)
@@ -621,15 +665,12 @@ class SessionManager:
             )
         if plan.version_header is not None:
             effective_version(plan.version_header, None)
-        if not self._room_for(peer):
+        if unit is None:
+            unit = self.units.of_request(principal, peer, Headers([]))
+        if not self.pool.admit(unit.key):
+            # TM-SESS-CAP / TM-SEC-FAIR: the table is full, and this client holds its share.
             self.stats.sessions_refused += 1
-            raise RemoteProtocolError(
-                "Service Unavailable: every session is busy; retry later.",
-                code=ErrorCode.SERVER_BUSY,
-                http_status=503,
-                headers=(("retry-after", "5"),),
-                request_id=message.id,
-            )
+            raise pool_busy("sessions", retry_after=5, request_id=message.id)
         version = negotiate(requested)
         # T-SESS-2 / T-SEC-9 / T-SEC-10: 192 bits from the OS CSPRNG; T-SESS-3: base64url is
         # visible ASCII.
@@ -653,6 +694,7 @@ class SessionManager:
             client_state_bytes=state_bytes,
             peer=peer,
             principal=principal,
+            unit=unit.key,
             server_capabilities=capabilities,
             config=self.config,
         )
@@ -672,28 +714,32 @@ class SessionManager:
         extra = (("mcp-session-id", session_id),)
         await self._reply_now(session, message, response, plan, responder, extra)
 
-    def _room_for(self, peer: str | None) -> bool:
-        """Whether a new session from ``peer`` may be created, after evicting one if need
-        be: one of its own at its per-peer cap, else one of any at the global cap."""
-        cap = self.config.max_sessions_per_peer
-        if peer is not None and cap is not None and len(self._by_peer.get(peer, ())) >= cap:
-            return self._evict_one(self._by_peer[peer])
-        return len(self.sessions) < self.config.max_sessions or self._evict_one(self.sessions)
+    def _evicted(self, session: Session) -> None:
+        """TM-SESS-CAP: a full table took this session for another client's."""
+        self.stats.sessions_evicted += 1
+        session.close("evicted")  # which takes it out of the table (Session.close)
 
-    def _evict_one(self, sessions: OrderedDict[str, Session]) -> bool:
-        """Make room by ending the least recently used evictable session: idle, or
-        abandoned for ``evict_abandoned_after`` (TM-SESS-CAP). At most EVICTION_SCAN
-        sessions are looked at; one in use now goes to the back of the order, so that
-        the next eviction does not look at it again, and each costs O(1) amortized."""
+    def _idle_among(self, sessions: dict[Session, None]) -> Session | None:
+        """The least recently used evictable session (idle, or abandoned for
+        ``evict_abandoned_after``) among the first EVICTION_SCAN of ``sessions``. One in use
+        now goes to the back of the order, so that the next look does not look at it again:
+        each costs O(1) amortized."""
         now = trio.current_time()
-        for _ in range(min(len(sessions), EVICTION_SCAN)):
-            session_id, session = next(iter(sessions.items()))
+        for session in list(itertools.islice(sessions, EVICTION_SCAN)):
             if session.evictable(now):
-                self.stats.sessions_evicted += 1
-                session.close("evicted")  # which takes it out of the table (Session.close)
-                return True
-            sessions.move_to_end(session_id)
-        return False
+                return session
+            self.pool.touch(session)
+        return None
+
+    def _least_needed(self, sessions: dict[Session, None]) -> Session:
+        """Which session of the client holding the most a full table takes (TM-SESS-CAP):
+        its least recently used idle one, else its least recently used one."""
+        return self._idle_among(sessions) or next(iter(sessions))
+
+    def _own_idle(self, sessions: dict[Session, None]) -> Session | None:
+        """A client at its share of a full table may give up an idle session of its own
+        for a new one (TM-SESS-CAP): none, and it is refused."""
+        return self._idle_among(sessions)
 
     async def _reply_now(
         self,
@@ -752,9 +798,12 @@ class SessionManager:
         plan: PostPlan,
         responder: Responder,
         principal: Principal | None = None,
+        charge: Charge | None = None,
     ) -> None:
         if self.config.response_mode is ResponseMode.JSON:
-            flights = session.start_requests(requests, stream=None, principal=principal)
+            flights = session.start_requests(
+                requests, stream=None, principal=principal, charge=charge
+            )
             # The POST waits for its handlers. Closing the connection does not cancel them
             # (T-PSSE-12): they finish and their results are dropped, having nowhere to go.
             # While it waits, the client holds a connection: it has not abandoned the
@@ -795,7 +844,9 @@ class SessionManager:
             return
         state = session.log.open_stream([r.id for r in requests])
         priming = self._prime(session, state.number)
-        flights = session.start_requests(requests, stream=state.number, principal=principal)
+        flights = session.start_requests(
+            requests, stream=state.number, principal=principal, charge=charge
+        )
         # Handlers that answer without waiting on anything have done so after two turns of
         # the scheduler (trio runs a batch in either order). Their stream is then complete
         # before its first byte goes out, and needs no view, writer or watcher.
@@ -868,24 +919,35 @@ class SessionManager:
         attached_comment: bool = False,
         headers: tuple[tuple[str, str], ...] = (),
         preface: bytes = b"",
+        pooled: str | None = None,
     ) -> str:
+        """Serve ``stream`` on a View; a GET's holds a slot of the streams for client
+        ``pooled`` until it ends (TM-SEC-FAIR)."""
         view = View(session=session, stream=stream, cursor=after, responder=responder)
+        if pooled is not None:
+            self.streams.add(pooled, view)
         session.attach_view(view)
         self.stats.streams_opened += 1
-        return await view.run(
-            priming=priming, attached_comment=attached_comment, headers=headers,
-            preface=preface,
-        )
+        try:
+            return await view.run(
+                priming=priming, attached_comment=attached_comment, headers=headers,
+                preface=preface,
+            )
+        finally:
+            self.streams.discard(view)
 
     # -- GET ----------------------------------------------------------------------------
 
-    async def _get(self, request: HttpRequest, responder: Responder) -> None:
+    async def _get(self, request: HttpRequest, responder: Responder, unit: Unit) -> None:
         plan = plan_get(request)
         session = await self._lookup(plan.session_id, request)
         effective_version(plan.version_header, session.version)
         session.heard()
+        if not self.streams.admit(unit.key):
+            # TM-SEC-FAIR: every long-lived stream is in use, and this client holds its share.
+            raise pool_busy("streams")
         if plan.last_event_id is not None:
-            await self._resume(session, plan, responder, request)
+            await self._resume(session, plan, responder, request, unit.key)
             return
         # TM-GET-ONE: a second fresh GET takes the standalone stream over, as a resume
         # does (TM-RES-TAKEOVER): the older connection is detached (T-MULTI-2), and every
@@ -901,11 +963,16 @@ class SessionManager:
         after = max(state.written_through, state.lost_through)
         await self._serve_view(
             session, STANDALONE_STREAM, after, responder,
-            priming=self._prime(session, STANDALONE_STREAM, carry=True),
+            priming=self._prime(session, STANDALONE_STREAM, carry=True), pooled=unit.key,
         )
 
     async def _resume(
-        self, session: Session, plan: GetPlan, responder: Responder, request: HttpRequest
+        self,
+        session: Session,
+        plan: GetPlan,
+        responder: Responder,
+        request: HttpRequest,
+        unit: str,
     ) -> None:
         assert plan.last_event_id is not None
         cursor = self.codec.decode(session.id, plan.last_event_id)
@@ -932,7 +999,7 @@ class SessionManager:
             ):
                 return
             if request.headers.get(RELAYED_HEADER) is None and await self._resume_orphan(
-                session, cursor, plan.last_event_id, responder
+                session, cursor, plan.last_event_id, responder, unit
             ):
                 return
             raise RemoteProtocolError(
@@ -946,10 +1013,17 @@ class SessionManager:
             self._trace(TraceKind.REQUEST, session, responder, http="GET",
                         detail=f"Last-Event-ID {cursor.stream}.{cursor.seq}")
         # T-RESUME-5 / T-RESUME-6: re-attach to the cursor's own stream, after the cursor.
-        await self._serve_view(session, cursor.stream, cursor.seq, responder, attached_comment=True)
+        await self._serve_view(
+            session, cursor.stream, cursor.seq, responder, attached_comment=True, pooled=unit
+        )
 
     async def _resume_orphan(
-        self, session: Session, cursor: Cursor, last_event_id: str, responder: Responder
+        self,
+        session: Session,
+        cursor: Cursor,
+        last_event_id: str,
+        responder: Responder,
+        unit: str,
     ) -> bool:
         """Resume a stream whose worker is gone (TM-STORE-STREAMS); False when the store
         has nothing of it. A request stream is read from its copy, strictly after the
@@ -972,6 +1046,7 @@ class SessionManager:
                 responder, priming=self._prime(session, STANDALONE_STREAM, carry=True),
                 preface=gap_event({**details, "reason": "holder-gone: the messages after "
                                    "this cursor were held by a worker that is gone"}),
+                pooled=unit,
             )
             return True
         failed = ErrorResponse(
