@@ -22,6 +22,7 @@ from ..protocol._modern import (
     stamp_subscription,
 )
 from ..protocol._sse import encode_data_event
+from ._memory import MemoryReleaser
 from ._pools import Charge, Pool, pool_busy
 from ._responder import Responder, watching_disconnect
 from ._stream import EventStream
@@ -30,7 +31,12 @@ if TYPE_CHECKING:
     from .._config import ServerConfig
     from ._modern import ModernStats
 
-__all__ = ["Listener", "Listeners"]
+__all__ = ["LISTEN_FOOTPRINT", "Listener", "Listeners"]
+
+#: What an open listen stream holds besides its filter: the Listener, its EventStream and
+#: writer, their tasks and scopes, and what the HTTP server keeps of its connection. Told to
+#: the memory release when the stream ends (TM-SESS-RELEASE), as a session's footprint is.
+LISTEN_FOOTPRINT = 16 * 1024
 
 
 class Listener:
@@ -75,14 +81,17 @@ class Listeners:
         spawn: Callable[..., bool],
         stats: ModernStats,
         streams: Pool[Any] | None = None,
+        releaser: MemoryReleaser | None = None,
     ) -> None:
         self.app = app
+        #: TM-SESS-RELEASE: told of each listen stream that ended.
+        self._releaser = releaser
         self.config = config
         self._spawn = spawn
         self._stats = stats
         self.live: set[Listener] = set()
         #: TM-SEC-FAIR: the runtime's long-lived streams, which listen streams take a slot of.
-        self.streams: Pool[Any] = streams or Pool(
+        self.streams: Pool[Any] = streams if streams is not None else Pool(
             "streams", config.max_streams, evict=lambda stream: stream.evict()
         )
 
@@ -162,6 +171,8 @@ class Listeners:
                 self.live.discard(listener)
         finally:
             self.streams.discard(listener)
+            if self._releaser is not None:
+                self._releaser.freed(LISTEN_FOOTPRINT)
         if scope.cancelled_caught or stream.closed:
             # The client left, or was cut: MU-SUB-5, a close without a result means
             # reconnect.

@@ -159,7 +159,7 @@ class SessionManager:
         self.app = app
         self.config = config
         #: TM-SEC-UNIT: who a client is, for the fair shares.
-        self.units = units or UnitPolicy.of(
+        self.units = units if units is not None else UnitPolicy.of(
             ipv4_prefix=config.client_ipv4_prefix,
             ipv6_prefix=config.client_ipv6_prefix,
             trusted_proxies=config.trusted_proxies,
@@ -167,7 +167,7 @@ class SessionManager:
         )
         #: TM-SEC-FAIR: the long-lived streams of both eras (the runtime's, shared with its
         #: listeners); legacy GET streams are entered here.
-        self.streams: Pool[Any] = streams or Pool(
+        self.streams: Pool[Any] = streams if streams is not None else Pool(
             "streams", config.max_streams, evict=lambda stream: stream.evict()
         )
         #: Where a change notification published by another worker goes (TM-STORE-NOTIFY):

@@ -130,7 +130,8 @@ class Runtime:
             requests=self.manager.requests,
         )
         self.listeners = Listeners(
-            app, config, spawn=self.spawn, stats=self.modern.stats, streams=self.streams
+            app, config, spawn=self.spawn, stats=self.modern.stats, streams=self.streams,
+            releaser=self.manager.releaser,
         )
         self.auth = Authenticator(config.auth) if config.auth is not None else None
         #: The task of run(), once it runs (for the inspector; ``tasks`` are the tasks

@@ -428,7 +428,7 @@ class TaskManager:
     ) -> None:
         self.app = app
         #: TM-SEC-UNIT: whose share a call takes, when its caller does not say.
-        self._units = units or UnitPolicy.of(
+        self._units = units if units is not None else UnitPolicy.of(
             ipv4_prefix=config.client_ipv4_prefix,
             ipv6_prefix=config.client_ipv6_prefix,
             trusted_proxies=config.trusted_proxies,
