@@ -102,6 +102,10 @@ TRIO_PYMALLOC = "trio-mcp/pymalloc"
 #: trio-mcp's own server with the per-request work of issue 20's limits taken out
 #: (``trio_mcp_bench.py --no-budgets``): what the limits cost is trio-mcp's rate over it.
 TRIO_NO_BUDGETS = "trio-mcp/no-budgets"
+#: trio-mcp's own server with requests not charged to memory budgets
+#: (``trio_mcp_bench.py --no-accounting``, memory_accounting=False): what issue 35's
+#: accounting costs is trio-mcp's rate over it.
+TRIO_NO_ACCOUNTING = "trio-mcp/no-accounting"
 #: The SDK's server under uvicorn with uvloop and httptools (``uvicorn[standard]``): the
 #: primary peer, the one the targets name.
 SDK = "sdk/uvicorn-standard"
@@ -111,12 +115,13 @@ SDK_PLAIN = "sdk/uvicorn"
 #: and from hypercorn's trio worker (the floor of trio-mcp/hypercorn).
 BARE_H11, BARE_HYPERCORN = "bare-h11", "bare-hypercorn"
 BARE_CONTENDERS = (BARE_H11, BARE_HYPERCORN)
-TRIO_CONTENDERS = (TRIO_MCP, TRIO_HYPERCORN, TRIO_PYMALLOC, TRIO_NO_BUDGETS)
+TRIO_CONTENDERS = (TRIO_MCP, TRIO_HYPERCORN, TRIO_PYMALLOC, TRIO_NO_BUDGETS, TRIO_NO_ACCOUNTING)
 SERVER_SCRIPTS = {
     TRIO_MCP: HERE / "servers" / "trio_mcp_bench.py",
     TRIO_HYPERCORN: HERE / "servers" / "trio_mcp_bench.py",
     TRIO_PYMALLOC: HERE / "servers" / "trio_mcp_bench.py",
     TRIO_NO_BUDGETS: HERE / "servers" / "trio_mcp_bench.py",
+    TRIO_NO_ACCOUNTING: HERE / "servers" / "trio_mcp_bench.py",
     SDK: HERE / "servers" / "sdk_bench.py",
     SDK_PLAIN: HERE / "servers" / "sdk_bench.py",
     BARE_H11: HERE / "servers" / "bare_h11.py",
@@ -126,6 +131,7 @@ SERVER_SCRIPTS = {
 SERVER_ARGS: dict[str, tuple[str, ...]] = {
     TRIO_HYPERCORN: ("--server", "hypercorn"),
     TRIO_NO_BUDGETS: ("--no-budgets",),
+    TRIO_NO_ACCOUNTING: ("--no-accounting",),
     SDK: ("--loop", "uvloop", "--http", "httptools"),
 }
 #: Environment a contender's interpreter starts with, beside this process's (less any
@@ -138,7 +144,7 @@ REQUIRES: dict[str, tuple[str, ...]] = {SDK: ("uvloop", "httptools")}
 STAND_IN = {SDK: SDK_PLAIN}
 BENCHMARKS = (
     "rps", "modern", "stream", "abandoned", "slow", "stopped", "resume", "profile", "budgets",
-    "tasks", "inspect", "workers",
+    "accounting", "tasks", "inspect", "workers",
 )
 
 #: trio-mcp's defaults that the targets refer to (ServerConfig / Retention).
@@ -173,6 +179,8 @@ class Settings:
     budgets_pairs: int = 10
     """Side-by-side runs per response mode of the budgets' cost (half each way round)."""
     budgets_duration: float = 5.0
+    accounting_pairs: int = 10
+    """Side-by-side runs per response mode of the memory accounting's cost (issue 35)."""
     tasks_n: int = 1000
     tasks_size: int = 2000
     tasks_ttl: float = 30.0
@@ -202,7 +210,7 @@ FULL = Settings(
 QUICK = attrs.evolve(
     FULL, runs=1, rps_warmup=0.5, rps_duration=2.0, stream_n=5000, abandoned_sessions=(200,),
     session_ttl=10.0, settle_timeout=60.0, slow_duration=14.0, profile_seconds=4.0,
-    budgets_pairs=2, budgets_duration=2.0, tasks_ttl=10.0, inspect_pairs=2,
+    budgets_pairs=2, budgets_duration=2.0, accounting_pairs=2, tasks_ttl=10.0, inspect_pairs=2,
     inspect_sessions=200, workers_duration=2.0, workers_sessions=200, workers_ttl=3.0,
     skip=(TRIO_PYMALLOC,),
 )
@@ -344,7 +352,7 @@ async def server(
             cmd += ["--session-ttl", str(ttl)]
         if task_ttl is not None:
             # One load generator is one owner: let it have every task of the benchmark.
-            cmd += ["--task-ttl", str(task_ttl), "--tasks-per-owner", "4096"]
+            cmd += ["--task-ttl", str(task_ttl), "--max-tasks", "4096"]
         if contender in TRIO_CONTENDERS:
             cmd += ["--stats-port", str(stats_port)]
         else:
@@ -620,10 +628,24 @@ async def bench_budgets(cfg: Settings, logs: Path) -> dict[str, Any]:
     machine's noise taken out (rates taken one after the other on this machine vary by 25%,
     which buries a cost of a few percent). Which of the two starts first alternates: the one
     started first was measured 2-4% slower, whichever it was."""
+    return await side_by_side(cfg, logs, TRIO_NO_BUDGETS, cfg.budgets_pairs, "budgets")
+
+
+async def bench_accounting(cfg: Settings, logs: Path) -> dict[str, Any]:
+    """trio-mcp and trio-mcp/no-accounting at once, as ``budgets`` runs them: what charging
+    each request to the memory budgets costs (issue 35, TM-SEC-MEMORY)."""
+    return await side_by_side(cfg, logs, TRIO_NO_ACCOUNTING, cfg.accounting_pairs, "accounting")
+
+
+async def side_by_side(
+    cfg: Settings, logs: Path, other: str, pairs: int, label: str
+) -> dict[str, Any]:
+    """trio-mcp and ``other`` measured at once, ``pairs`` times in each response mode, the
+    one started first alternating: their rates and ratios."""
     runs: list[dict[str, Any]] = []
     for mode in ("sse", "json"):
-        for pair in range(cfg.budgets_pairs):
-            order = (TRIO_MCP, TRIO_NO_BUDGETS) if pair % 2 == 0 else (TRIO_NO_BUDGETS, TRIO_MCP)
+        for pair in range(pairs):
+            order = (TRIO_MCP, other) if pair % 2 == 0 else (other, TRIO_MCP)
             async with server(order[0], logs, json_response=mode == "json") as first, \
                     server(order[1], logs, json_response=mode == "json") as second:
                 for srv in (first, second):
@@ -633,14 +655,14 @@ async def bench_budgets(cfg: Settings, logs: Path) -> dict[str, Any]:
                     for srv in (first, second)
                 ))
             by = dict(zip(order, got, strict=True))
-            ratio = by[TRIO_MCP]["rps"] / by[TRIO_NO_BUDGETS]["rps"]
+            ratio = by[TRIO_MCP]["rps"] / by[other]["rps"]
             runs.append({
                 "mode": mode, "pair": pair, "first": order[0], "ratio": ratio,
                 **{f"{c}_rps": by[c]["rps"] for c in order},
                 "errors": sum(r["errors"] for r in got),
             })
-            log(f"budgets {mode} pair {pair} ({order[0]} first): trio-mcp "
-                f"{by[TRIO_MCP]['rps']:.0f} req/s, no-budgets {by[TRIO_NO_BUDGETS]['rps']:.0f} "
+            log(f"{label} {mode} pair {pair} ({order[0]} first): trio-mcp "
+                f"{by[TRIO_MCP]['rps']:.0f} req/s, {other} {by[other]['rps']:.0f} "
                 f"req/s, ratio {ratio:.3f}")
     summary = []
     for mode in ("sse", "json"):
@@ -1875,6 +1897,7 @@ async def main_async(args: argparse.Namespace) -> int:
             bench = {"rps": bench_rps, "modern": bench_modern, "stream": bench_stream,
                      "abandoned": bench_abandoned, "slow": bench_slow, "stopped": bench_stopped,
                      "resume": bench_resume, "budgets": bench_budgets,
+                     "accounting": bench_accounting,
                      "tasks": bench_tasks, "inspect": bench_inspect,
                      "workers": bench_workers}[name]
             results[name] = await bench(cfg, logs)

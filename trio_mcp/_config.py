@@ -17,10 +17,48 @@ if TYPE_CHECKING:
     from ._ports import TokenVerifier
     from ._trace import Tracer
 
-__all__ = ["SECRET_ENV", "AuthConfig", "ResponseMode", "ServerConfig"]
+__all__ = ["CONNECTION_BUFFERS", "DECODING_FACTOR", "SECRET_ENV", "AuthConfig", "MemoryBound",
+           "ResponseMode", "ServerConfig"]
 
 #: The environment variable that carries the secret processes share, in hex (TM-WORK-SECRET).
 SECRET_ENV = "TRIO_MCP_SECRET"
+#: What one connection of the own HTTP server may hold whatever its client sends: a read of
+#: 64 KiB, pipelined bytes up to 64 KiB (less what it read), a head up to 16 KiB, and its
+#: state (about 15 KiB measured: tests/limits/test_limit_fair.py row 3).
+CONNECTION_BUFFERS = 96 * 1024
+#: What decoding one body may take for a moment, in multiples of ``max_body_bytes``, before it
+#: is priced (TM-SEC-MEMORY): its bytes, its text (up to 4 bytes a character, when one
+#: character needs them) and what it decodes to (a chain of ``{"":`` takes 47 times its text).
+#: Bodies are decoded one at a time (it does not wait), so there is one such moment at once.
+DECODING_FACTOR = 52
+
+
+@attrs.frozen(kw_only=True)
+class MemoryBound:
+    """What clients can make one server process hold, by budget, in bytes (the README's
+    memory promise; TM-SEC-MEMORY): ``ServerConfig.memory_bound()``."""
+
+    sessions: int
+    """The sessions' windows: ``max_sessions`` x ``retention.max_bytes`` (a session's log
+    with each message's bookkeeping, its client's state and subscriptions, its own 28 KiB)."""
+    requests: int
+    """Requests being served: ``request_memory`` (bodies, decoded arguments, handlers,
+    listen filters, tasks' arguments while they run)."""
+    bodies: int
+    """Bodies still arriving: ``max_body_memory``."""
+    tasks: int
+    """Ended tasks kept until their TTL: ``max_task_results_memory``."""
+    connections: int
+    """The own server's connections: ``http_max_connections`` x ``CONNECTION_BUFFERS``."""
+    decoding: int
+    """The body being decoded, for a moment: ``max_body_bytes`` x ``DECODING_FACTOR``."""
+
+    @property
+    def total(self) -> int:
+        return (
+            self.sessions + self.requests + self.bodies + self.tasks + self.connections
+            + self.decoding
+        )
 
 
 def _scopes(value: Iterable[str]) -> frozenset[str]:
@@ -291,6 +329,18 @@ class ServerConfig:
         if value := env.get("TRIO_MCP_WORKERS"):
             found["workers"] = int(value)
         return cls(**{**found, **settings})  # type: ignore[arg-type]
+
+    def memory_bound(self) -> MemoryBound:
+        """What clients can make this server hold, whatever they do, over what it holds
+        of its own (the README's memory promise, TM-SEC-MEMORY)."""
+        return MemoryBound(
+            sessions=self.max_sessions * self.retention.max_bytes,
+            requests=self.request_memory,
+            bodies=self.max_body_memory,
+            tasks=self.max_task_results_memory,
+            connections=self.http_max_connections * CONNECTION_BUFFERS,
+            decoding=self.max_body_bytes * DECODING_FACTOR,
+        )
 
     def derived_key(self, purpose: str) -> bytes:
         """A 32-byte key for ``purpose`` ("cursor", "request-state") from ``secret``, or a

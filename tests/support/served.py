@@ -48,14 +48,27 @@ async def hold(data: str) -> str:
     return data
 
 @server.tool(task="required")
-async def job(seconds: float) -> str:
-    '''Work for a while as a task.
+async def job(seconds: float, size: int = 0) -> str:
+    '''Work for a while as a task, then answer with size bytes.
 
     Args:
         seconds: how long.
+        size: bytes of the answer.
     '''
     await trio.sleep(seconds)
-    return "done"
+    return "x" * size if size else "done"
+
+@server.tool()
+async def chatter(ctx: Context, n: int, size: int) -> str:
+    '''Log n messages of size bytes on the request's stream, then answer.
+
+    Args:
+        n: how many.
+        size: bytes each.
+    '''
+    for i in range(n):
+        await ctx.log("info", {"i": i, "pad": "x" * size})
+    return "said"
 
 @server.resource("test://r/{n}")
 async def item(n: str) -> str:
