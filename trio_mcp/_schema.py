@@ -28,7 +28,9 @@ __all__ = [
     "ArgumentError",
     "Param",
     "Signature",
+    "already_registered",
     "convert_arguments",
+    "defined_at",
     "derive_signature",
     "dump_value",
     "validate",
@@ -407,6 +409,24 @@ def _callable_name(fn: Callable[..., Any]) -> str:
     if isinstance(fn, functools.partial):
         return _callable_name(fn.func)
     return type(fn).__name__
+
+
+def defined_at(fn: Callable[..., Any]) -> str:
+    """Where ``fn`` was written, for messages: ``module.qualname`` (file:line when known)."""
+    target = fn.func if isinstance(fn, functools.partial) else fn
+    name = f"{getattr(target, '__module__', '?')}.{getattr(target, '__qualname__', '?')}"
+    code = getattr(target, "__code__", None)
+    if code is not None:
+        return f"{name} at {code.co_filename}:{code.co_firstlineno}"
+    return name
+
+
+def already_registered(kind: str, key: str, fn: Callable[..., Any]) -> ValueError:
+    """The error for a second registration under ``key`` without ``replace=True``."""
+    return ValueError(
+        f"{kind} {key!r} is already registered (by {defined_at(fn)}); give this one "
+        f"another name, or pass replace=True to replace it"
+    )
 
 
 def _is_context(tp: Any, context_type: type) -> bool:

@@ -151,7 +151,11 @@ class ToolRegistry:
     def __init__(self) -> None:
         self.tools: dict[str, ToolDef] = {}
 
-    def add(self, tool: ToolDef) -> None:
+    def add(self, tool: ToolDef, *, replace: bool = False) -> None:
+        """Register ``tool``; a name already taken is refused unless ``replace`` (U-TOOL-13)."""
+        old = self.tools.get(tool.name)
+        if old is not None and not replace:
+            raise _schema.already_registered("tool", tool.name, old.fn)
         self.tools[tool.name] = tool
 
     def remove(self, name: str) -> None:

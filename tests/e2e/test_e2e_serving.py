@@ -12,6 +12,7 @@ import sys
 from functools import partial
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import trio
@@ -42,11 +43,11 @@ async def test_serve_embeds_in_a_nursery_and_reports_its_url() -> None:
         async with trio.open_nursery() as nursery:
             urls = await nursery.start(partial(demo.serve, port=0, config=ServerConfig()))
             [url] = urls
-            session = await open_session(url + "/mcp")
+            session = await open_session(url)
             pong = await session.result("ping")
             nursery.cancel_scope.cancel()
 
-    assert re.fullmatch(r"http://127\.0\.0\.1:\d+", url)
+    assert re.fullmatch(r"http://127\.0\.0\.1:\d+/mcp", url)
     assert {} == pong
 
 
@@ -93,7 +94,7 @@ async def test_serve_over_tls_with_certificate_files(tmp_path: Path) -> None:
             [url] = await nursery.start(
                 partial(demo.serve, port=0, certfile=str(cert), keyfile=str(key))
             )
-            port = int(url.rsplit(":", 1)[1])
+            port = int(urlsplit(url).port or 0)
             status, headers, body = await trio.to_thread.run_sync(_post_tls, port, cert)
             nursery.cancel_scope.cancel()
 

@@ -274,7 +274,8 @@ async def test_tool_names_are_case_sensitive(autojump_clock, mem):
 
 @pytest.mark.spec("U-TOOL-13")
 async def test_a_tool_name_is_listed_once(autojump_clock, mem):
-    """A second tool under a taken name replaces the first: the name is listed once."""
+    """A second tool under a taken name, registered with replace=True, replaces the first:
+    the name is listed once."""
     server = Server("unique")
 
     async def first() -> str:
@@ -286,7 +287,7 @@ async def test_a_tool_name_is_listed_once(autojump_clock, mem):
         return "second"
 
     server.add_tool(first, name="tool")
-    server.add_tool(second, name="tool")
+    server.add_tool(second, name="tool", replace=True)
     ms = await mem(server)
     s = await ms.open_session()
     with trio.fail_after(10):

@@ -77,7 +77,7 @@ async def test_page_shows_sessions_handlers_and_cut_views_live(
             server, port=0, config=config, inspect_port=0, task_status=task_status
         )
     )
-    url, page = urls[0] + "/mcp", urls[-1]
+    url, page = urls[0], urls[-1]
     with open_browser(width=1400, height=1500) as browser:
         with trio.fail_after(120):
             await trio.to_thread.run_sync(lambda: browser.get(page))
