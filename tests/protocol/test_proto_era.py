@@ -808,3 +808,53 @@ def test_overlapping_markers_are_a_literal_value() -> None:
 def test_base64_of_any_text_round_trips(text: str) -> None:
     """Standard padded Base64 of any text's UTF-8, in the markers, decodes back to the text."""
     assert text == decode_header_value(_b64(text))
+
+
+# -- what a -32020 says: what goes in the header and where its value comes from ------------
+
+
+@pytest.mark.spec("MT-HDR-16", "TK-HEADERS")
+@pytest.mark.parametrize(
+    ("headers", "method", "params", "says"),
+    [
+        ([("Mcp-Method", "tools/list")], "tools/list", {},
+         ['MCP-Protocol-Version header is missing',
+          'params._meta["io.modelcontextprotocol/protocolVersion"]', "'2026-07-28'"]),
+        ([("MCP-Protocol-Version", "2026-01-01"), ("Mcp-Method", "tools/list")],
+         "tools/list", {},
+         ["MCP-Protocol-Version '2026-01-01' does not match",
+          'params._meta["io.modelcontextprotocol/protocolVersion"] (\'2026-07-28\')']),
+        ([("MCP-Protocol-Version", MODERN)], "tools/list", {},
+         ["Mcp-Method header is missing", "the body's method ('tools/list')"]),
+        ([("MCP-Protocol-Version", MODERN), ("Mcp-Method", "tools/LIST")], "tools/list", {},
+         ["Mcp-Method 'tools/LIST' does not match the body's method ('tools/list')"]),
+        (_modern_headers("tasks/get"), "tasks/get", {"taskId": "t-123"},
+         ["Mcp-Name header is missing",
+          "a tasks/get request sends Mcp-Name with its params.taskId ('t-123')",
+          "=?base64?"]),
+        (_modern_headers("tools/call", name="other"), "tools/call", {"name": "echo"},
+         ["Mcp-Name 'other' does not match params.name ('echo')"]),
+        (_modern_headers("tools/call", name="=?base64?!!?="), "tools/call", {"name": "echo"},
+         ["invalid encoded value", "=?base64?<Base64 of its UTF-8>?="]),
+    ],
+)
+def test_a_header_refusal_names_what_goes_in_the_header_and_where_it_comes_from(
+    headers: list[tuple[str, str]], method: str, params: dict[str, Any], says: list[str]
+) -> None:
+    """Each -32020 for a routing header says what the header carries and which part of the
+    body its expected value comes from, with that value, so the client can fix it."""
+    refusal = _refusal(_headers(*headers), _body(method, **params))
+
+    assert ErrorCode.HEADER_MISMATCH == refusal.code
+    assert 400 == refusal.http_status
+    assert [] == [part for part in says if part not in str(refusal)]
+
+
+def test_values_quoted_in_a_header_refusal_are_cut_short() -> None:
+    """A value of the client's quoted in the message is cut to a readable length, however
+    long the client made it."""
+    refusal = _refusal(
+        _headers(*_modern_headers("tools/call", name="x")), _body("tools/call", name="y" * 5000)
+    )
+
+    assert len(str(refusal)) < 400

@@ -797,3 +797,27 @@ def test_stamp_subscription_adds_the_listen_id_to_meta(sub_id: str | int) -> Non
 
     assert {"uri": "test://a", "_meta": {"app/k": 1, META_SUBSCRIPTION_ID: sub_id}} == out
     assert {"uri": "test://a", "_meta": {"app/k": 1}} == params
+
+
+@pytest.mark.spec("MT-HDR-16", "MT-HDR-12")
+@pytest.mark.parametrize(
+    ("arguments", "headers", "says"),
+    [
+        ({"region": "eu"}, [], ["Mcp-Param-Region is missing for argument 'region'",
+                                "x-mcp-header 'Region'", "(tools/list)", "('eu')"]),
+        ({}, [("Mcp-Param-Region", "eu")],
+         ["Mcp-Param-Region is sent but argument 'region' is not", "goes only with it"]),
+        ({"region": "eu"}, [("Mcp-Param-Region", "us")],
+         ["Mcp-Param-Region 'us' does not match argument 'region' ('eu')",
+          "inputSchema marks argument 'region' with x-mcp-header 'Region'"]),
+    ],
+)
+def test_a_param_header_refusal_names_the_schema_mark_it_comes_from(
+    arguments: dict[str, Any], headers: list[tuple[str, str]], says: list[str]
+) -> None:
+    """A refused Mcp-Param header says which argument it mirrors, that the tool's
+    inputSchema marks it with x-mcp-header, and the value expected."""
+    refusal = _param_refusal({"Region": ("region",)}, arguments, _headers(*headers))
+
+    assert ErrorCode.HEADER_MISMATCH == refusal.code
+    assert [] == [part for part in says if part not in str(refusal)]

@@ -28,6 +28,7 @@ from ._logging import LOG_LEVELS
 from ._versions import LEGACY_VERSIONS, MODERN_VERSIONS
 
 __all__ = [
+    "ENCODED_FORM",
     "META_CLIENT_CAPABILITIES",
     "META_CLIENT_INFO",
     "META_LOG_LEVEL",
@@ -42,6 +43,7 @@ __all__ = [
     "header_text",
     "route_other",
     "route_post",
+    "shown",
 ]
 
 META_PROTOCOL_VERSION: Final = "io.modelcontextprotocol/protocolVersion"
@@ -277,40 +279,77 @@ def _single(headers: Headers, name: str, request: Request) -> str | None:
     return value
 
 
+def shown(value: object) -> str:
+    """A value of the client's, quoted in an error message, cut to a readable length."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+#: What each routing header carries, for the messages that refuse it: a client reading the
+#: error learns what to send and where its value comes from.
+_VERSION_SOURCE: Final = f'params._meta["{META_PROTOCOL_VERSION}"]'
+ENCODED_FORM: Final = "a value that is not plain ASCII goes as =?base64?<Base64 of its UTF-8>?="
+
+
 def _check_routing_headers(headers: Headers, request: Request, envelope: Envelope) -> None:
     """Rung 2: MCP-Protocol-Version, Mcp-Method and Mcp-Name agree with the body."""
     version = _single(headers, PROTOCOL_VERSION, request)
     if version is None:
         # MT-HDR-1 / MT-HDR-5: every modern POST carries the header; without it the request
         # is refused per Server Validation (-32020), never sent to the legacy path.
-        raise header_mismatch("the MCP-Protocol-Version header is missing", request)
+        raise header_mismatch(
+            "the MCP-Protocol-Version header is missing: a 2026-07-28 request sends it with "
+            f"the version its {_VERSION_SOURCE} names ({shown(envelope.version)})",
+            request,
+        )
     if version != envelope.version:
         # MT-HDR-2 (MUST): the header matches _meta's protocol version.
         raise header_mismatch(
-            f"MCP-Protocol-Version {version!r} does not match _meta's {envelope.version!r}",
+            f"MCP-Protocol-Version {shown(version)} does not match {_VERSION_SOURCE} "
+            f"({shown(envelope.version)}), the value it must repeat",
             request,
         )
     method = _single(headers, MCP_METHOD, request)
     if method is None:
         # MT-HDR-6 (MUST): Mcp-Method is required.
-        raise header_mismatch("the Mcp-Method header is missing", request)
+        raise header_mismatch(
+            "the Mcp-Method header is missing: a 2026-07-28 request sends it with the "
+            f"body's method ({shown(request.method)})",
+            request,
+        )
     if method != request.method:
         # MT-HDR-14 / MT-HDR-12 (MUST): values are case-sensitive and match the body.
-        raise header_mismatch(f"Mcp-Method {method!r} does not match the method", request)
+        raise header_mismatch(
+            f"Mcp-Method {shown(method)} does not match the body's method "
+            f"({shown(request.method)}), the value it must repeat exactly",
+            request,
+        )
     field = _NAMED_BY_HEADER.get(request.method)
     if field is None:
         return
+    value = (request.params or {}).get(field)
+    source = f"params.{field}" + (f" ({shown(value)})" if isinstance(value, str) else "")
     name = _single(headers, MCP_NAME, request)
     if name is None:
         # MT-HDR-6 (MUST): Mcp-Name is required for the methods that name something.
-        raise header_mismatch("the Mcp-Name header is missing", request)
-    value = (request.params or {}).get(field)
+        raise header_mismatch(
+            f"the Mcp-Name header is missing: a {request.method} request sends Mcp-Name "
+            f"with its {source}; {ENCODED_FORM}",
+            request,
+        )
     decoded = decode_header_value(name)
     if decoded is None:
-        raise header_mismatch("the Mcp-Name header has an invalid encoded value", request)
+        raise header_mismatch(
+            f"the Mcp-Name header has an invalid encoded value: {ENCODED_FORM} (standard "
+            "Base64, padded)",
+            request,
+        )
     if isinstance(value, str) and decoded != value:
         # MT-HDR-10 (MUST): decoded before it is compared.
-        raise header_mismatch(f"Mcp-Name does not match params.{field}", request)
+        raise header_mismatch(
+            f"Mcp-Name {shown(decoded)} does not match {source}, the value it must repeat",
+            request,
+        )
 
 
 _B64_PREFIX: Final = "=?base64?"

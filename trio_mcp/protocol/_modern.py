@@ -13,7 +13,14 @@ from typing import Any, Final
 
 import attrs
 
-from ._era import NAME_PARAM, decode_header_value, header_mismatch, header_text
+from ._era import (
+    ENCODED_FORM,
+    NAME_PARAM,
+    decode_header_value,
+    header_mismatch,
+    header_text,
+    shown,
+)
 from ._errors import ErrorCode, RemoteProtocolError
 from ._headers import Headers
 from ._jsonrpc import JSON, ErrorResponse, Request
@@ -297,23 +304,45 @@ def check_param_headers(
         value = _value_at(arguments, path)
         label = f"Mcp-Param-{key}"
         param = ".".join(path)
+        # Where the header's value comes from, for the client that got it wrong.
+        source = (
+            f"the tool's inputSchema marks argument {param!r} with x-mcp-header {key!r} "
+            "(tools/list), so the header carries that argument's value"
+        )
         if len(values) > 1:
             raise header_mismatch(f"the {label} header is repeated", request)
         if value is None or value is _ABSENT:
             if values:
-                raise header_mismatch(f"{label} is sent but {param!r} is not", request)
+                raise header_mismatch(
+                    f"{label} is sent but argument {param!r} is not: {source}, and goes "
+                    "only with it",
+                    request,
+                )
             continue
         if not values:
-            raise header_mismatch(f"{label} is missing for argument {param!r}", request)
+            raise header_mismatch(
+                f"{label} is missing for argument {param!r}: {source} ({shown(value)})",
+                request,
+            )
         raw = values[0].strip(" \t")
         if not header_text(raw):
             # MT-HDR-11 (MUST): a recognized Mcp-Param header with invalid characters.
-            raise header_mismatch(f"{label} holds characters a header may not", request)
+            raise header_mismatch(
+                f"{label} holds characters a header may not: {ENCODED_FORM}", request
+            )
         decoded = decode_header_value(raw)
         if decoded is None:
-            raise header_mismatch(f"{label} has an invalid encoded value", request)
+            raise header_mismatch(
+                f"{label} has an invalid encoded value: {ENCODED_FORM} (standard Base64, "
+                "padded)",
+                request,
+            )
         if not _agrees(decoded, value):
-            raise header_mismatch(f"{label} does not match argument {param!r}", request)
+            raise header_mismatch(
+                f"{label} {shown(decoded)} does not match argument {param!r} "
+                f"({shown(value)}): {source}",
+                request,
+            )
 
 
 # -- results ---------------------------------------------------------------------------------------
