@@ -2,7 +2,7 @@
 # (tests/support/webdriver.py), opens the page of a server started with an inspector on free
 # loopback ports, while the test drives sessions over HTTP and reads the rendered DOM. It takes
 # a screenshot; with TRIO_MCP_WRITE_DOCS=1 in the environment it writes it over the one
-# README.md shows (docs/inspect.png), which is otherwise left alone, so that a run of the
+# docs/architecture.md shows (docs/inspect.png), which is otherwise left alone, so that a run of the
 # tests leaves the git tree as it was.
 #
 # Chromium missing is a failure, not a skip: .ci/run installs it.
