@@ -165,7 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
         "sessions need one process, the stateless 2026-07-28 revision spreads over all",
     )
     serve.add_argument(
-        "--shutdown-grace", type=float, default=None, metavar="SECONDS",
+        "--shutdown-grace", type=_seconds, default=None, metavar="SECONDS",
         help="on SIGINT or SIGTERM, how long running handlers may take to finish before they "
         "are cancelled (default 10); a second Ctrl-C stops at once",
     )
@@ -252,6 +252,17 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["debug", "info", "warning", "error", "critical"],
     )
     return parser
+
+
+def _seconds(text: str) -> float:
+    """A duration option's value: a finite number of seconds, 0 or more."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text} is not 0 or more seconds")
+    return value
 
 
 def _inspect_address(text: str) -> tuple[str, int]:

@@ -238,6 +238,7 @@ async def _wait_exit(proc: subprocess.Popen[str], seconds: float) -> int | None:
 
 
 @pytest.mark.slow
+@pytest.mark.spec("TM-SESS-SHUTDOWN")
 async def test_ctrl_c_says_what_shutdown_waits_for_and_a_second_stops_at_once(
     tmp_path: Path,
 ) -> None:
@@ -272,6 +273,7 @@ async def test_ctrl_c_says_what_shutdown_waits_for_and_a_second_stops_at_once(
 
 
 @pytest.mark.slow
+@pytest.mark.spec("TM-SESS-SHUTDOWN")
 async def test_one_ctrl_c_waits_out_the_grace_then_cancels_and_exits(tmp_path: Path) -> None:
     """A single SIGINT with a handler running: the server waits shutdown_grace (1 s here),
     cancels the handler, says so, and exits with status 0."""
