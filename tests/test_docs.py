@@ -158,7 +158,8 @@ async def test_the_tasks_walkthrough_gets_the_answers_it_shows(nursery: trio.Nur
     assert [{"type": "text", "text": "job: computed in 2 s"}] == polled["result"]["content"]
     assert '"text":"job: computed in 2 s"' in text
     assert -32020 == refused["error"]["code"]
-    assert refused["error"]["message"].replace(task, "nXLu8gRJaRsyjORDgDdBzqHQaZnFOigc") in text
+    shown = json.dumps(refused["error"], separators=(",", ":"))
+    assert shown.replace(task, "nXLu8gRJaRsyjORDgDdBzqHQaZnFOigc") in text
     assert "input_required" == question["status"]
     assert ["elicitation-1"] == list(question["inputRequests"])
     assert '"message":"Delete example.txt?"' in text

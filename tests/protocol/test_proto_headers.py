@@ -293,7 +293,9 @@ def test_foreign_origin_is_403(origin: str) -> None:
 
     assert 403 == exc.http_status
     assert ErrorCode.INVALID_REQUEST == exc.code
-    assert "ServerConfig.allowed_origins, trio-mcp serve --allow-origin" in str(exc)
+    assert "accepted are loopback ones and ServerConfig.allowed_origins (--allow-origin)" in (
+        str(exc)
+    )
 
 
 @pytest.mark.spec("T-SEC-2", "TM-SEC-ORIGIN")
@@ -381,7 +383,7 @@ def test_foreign_host_on_loopback_bind_is_421(host: str) -> None:
     exc = _refusal(LOOPBACK_POLICY, _headers(host=host))
 
     assert 421 == exc.http_status
-    assert "answers only Host names of loopback (127.0.0.1, ::1, localhost)" in str(exc)
+    assert "a server bound to loopback answers only 127.0.0.1, ::1, localhost." in str(exc)
     assert ErrorCode.INVALID_REQUEST == exc.code
 
 

@@ -803,21 +803,24 @@ def test_stamp_subscription_adds_the_listen_id_to_meta(sub_id: str | int) -> Non
 @pytest.mark.parametrize(
     ("arguments", "headers", "says"),
     [
-        ({"region": "eu"}, [], ["Mcp-Param-Region is missing for argument 'region'",
-                                "x-mcp-header 'Region'", "(tools/list)", "('eu')"]),
+        ({"region": "eu"}, [], "Mcp-Param-Region is missing; it repeats argument 'region', "
+         "which the tool's inputSchema marks with x-mcp-header"),
         ({}, [("Mcp-Param-Region", "eu")],
-         ["Mcp-Param-Region is sent but argument 'region' is not", "goes only with it"]),
+         "Mcp-Param-Region is sent but argument 'region' is not; the header goes only with it"),
         ({"region": "eu"}, [("Mcp-Param-Region", "us")],
-         ["Mcp-Param-Region 'us' does not match argument 'region' ('eu')",
-          "inputSchema marks argument 'region' with x-mcp-header 'Region'"]),
+         "Mcp-Param-Region does not repeat argument 'region', which the tool's inputSchema "
+         "marks with x-mcp-header"),
     ],
 )
-def test_a_param_header_refusal_names_the_schema_mark_it_comes_from(
-    arguments: dict[str, Any], headers: list[tuple[str, str]], says: list[str]
+def test_a_param_header_refusal_names_the_argument_it_repeats(
+    arguments: dict[str, Any], headers: list[tuple[str, str]], says: str
 ) -> None:
-    """A refused Mcp-Param header says which argument it mirrors, that the tool's
-    inputSchema marks it with x-mcp-header, and the value expected."""
+    """A refused Mcp-Param header says which argument it repeats and that the tool's
+    inputSchema marks it with x-mcp-header; its data names the header, the argument and
+    the value expected."""
     refusal = _param_refusal({"Region": ("region",)}, arguments, _headers(*headers))
 
     assert ErrorCode.HEADER_MISMATCH == refusal.code
-    assert [] == [part for part in says if part not in str(refusal)]
+    assert f"Header mismatch: {says}." == refusal.message
+    assert {"header": "Mcp-Param-Region", "source": "arguments.region",
+            **({"expected": "eu"} if arguments else {})} == refusal.data

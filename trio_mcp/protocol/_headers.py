@@ -225,11 +225,10 @@ class OriginPolicy:
             # and invalid gets 403 Forbidden. An absent Origin (non-browser client) passes.
             # The message names where the allowed values come from (the server's settings),
             # so that a developer seeing it in a browser knows what to change.
-            loopback = "loopback origins and " if self.allow_loopback_origins else ""
+            loopback = "loopback ones and " if self.allow_loopback_origins else ""
             raise RemoteProtocolError(
-                f"Forbidden: Origin {origin[:100]!r} is not allowed: this server accepts "
-                f"{loopback}the origins it is configured with (ServerConfig.allowed_origins, "
-                "trio-mcp serve --allow-origin).",
+                f"Forbidden: Origin {origin[:60]!r} is not allowed; accepted are {loopback}"
+                "ServerConfig.allowed_origins (--allow-origin).",
                 code=ErrorCode.INVALID_REQUEST,
                 http_status=403,
             )
@@ -242,9 +241,9 @@ class OriginPolicy:
                 # TM-SEC-HOST: a loopback server refuses foreign Host names (DNS rebinding).
                 # 421 Misdirected Request: this server is not the one that name points at.
                 raise RemoteProtocolError(
-                    f"Misdirected Request: Host {(host or '')[:100]!r} is not served here: "
-                    "a server bound to loopback answers only Host names of loopback "
-                    f"({', '.join(sorted(self.allowed_hosts))}).",
+                    f"Misdirected Request: Host {(host or '')[:60]!r} is not served here; "
+                    "a server bound to loopback answers only "
+                    f"{', '.join(sorted(self.allowed_hosts))}.",
                     code=ErrorCode.INVALID_REQUEST,
                     http_status=421,
                 )
