@@ -20,7 +20,7 @@ from support.client import (
     rpc_request,
 )
 from support.fixtures import LiveServer, StartServer
-from support.modern import call_tool, messages_of, modern_headers
+from support.modern import call_tool, messages_of, modern_headers, modern_request
 from support.oauth import AuthServer, new_key, start_protected
 
 pytestmark = pytest.mark.usefixtures("no_server_errors")
@@ -348,6 +348,67 @@ async def test_broader_scopes_imply_narrower_ones_and_offline_access_is_never_as
     assert 200 == called.status
     assert ["mcp", "mcp:admin", "mcp:all"] == metadata.json()["scopes_supported"]
     assert "offline_access" not in challenge(refused)["scope"]
+
+
+@pytest.mark.spec("MT-AUTH-1")
+async def test_offline_access_is_neither_required_nor_named_in_a_403(
+    live_server: StartServer, nursery: trio.Nursery
+) -> None:
+    """offline_access among the scopes every request needs (as --auth-scope may put it) is
+    no requirement of the resource: a token without it is served, and a 403 for a tool's
+    scope names the scopes the call needs, never offline_access."""
+    live, issuer = await start_protected(
+        live_server, nursery,
+        scopes_supported=["mcp", "mcp:admin", "offline_access"],
+        required_scopes={"mcp", "offline_access"},
+    )
+    plain = issuer.mint(audience=live.url, scope="mcp")
+    with trio.fail_after(TIMEOUT):
+        sid = await initialize(live, plain)
+        refused = await request(
+            live.url, "POST", post_headers(session_id=sid, extra=bearer(plain)),
+            dumps(rpc_request("tools/call", {"name": "reset", "arguments": {}})),
+        )
+    assert 403 == refused.status
+    assert "mcp mcp:admin" == challenge(refused)["scope"]
+
+
+@pytest.mark.spec("MU-CACHE-5", "MU-CACHE-7", "MU-TOOL-7", "U-TOOL-8", "MU-TOOL-6")
+async def test_a_primitive_is_refused_by_its_scopes_never_by_its_cache_scope(
+    live_server: StartServer, nursery: trio.Nursery
+) -> None:
+    """In the 2026-07-28 era, with authorization and no caching settings: tools/list is the
+    same for every token (the admin tool is listed to a token without its scope) and, like
+    server/discover, private and fresh for no time; the admin tool's call under that token
+    is refused 403 insufficient_scope before it runs, and runs under a token with it."""
+    live, issuer = await start(live_server, nursery)
+    plain = issuer.mint(audience=live.url, scope="mcp")
+    admin = issuer.mint(audience=live.url, scope="mcp mcp:admin")
+    with trio.fail_after(TIMEOUT):
+        listed = {}
+        for who, token in (("plain", plain), ("admin", admin)):
+            message = modern_request("tools/list")
+            answer = await request(live.url, "POST", modern_headers(message, extra=bearer(token)),
+                                   dumps(message))
+            listed[who] = messages_of(answer)[0]["result"]
+        message = modern_request("server/discover")
+        discover = messages_of(await request(
+            live.url, "POST", modern_headers(message, extra=bearer(plain)), dumps(message)
+        ))[0]["result"]
+        calls = {}
+        for who, token in (("plain", plain), ("admin", admin)):
+            message = call_tool("reset", {})
+            calls[who] = await request(
+                live.url, "POST", modern_headers(message, extra=bearer(token)), dumps(message)
+            )
+    assert listed["plain"]["tools"] == listed["admin"]["tools"]
+    assert "reset" in [tool["name"] for tool in listed["plain"]["tools"]]
+    for result in (listed["plain"], listed["admin"], discover):
+        assert (0, "private") == (result["ttlMs"], result["cacheScope"])
+    assert 403 == calls["plain"].status
+    assert "insufficient_scope" == challenge(calls["plain"])["error"]
+    assert 200 == calls["admin"].status
+    assert "reset" == messages_of(calls["admin"])[0]["result"]["content"][0]["text"]
 
 
 @pytest.mark.spec("T-AUTH-27", "TM-AUTH-ERA")

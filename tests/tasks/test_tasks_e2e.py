@@ -4,6 +4,8 @@ before and after a call became a task."""
 
 from __future__ import annotations
 
+import base64
+import itertools
 import re
 from typing import Any
 
@@ -79,7 +81,7 @@ async def create(url: str, name: str, arguments: dict[str, Any] | None = None) -
     return result
 
 
-@pytest.mark.spec("TK-CREATE", "TK-WIRE", "TK-NOSTATE", "TK-IDS")
+@pytest.mark.spec("TK-CREATE", "TK-WIRE", "TK-NOSTATE")
 async def test_a_required_task_tool_answers_a_flat_create_result_at_once(
     live_server: StartServer,
 ) -> None:
@@ -102,6 +104,43 @@ async def test_a_required_task_tool_answers_a_flat_create_result_at_once(
     assert "requestState" not in again
 
 
+#: How many task ids the entropy test reads over HTTP.
+ID_SAMPLE = 48
+
+
+def _common_prefix(x: str, y: str) -> int:
+    return next((i for i, (a, b) in enumerate(zip(x, y, strict=False)) if a != b),
+                min(len(x), len(y)))
+
+
+@pytest.mark.spec("TK-IDS")
+async def test_task_ids_are_192_random_bits_that_share_no_pattern(
+    live_server: StartServer,
+) -> None:
+    """Task ids made one after another share nothing a third party could extrapolate:
+    each is 192 bits (32 base64url characters), every one of the 192 bit positions takes
+    both values across the sample (a counter, a clock or a padded sequence keeps its high
+    bits fixed), the bits are about half ones (a sequence is mostly zeros), and no two ids
+    share a prefix longer than chance allows. A pseudo-random generator seeded with little
+    would pass too; the ids come from `secrets` (TK-IDS)."""
+    with trio.fail_after(TIMEOUT):
+        live = await live_server(tasks_server())
+        ids = [(await create(live.url, "job"))["taskId"] for _ in range(ID_SAMPLE)]
+
+    raw = [base64.urlsafe_b64decode(task_id) for task_id in ids]
+    assert {24} == {len(r) for r in raw}
+    bits = [int.from_bytes(r, "big") for r in raw]
+    fixed = [i for i in range(192) if len({(b >> i) & 1 for b in bits}) == 1]
+    ones = sum(b.bit_count() for b in bits) / (192 * len(bits))
+    shared = max(_common_prefix(x, y) for x, y in itertools.combinations(ids, 2))
+    assert len(set(ids)) == len(ids)
+    assert [] == fixed
+    assert 0.45 < ones < 0.55, ones
+    # Two random ids share a first character with probability 1/64; 48 ids make 1,128
+    # pairs, so a shared prefix of 4 characters (1 in 2^24 per pair) is all but impossible.
+    assert shared < 4, shared
+
+
 @pytest.mark.spec("TK-GET", "TK-FAILED", "TK-STATES")
 async def test_outcomes_map_to_completed_or_failed(live_server: StartServer) -> None:
     """A result and a tool error complete the task (the result inlined); a JSON-RPC error
@@ -122,7 +161,7 @@ async def test_outcomes_map_to_completed_or_failed(live_server: StartServer) -> 
     assert "broken" in failed["error"]["message"] and failed["statusMessage"]
 
 
-@pytest.mark.spec("TK-UPDATE", "TK-INPUT", "TK-ACK")
+@pytest.mark.spec("TK-UPDATE", "TK-INPUT", "TK-ACK", "TM-MOD-STATUS")
 async def test_a_question_inside_a_task_waits_for_tasks_update(live_server: StartServer) -> None:
     """A handler's question makes the task input_required with the question inlined; an
     update with unknown keys only is acknowledged and changes nothing; a wrong answer is
@@ -148,7 +187,7 @@ async def test_a_question_inside_a_task_waits_for_tasks_update(live_server: Star
     assert {"resultType": "complete"} == {
         k: v for k, v in result_of(ignored).items() if k != "_meta"}
     assert "input_required" == still["status"] and ["who"] == list(still["inputRequests"])
-    assert -32602 == error_of(wrong)["code"]
+    assert (200, -32602) == (wrong.status, error_of(wrong)["code"])  # TM-MOD-STATUS
     assert {"resultType": "complete"} == {k: v for k, v in result_of(right).items() if k != "_meta"}
     # Applied before the ack: the very next get shows it (TM-TASK-CONSISTENT).
     assert after["status"] in ("working", "completed") and "inputRequests" not in after
@@ -177,7 +216,8 @@ async def test_cancel_is_terminal_at_once_idempotent_and_frees_the_work(
 
 
 @pytest.mark.spec(
-    "TK-GATE", "TK-UNKNOWN", "TM-TASK-ORDER", "TK-REQUIRED", "TK-NOLIST", "TM-TASK-NOLIST"
+    "TK-GATE", "TK-UNKNOWN", "TM-TASK-ORDER", "TK-REQUIRED", "TK-NOLIST", "TM-TASK-NOLIST",
+    "TM-MOD-STATUS",
 )
 async def test_gates_come_before_the_lookup(live_server: StartServer) -> None:
     """Without the extension tasks/* get 400 -32021 naming it, before any lookup; with it an
@@ -196,8 +236,10 @@ async def test_gates_come_before_the_lookup(live_server: StartServer) -> None:
     for response in (*gated, required):
         assert 400 == response.status
         assert (-32021, requirement) == (error_of(response)["code"], error_of(response)["data"])
-    assert -32602 == error_of(unknown)["code"]
-    assert [-32601, -32601] == [error_of(r)["code"] for r in removed]
+    # TM-MOD-STATUS: an id that names no task is the request's params, answered in-band.
+    assert (200, -32602) == (unknown.status, error_of(unknown)["code"])
+    # TK-NOLIST / TM-TASK-NOLIST: no such methods, as any the server does not have: 404.
+    assert [(404, -32601), (404, -32601)] == [(r.status, error_of(r)["code"]) for r in removed]
     assert 0 == runtime_of(live).statistics()["tasks_created"]
 
 
@@ -374,7 +416,7 @@ async def test_a_task_belongs_to_the_principal_that_created_it(
             ack = await stream.next_message()
         own = result_of(await as_(alice, "tasks/get", task_id))
 
-    assert [-32602, -32602, -32602] == [error_of(r)["code"] for r in foreign]
+    assert [(200, -32602)] * 3 == [(r.status, error_of(r)["code"]) for r in foreign]
     assert [] == ack["params"]["notifications"]["taskIds"]
     assert "working" == own["status"]
 

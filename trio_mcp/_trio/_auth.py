@@ -294,7 +294,8 @@ class Authenticator:
 
     def check(self, principal: Principal, needed: frozenset[str]) -> None:
         """403 ``insufficient_scope`` unless ``principal`` has ``needed`` and the scopes
-        every request needs (T-AUTH-STEPUP)."""
-        needed = needed | self.auth.required_scopes
+        every request needs (T-AUTH-STEPUP); ``offline_access`` is never needed, nor named
+        in the challenge (MT-AUTH-1: refresh tokens are no requirement of a resource)."""
+        needed = (needed | self.auth.required_scopes) - {OFFLINE_ACCESS}
         if not needed <= self._granted(principal):
             raise forbidden(self.metadata_url, needed)
