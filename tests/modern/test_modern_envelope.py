@@ -748,6 +748,13 @@ def _hand_built_server() -> Server:
         answers = await ctx.ask({"sign_in": question})
         return str(answers["sign_in"])
 
+    @server.tool()
+    async def recall(ctx: Context, context: str = "thisServer") -> str:
+        """Ask the client's model with the context of this server included, or not."""
+        answer = await ctx.sample("What did we say?", 50, include_context=context or None,
+                                  key="recall")
+        return answer.text or ""
+
     return server
 
 
@@ -758,10 +765,12 @@ HAND_BUILT: list[tuple[str, str, dict[str, Any], dict[str, Any], str, str, Any]]
      {"sampling": {"tools": {}}}, "sampling/createMessage", "tools", WEATHER_TOOLS),
     ("elicitation-url", "sign_in", {"elicitation": {}},
      {"elicitation": {"url": {}}}, "elicitation/create", "mode", "url"),
+    ("sampling-context", "recall", {"sampling": {}},
+     {"sampling": {"context": {}}}, "sampling/createMessage", "includeContext", "thisServer"),
 ]
 
 
-@pytest.mark.spec("MU-SAMP-1", "MU-ELIC-1", "ML-META-3", "MU-MRTR-2")
+@pytest.mark.spec("MU-SAMP-1", "MU-ELIC-1", "ML-META-3", "MU-MRTR-2", "MU-ELIC-3", "MU-SAMP-2")
 @pytest.mark.parametrize(
     ("label", "tool", "short", "enough", "method", "field", "value"),
     HAND_BUILT,
@@ -777,7 +786,9 @@ async def test_a_hand_built_question_needs_the_part_of_the_capability_it_uses(
     field: str,
     value: Any,
 ) -> None:
-    """ctx.ask with tools (or URL mode) is -32021 unless sampling.tools (elicitation.url)."""
+    """ctx.ask with tools (or URL mode), and ctx.sample with include_context, are -32021
+    unless the client declares sampling.tools (elicitation.url, sampling.context); declared,
+    the question goes out as asked."""
     with trio.fail_after(TIMEOUT):
         live = await live_server(_hand_built_server())
         refused = await post(live.url, call_tool(tool, id=f"{label}-1", capabilities=short))
@@ -793,6 +804,18 @@ async def test_a_hand_built_question_needs_the_part_of_the_capability_it_uses(
     [question] = result["inputRequests"].values()
     assert method == question["method"]
     assert value == question["params"][field]
+
+
+@pytest.mark.spec("MU-SAMP-2")
+async def test_ctx_sample_leaves_include_context_out_by_default(live_server: StartServer) -> None:
+    """A sampling question asked without include_context carries no includeContext (it
+    defaults to "none"), and needs no sampling.context."""
+    with trio.fail_after(TIMEOUT):
+        live = await live_server(_hand_built_server())
+        asked = await post(live.url, call_tool("recall", {"context": ""}, id="r",
+                                               capabilities={"sampling": {}}))
+    [question] = asked.json()["result"]["inputRequests"].values()
+    assert "includeContext" not in question["params"]
 
 
 # -- the envelope's other fields -------------------------------------------------------------------

@@ -98,12 +98,15 @@ ROUND_TRIPS = [
      "roots/list", ROOTS, "Roots: file:///test/root"),
     ("declined", "test_input_required_result_elicitation", ELICIT, "user_name",
      "elicitation/create", {"action": "decline"}, "No name given (decline)."),
+    ("cancelled", "test_input_required_result_elicitation", ELICIT, "user_name",
+     "elicitation/create", {"action": "cancel"}, "No name given (cancel)."),
 ]
 
 
 @pytest.mark.spec(
     "MU-TOOL-5", "MU-MRTR-2", "MU-MRTR-5", "MU-MRTR-12", "MU-MRTR-13", "MU-CACHE-4",
     "MJ-RES-4", "TM-MRTR-STATE", "TM-MRTR-RERUN", "ML-STATE-3", "MJ-PAT-1", "ML-META-4",
+    "MU-ELIC-4",
 )
 @pytest.mark.parametrize(
     ("label", "tool", "caps", "key", "method", "answer", "text"),
@@ -296,7 +299,9 @@ async def test_nothing_is_left_waiting_for_an_answer_so_nothing_needs_a_timeout(
 # -- refused state -------------------------------------------------------------------------------
 
 
-@pytest.mark.spec("MU-MRTR-3", "MT-SEC-6", "TM-MRTR-ERRORS", "TM-MRTR-STATE", "MJ-ERR-1")
+@pytest.mark.spec(
+    "MU-MRTR-3", "MT-SEC-6", "TM-MRTR-ERRORS", "TM-MRTR-STATE", "MJ-ERR-1", "MU-MRTR-14"
+)
 @pytest.mark.parametrize("how", ["answers changed", "tag flipped", "truncated", "not a string",
                                  "empty", "garbage"])
 async def test_a_tampered_request_state_is_refused_in_band(

@@ -279,3 +279,20 @@ async def test_a_store_that_cannot_be_read_is_503_not_a_lost_task(
     assert 503 == refused.status, refused.body
     assert "1" == refused.header("retry-after")
     assert -31004 == _error(refused)["code"]
+
+
+@pytest.mark.spec("TK-DURABLE", "TK-CREATE")
+async def test_a_task_created_at_one_worker_is_read_at_once_at_another(
+    live_server: StartServer, redis_url: str
+) -> None:
+    """Twenty tasks created at worker A, each read at worker B the moment its
+    CreateTaskResult arrives, with no wait between: every tasks/get resolves, at the
+    status the task has, never as an unknown task."""
+    a, b = await _workers(live_server, redis_url)
+    with trio.fail_after(TIMEOUT):
+        seen = []
+        for _ in range(20):
+            created = _result(await post(a.url, call_tool("job", {"seconds": 30},
+                                                          capabilities=WITH_TASKS)))
+            seen.append(_result(await _task(b.url, "tasks/get", created["taskId"])))
+    assert ["working"] * 20 == [task["status"] for task in seen]

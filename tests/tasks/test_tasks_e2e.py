@@ -141,7 +141,7 @@ async def test_task_ids_are_192_random_bits_that_share_no_pattern(
     assert shared < 4, shared
 
 
-@pytest.mark.spec("TK-GET", "TK-FAILED", "TK-STATES")
+@pytest.mark.spec("TK-GET", "TK-FAILED", "TK-STATES", "TK-GETSTATES", "TK-TYPE")
 async def test_outcomes_map_to_completed_or_failed(live_server: StartServer) -> None:
     """A result and a tool error complete the task (the result inlined); a JSON-RPC error
     fails it, with the error inlined and no result."""
@@ -161,7 +161,7 @@ async def test_outcomes_map_to_completed_or_failed(live_server: StartServer) -> 
     assert "broken" in failed["error"]["message"] and failed["statusMessage"]
 
 
-@pytest.mark.spec("TK-UPDATE", "TK-INPUT", "TK-ACK", "TM-MOD-STATUS")
+@pytest.mark.spec("TK-UPDATE", "TK-INPUT", "TK-ACK", "TM-MOD-STATUS", "TK-GETSTATES")
 async def test_a_question_inside_a_task_waits_for_tasks_update(live_server: StartServer) -> None:
     """A handler's question makes the task input_required with the question inlined; an
     update with unknown keys only is acknowledged and changes nothing; a wrong answer is
@@ -194,7 +194,7 @@ async def test_a_question_inside_a_task_waits_for_tasks_update(live_server: Star
     assert [{"type": "text", "text": "hi Ada"}] == done["result"]["content"]
 
 
-@pytest.mark.spec("TK-CANCEL", "TM-TASK-CANCEL")
+@pytest.mark.spec("TK-CANCEL", "TM-TASK-CANCEL", "TK-GETSTATES")
 async def test_cancel_is_terminal_at_once_idempotent_and_frees_the_work(
     live_server: StartServer,
 ) -> None:
@@ -243,7 +243,7 @@ async def test_gates_come_before_the_lookup(live_server: StartServer) -> None:
     assert 0 == runtime_of(live).statistics()["tasks_created"]
 
 
-@pytest.mark.spec("TK-HEADERS")
+@pytest.mark.spec("TK-HEADERS", "TM-TASK-HEADERS")
 async def test_mcp_name_must_name_the_task(live_server: StartServer) -> None:
     """tasks/get, tasks/update and tasks/cancel carry the task id in Mcp-Name: another value,
     or none, gets 400 -32020."""
@@ -564,3 +564,80 @@ async def test_a_task_its_client_was_never_told_of_is_withdrawn_at_once() -> Non
     assert run.scope.cancel_called and run.task_id not in manager.runs
     assert again is not None  # the owner's one slot was given back
     assert (1, 2) == (manager.stats.withdrawn, manager.stats.created)
+
+
+def _rekeying_server() -> Server:
+    server = Server("rekeying")
+    form = {"type": "object", "properties": {"name": {"type": "string"}}}
+
+    @server.tool(task="required")
+    async def twice(ctx: Context, change: bool = False) -> str:
+        """Asks "who" once, then under the same key again: the same question, or another."""
+        first = await ctx.elicit("Name?", form, key="who")
+        second = await ctx.elicit("Other name?" if change else "Name?", form, key="who")
+        return f"{(first.content or {}).get('name')} / {(second.content or {}).get('name')}"
+
+    return server
+
+
+@pytest.mark.spec("TK-KEYS", "TK-INPUT")
+async def test_a_key_answered_is_never_asked_again_nor_given_to_another_question(
+    live_server: StartServer,
+) -> None:
+    """Inside a task, a question asked again under a key already answered gets that answer
+    at once: the key is not sent to the client a second time. Another question under that
+    key is the handler's error (the task fails, -32603): the client's answer was to the
+    first question, and a key names one question for the task's whole life."""
+    answer = {"who": {"action": "accept", "content": {"name": "Ada"}}}
+    with trio.fail_after(TIMEOUT):
+        live = await live_server(_rekeying_server())
+        results = {}
+        for change in (False, True):
+            task_id = (await create(live.url, "twice", {"change": change}))["taskId"]
+            asked = await until_status(live.url, task_id, "input_required")
+            await task_request(live.url, "tasks/update", task_id, inputResponses=answer)
+            results[change] = (asked, await until_status(
+                live.url, task_id, "completed", "failed"))
+
+    same_asked, same = results[False]
+    assert ["who"] == list(same_asked["inputRequests"])
+    assert "completed" == same["status"]
+    assert [{"type": "text", "text": "Ada / Ada"}] == same["result"]["content"]
+    _, other = results[True]
+    assert "failed" == other["status"] and -32603 == other["error"]["code"]
+
+
+@pytest.mark.spec("TK-NOPROGRESS", "TM-TASK-STREAMLESS")
+async def test_a_tasks_listener_hears_its_transitions_and_never_its_progress_or_logs(
+    live_server: StartServer,
+) -> None:
+    """A task that reports progress and logs after it became a task, listened to with
+    taskIds and the lowest log level, puts only notifications/tasks on the listen stream:
+    its progress and its log messages go nowhere."""
+    server = Server("chatty")
+    gate = trio.Event()
+
+    @server.tool(task="required")
+    async def chatty(ctx: Context) -> str:
+        """Waits for the listener, then reports progress and logs."""
+        await gate.wait()
+        await ctx.report_progress(1, 2)
+        await ctx.log("info", "half way")
+        await ctx.report_progress(2, 2)
+        return "done"
+
+    with trio.fail_after(TIMEOUT):
+        live = await live_server(server)
+        task_id = (await create(live.url, "chatty"))["taskId"]
+        listen = modern_request(
+            "subscriptions/listen", {"notifications": {"taskIds": [task_id]}},
+            capabilities=WITH_TASKS, log_level="debug", progress_token="p",
+        )
+        async with open_modern(live.url, listen) as stream:
+            ack = await stream.next_message()
+            gate.set()
+            done = await stream.next_message()
+
+    assert [task_id] == ack["params"]["notifications"]["taskIds"]
+    assert "notifications/tasks" == done["method"], done
+    assert "completed" == done["params"]["status"]

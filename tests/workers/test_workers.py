@@ -154,7 +154,7 @@ async def test_a_multi_round_request_may_continue_on_any_worker(pool: Any) -> No
             assert ["step2"] == list(second["result"]["inputRequests"]), second
 
 
-@pytest.mark.spec("TM-WORK-LEGACY")
+@pytest.mark.spec("TM-WORK-LEGACY", "ML-COMPAT-2")
 async def test_a_legacy_initialize_is_refused_naming_the_revision_the_workers_serve(
     pool: Any,
 ) -> None:
@@ -297,7 +297,7 @@ async def test_under_hypercorn_w_2_the_environment_shares_sessions_and_keys(
     assert [200] * 40 == statuses
 
 
-@pytest.mark.spec("TM-WORK-LEGACY")
+@pytest.mark.spec("TM-WORK-LEGACY", "ML-COMPAT-2")
 async def test_under_hypercorn_w_2_without_a_store_legacy_sessions_are_refused() -> None:
     """With $TRIO_MCP_WORKERS=2 and no store, hypercorn's workers refuse a legacy
     initialize as `--workers` does, rather than lose half of the session's requests."""

@@ -628,7 +628,8 @@ class SessionManager:
             raise RemoteProtocolError(
                 f"Unsupported protocol version: this server runs {self.config.workers} worker "
                 "processes without a shared session store, so it serves only the stateless "
-                "revisions.",
+                f"revision{'s' if len(MODERN_VERSIONS) > 1 else ''} "
+                f"{', '.join(MODERN_VERSIONS)}.",
                 code=ErrorCode.UNSUPPORTED_PROTOCOL_VERSION,
                 http_status=200,
                 data={"supported": list(MODERN_VERSIONS), "requested": requested},

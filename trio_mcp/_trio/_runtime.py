@@ -54,6 +54,16 @@ logger = logging.getLogger("trio_mcp.runtime")
 __all__ = ["Runtime"]
 
 
+def _request_id(body: JSON) -> str | int | None:
+    """MJ-ERR-1: the id of a body that is one request, for an error decided before its era
+    (a 403 for its scopes); None for a batch, a notification or an id of another type."""
+    if isinstance(body, dict):
+        rid = body.get("id")
+        if isinstance(rid, str | int) and not isinstance(rid, bool):
+            return rid
+    return None
+
+
 def _store_for(config: ServerConfig) -> SessionStore:
     """The session store ``config.store`` names (TM-STORE-RECORD)."""
     if config.store is None:
@@ -273,13 +283,20 @@ class Runtime:
                 principal = await self.auth.authenticate(request.headers)
                 request = attrs.evolve(request, principal=principal)
             if request.method != "POST":
+                if self.auth is not None:
+                    assert request.principal is not None
+                    self.auth.check(request.principal, frozenset())
                 route_other(request.method, request.headers)
                 await self.manager.serve(request, responder)
                 return
             body = read_post_body(request, max_body_bytes=self.config.max_body_bytes)
             if self.auth is not None:
+                # MT-AUTH-3: the scopes every request needs and those of what it names, in
+                # one challenge, not one after the other.
                 assert request.principal is not None
-                self.auth.check(request.principal, self._scopes_for(body))
+                self.auth.check(
+                    request.principal, self._scopes_for(body), request_id=_request_id(body)
+                )
             route = route_post(request.headers, body)
             if route is Era.LEGACY:
                 await self.manager.post(request, body, responder)

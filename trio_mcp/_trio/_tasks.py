@@ -146,6 +146,9 @@ class TaskRun(EnvelopePort):
         self._used: dict[str, JSON] = {}
         #: The questions open now, by key (input_required), and the event their answers set.
         self._open: dict[str, InputRequest] = {}
+        #: Every question the handler has asked in this run, by key (TK-KEYS: a key names
+        #: one question for the task's whole life).
+        self._asked: dict[str, InputRequest] = {}
         self._answered = trio.Event()
         #: What the handler ended with, before publication: read by the front.
         self.outcome: Response | ErrorResponse | InputRequired | None = None
@@ -360,6 +363,14 @@ class TaskRun(EnvelopePort):
         and the answer comes by tasks/update, however long that takes within the TTL (the
         client polls; ``timeout`` does not apply)."""
         await trio.lowlevel.checkpoint()
+        for key, question in requests.items():
+            if self._asked.setdefault(key, question) != question:
+                # TK-KEYS: a key is never given to another question; the answer the client
+                # gave under it was to the first.
+                raise LocalProtocolError(
+                    f"input key {key!r} was asked before for another question; give each "
+                    "question a key of its own"
+                )
         got, missing = split_answers(requests, self._answers)
         if not self.published:
             self._used.update({k: self._answers[k] for k in got})
