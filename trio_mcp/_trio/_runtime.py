@@ -86,6 +86,13 @@ class Runtime:
             app, config, bind_hosts=bind_hosts, store=_store_for(config),
             on_notify=self._deliver, on_lapse=self.reconcile_tasks,
         )
+        if self.manager.store.shared and config.secret is None and config.workers > 1:
+            # TM-WORK-SECRET: each process would draw keys of its own.
+            logger.warning(
+                "a shared store without a shared secret: the other workers will refuse this "
+                "one's cursors, requestStates and relayed requests; set ServerConfig.secret "
+                "or $TRIO_MCP_SECRET"
+            )
         #: TM-STORE-NOTIFY: this worker's change notifications, for the other workers.
         self._announcer = Announcer(self.manager.store) if self.manager.store.shared else None
         #: TM-SEC-BODIES: what the HTTP edges hold of bodies still arriving (the manager
