@@ -121,7 +121,7 @@ async def _send(url: str, command: str, task: str = "") -> dict[str, Any]:
     return answer
 
 
-@pytest.mark.spec("TK-HEADERS", "TK-OPTIN", "TK-GET", "TK-UPDATE")
+@pytest.mark.spec("TM-TASK-HEADERS", "TK-OPTIN", "TK-GET", "TK-UPDATE")
 async def test_the_tasks_walkthrough_gets_the_answers_it_shows(nursery: trio.Nursery) -> None:
     """docs/tasks.md's requests, sent as written to the demo server: the call becomes a
     task; tasks/get with Mcp-Name polls it to completed with the tool's result, and without
