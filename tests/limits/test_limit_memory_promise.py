@@ -1,6 +1,7 @@
-# The README's memory promise, checked both ways: its paragraph names exactly the budgets that
-# ServerConfig.memory_bound() adds up (and the default total it states is that sum), and a
-# server attacked on every one of them at once, from several addresses, stays under the sum.
+# The README's memory promise, checked both ways: it and docs/operating.md's paragraph on memory
+# name exactly the budgets that ServerConfig.memory_bound() adds up (and the default total they
+# state is that sum), and a server attacked on every one of them at once, from several
+# addresses, stays under the sum.
 from __future__ import annotations
 
 import contextlib
@@ -35,23 +36,40 @@ PARTS: Final = {
 }
 
 
-def promise() -> str:
-    """The README's paragraph that makes the memory promise."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+def promise(name: str) -> str:
+    """The paragraph of ``name`` (README.md, docs/operating.md) that makes the memory
+    promise."""
+    text = (ROOT / name).read_text(encoding="utf-8")
     start = text.index("Memory is bounded")
+    start = text.rfind("\n\n", 0, start) + 2
     return text[start:text.index("\n\n", start)]
+
+
+def _total_gib(paragraph: str) -> float:
+    found = re.search(r"([\d.]+) GiB with the\s+defaults", paragraph)
+    assert found is not None, paragraph
+    return float(found[1])
 
 
 @pytest.mark.spec("TM-SEC-MEMORY")
 def test_the_readme_promises_the_bound_the_server_computes() -> None:
-    """The promise names every ServerConfig field the bound is made of, and no budget that
-    is not in it; the default total it states is ServerConfig().memory_bound(); and the
-    connections' share it states is CONNECTION_BUFFERS."""
-    paragraph = promise()
+    """The README says what the bound is made of and its default total, which is
+    ServerConfig().memory_bound(); docs/operating.md names every ServerConfig field the bound
+    is made of, states the same total, and the connections' and decoding's shares it states
+    are CONNECTION_BUFFERS and DECODING_FACTOR."""
+    readme = promise("README.md")
+    paragraph = promise("docs/operating.md")
     named = set(re.findall(r"`([a-z_.]+)`", paragraph))
     bound = ServerConfig().memory_bound()
-    total_gib = float(re.search(r"([\d.]+) GiB with the defaults", paragraph)[1])  # type: ignore[index]
+    total_gib = _total_gib(paragraph)
 
+    assert "`ServerConfig.memory_bound()`" in readme
+    assert "six budgets" in readme and "six budgets" in paragraph
+    assert len(attrs.fields(MemoryBound)) == 6
+    assert _total_gib(readme) == total_gib
+    for part in ("sessions' windows", "requests being served", "bodies", "ended tasks",
+                 "connections", "body being decoded"):
+        assert part in readme.replace("\n", " "), part
     assert {f.name for f in attrs.fields(MemoryBound)} == set(PARTS)
     for fields in PARTS.values():
         assert set(fields) <= named, (fields, named)
