@@ -15,6 +15,7 @@ import urllib.request
 from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import attrs
 import trio
@@ -140,8 +141,11 @@ def _start(tmp_path: Path, settings: Mapping[str, Any], http_server: str) -> Ser
         proc.kill()
         raise AssertionError(f"the server did not start: {line!r}")
     allocator, url, stats_url = json.loads(line[len("READY "):])
-    port = int(url.rsplit(":", 1)[1])
-    return Served(proc=proc, url=url + "/mcp", port=port, stats_url=stats_url,
+    parts = urlsplit(url)
+    assert parts.port is not None, url
+    # serve() reports the endpoint with its path.
+    endpoint = url if parts.path.rstrip("/") else url.rstrip("/") + "/mcp"
+    return Served(proc=proc, url=endpoint, port=parts.port, stats_url=stats_url,
                   allocator=allocator)
 
 
