@@ -975,9 +975,6 @@ class SessionManager:
         session = await self._lookup(plan.session_id, request)
         effective_version(plan.version_header, session.version)
         session.heard()
-        if not self.streams.admit(unit.key):
-            # TM-SEC-FAIR: every long-lived stream is in use, and this client holds its share.
-            raise pool_busy("streams")
         if plan.last_event_id is not None:
             await self._resume(session, plan, responder, request, unit.key)
             return
@@ -993,10 +990,24 @@ class SessionManager:
         # What left the window unsent is lost either way; starting after it keeps a fresh
         # GET from reporting an old loss forever instead of delivering what is new.
         after = max(state.written_through, state.lost_through)
+        pooled = self._stream_slot(session, STANDALONE_STREAM, unit.key)
         await self._serve_view(
             session, STANDALONE_STREAM, after, responder,
-            priming=self._prime(session, STANDALONE_STREAM, carry=True), pooled=unit.key,
+            priming=self._prime(session, STANDALONE_STREAM, carry=True), pooled=pooled,
         )
+
+    def _stream_slot(self, session: Session, stream: int, unit: str) -> str:
+        """TM-SEC-FAIR: a slot of the long-lived streams for a GET on ``stream`` of client
+        ``unit``: the slot of the connection it takes the stream over from, when that one
+        holds one (a client reconnecting is never refused for its own old connection), else
+        one the pool admits (raises RemoteProtocolError 503 when it does not)."""
+        old = session.views.get(stream)
+        if old is not None and old in self.streams:
+            self.streams.discard(old)
+        elif not self.streams.admit(unit):
+            # Every long-lived stream is in use, and this client holds its share or more.
+            raise pool_busy("streams")
+        return unit
 
     async def _resume(
         self,
@@ -1046,8 +1057,9 @@ class SessionManager:
             self._trace(TraceKind.REQUEST, session, responder, http="GET",
                         detail=f"Last-Event-ID {cursor.stream}.{cursor.seq}")
         # T-RESUME-5 / T-RESUME-6: re-attach to the cursor's own stream, after the cursor.
+        pooled = self._stream_slot(session, cursor.stream, unit)
         await self._serve_view(
-            session, cursor.stream, cursor.seq, responder, attached_comment=True, pooled=unit
+            session, cursor.stream, cursor.seq, responder, attached_comment=True, pooled=pooled
         )
 
     async def _resume_orphan(
@@ -1074,12 +1086,13 @@ class SessionManager:
             self.stats.resumes_from_store += 1
             state = session.log.stream(STANDALONE_STREAM)
             assert state is not None
+            pooled = self._stream_slot(session, STANDALONE_STREAM, unit)
             await self._serve_view(
                 session, STANDALONE_STREAM, max(state.written_through, state.lost_through),
                 responder, priming=self._prime(session, STANDALONE_STREAM, carry=True),
                 preface=gap_event({**details, "reason": "holder-gone: the messages after "
                                    "this cursor were held by a worker that is gone"}),
-                pooled=unit,
+                pooled=pooled,
             )
             return True
         failed = ErrorResponse(
