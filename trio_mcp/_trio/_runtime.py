@@ -421,17 +421,16 @@ class Runtime:
         ledger = self.ledger
         if not ledger.enabled:
             return None
-        messages = body if isinstance(body, list) else [body]
         # Each request starts a handler; notifications and responses start none.
-        requests = sum(isinstance(m, dict) and "id" in m and "method" in m for m in messages)
-        first = messages[0] if messages else None
-        request_id = first.get("id") if isinstance(first, dict) else None
-        if isinstance(request_id, bool) or not isinstance(request_id, str | int):
-            request_id = None
-        cost = body_cost(
-            request.body, body, requests=requests, limit=ledger.room(unit.key)
-        )
-        return ledger.charge(unit.key, cost, raw=len(request.body), request_id=request_id)
+        if isinstance(body, dict):
+            requests = 1 if "id" in body and "method" in body else 0
+        elif isinstance(body, list):
+            requests = sum(isinstance(m, dict) and "id" in m and "method" in m for m in body)
+        else:
+            requests = 0
+        raw = request.body
+        cost = body_cost(raw, body, requests=requests, limit=ledger.room(unit.key))
+        return ledger.charge(unit.key, cost, raw=len(raw), request_id=_request_id(body))
 
     async def _relay_task(
         self, call: ModernCall, request: HttpRequest, responder: Responder
