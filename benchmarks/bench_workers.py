@@ -516,7 +516,7 @@ def main() -> None:
     parser.add_argument("--out", default=str(HERE / "results" / "issue-21"))
     parser.add_argument("--bounds", action="store_true",
                         help="only issue 35's store rows: a flood of sessions from one "
-                        "address, and 256 subscriptions (JSON on stdout)")
+                        "address, and 256 subscriptions (bounds.json in --out)")
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -529,7 +529,9 @@ def main() -> None:
             return {"flood": await flood(6000, logs),
                     "subscriptions": await subscriptions(256, 8000, logs)}
 
-        print(json.dumps(asyncio.run(bounds()), indent=1))
+        figures = asyncio.run(bounds())
+        (out / "bounds.json").write_text(json.dumps(figures, indent=1))
+        print(json.dumps(figures, indent=1))
         return
     result = asyncio.run(bench(args.runs, 1.0, args.duration, args.sessions, args.ttl,
                                out / "raw" / "server-logs", args.call_sessions))
