@@ -189,6 +189,30 @@ async def test_expired_sessions_leave_the_counts_when_they_expire(
 
 
 @pytest.mark.spec("TM-STORE-BOUND", "TM-SESS-CAP")
+async def test_a_worker_evicting_its_replica_deletes_the_session_only_if_idle_everywhere(
+    shared_redis: RedisServer, redis_url: str
+) -> None:
+    """A worker that evicts a session idle in its own table deletes it from the store, counts
+    and all, when no worker has renewed it for `idle_after`; one renewed meanwhile (in use
+    at another worker) stays, and only the evicting worker's replica went."""
+    store = RedisStore(redis_url)
+    limits = StoreLimits(max_sessions=100, max_per_unit=10, idle_after=0.3)
+    with trio.fail_after(TIMEOUT):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(store.run, lambda control: None)
+            for sid in ("busy", "idle"):
+                await store.create(_record(sid, "a:x"), 60, limits)
+            await trio.sleep(0.4)
+            assert set() == await store.keep_alive(["busy"], 60)  # a handler runs elsewhere
+            assert not await store.evict("busy", 0.3)
+            assert await store.evict("idle", 0.3)
+            assert await store.fetch("busy", idle_ttl=60, uninitialized_ttl=60) is not None
+            assert await store.fetch("idle", idle_ttl=60, uninitialized_ttl=60) is None
+            assert (1, 1) == await store.counts("a:x")
+            nursery.cancel_scope.cancel()
+
+
+@pytest.mark.spec("TM-STORE-BOUND", "TM-SESS-CAP")
 async def test_sessions_evicted_at_one_worker_are_gone_from_redis_and_both_workers(
     live_server: StartServer, shared_redis: RedisServer, redis_url: str
 ) -> None:

@@ -378,6 +378,12 @@ class SessionManager:
             logger.warning("session %s ended here (%s) but not in the store", session_id[:8],
                            reason)
 
+    async def _evict_elsewhere(self, session_id: str) -> None:
+        try:
+            await self.store.evict(session_id, self._store_limits().idle_after)
+        except StoreUnavailable:
+            logger.warning("session %s evicted here but not in the store", session_id[:8])
+
     # -- the shared store (TM-STORE-*) ----------------------------------------------------------
 
     async def _stored(self, call: Any) -> Any:
@@ -775,8 +781,9 @@ class SessionManager:
                 session.close("evicted")  # which takes it out of the table (Session.close)
                 if self.store.shared:
                     # TM-STORE-BOUND: evicted for every worker, not left in the store to be
-                    # taken up again until its time to live runs out.
-                    self._spawn(self._end_elsewhere, session.id, "evicted")
+                    # taken up again until its time to live runs out; unless it is in use at
+                    # another worker (then this one has only let its replica go).
+                    self._spawn(self._evict_elsewhere, session.id)
                 return True
             sessions.move_to_end(session_id)
         return False

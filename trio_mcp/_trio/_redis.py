@@ -206,6 +206,16 @@ expire(KEYS[2], KEYS[4], now)
 return {redis.call('ZCARD', KEYS[1]), redis.call('ZCARD', KEYS[2])}
 """
 
+# Evicts a session a worker evicted (TM-STORE-BOUND), unless it was renewed within ARGV[3] ms:
+# another worker runs something of it, or its client used it there.
+_EVICT = _LIB + """
+local at = redis.call('HGET', KEYS[1], 'at')
+if not at then return 0 end
+if now_ms() - tonumber(at) < tonumber(ARGV[3]) then return 0 end
+drop(ARGV[1], ARGV[2])
+return 1
+"""
+
 # Deletes everything of a session at once: record, subscriptions, streams' copies, counts.
 _DELETE = _LIB + """
 drop(ARGV[1], ARGV[2])
@@ -333,6 +343,7 @@ class RedisStore:
         self._keep = self._client.register_script(_KEEP)
         self._delete = self._client.register_script(_DELETE)
         self._count = self._client.register_script(_COUNT)
+        self._evict = self._client.register_script(_EVICT)
         self._append = self._client.register_script(_APPEND)
         self._claim = self._client.register_script(_CLAIM)
         self._running = False
@@ -525,6 +536,15 @@ class RedisStore:
             keys=[self._key(session_id)], args=[self.prefix, session_id]
         ))
         await self.publish(Control(ControlKind.END, session_id, reason))
+
+    async def evict(self, session_id: str, idle_after: float) -> bool:
+        args: list[Any] = [self.prefix, session_id, _ms(idle_after)]
+        evicted = await self._call(
+            "evict", lambda: self._evict(keys=[self._key(session_id)], args=args)
+        )
+        if evicted:
+            await self.publish(Control(ControlKind.END, session_id, "evicted"))
+        return bool(evicted)
 
     async def counts(self, unit: str) -> tuple[int, int]:
         """The sessions the store holds now (TM-STORE-BOUND): in all, and of ``unit``."""

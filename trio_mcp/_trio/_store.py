@@ -260,6 +260,11 @@ class SessionStore(Protocol):
         """End the session for every process, deleting everything the store kept of it
         (raises StoreUnavailable)."""
 
+    async def evict(self, session_id: str, idle_after: float) -> bool:
+        """End, as ``delete`` does, a session this process evicted, unless it was renewed
+        within ``idle_after`` seconds (it is in use at another process); whether it was
+        (TM-STORE-BOUND; raises StoreUnavailable)."""
+
     async def publish(self, control: Control) -> None:
         """Tell the other processes (at most once: TM-STORE-CONTROL)."""
 
@@ -343,6 +348,9 @@ class MemoryStore:
 
     async def delete(self, session_id: str, reason: str) -> None:
         return None
+
+    async def evict(self, session_id: str, idle_after: float) -> bool:
+        return True
 
     async def publish(self, control: Control) -> None:
         return None
