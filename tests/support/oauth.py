@@ -316,14 +316,15 @@ async def start_protected(
     nursery: trio.Nursery,
     *,
     introspect: bool = False,
+    server: Server | None = None,
     verifier_options: Mapping[str, Any] | None = None,
     **fields: Any,
 ) -> tuple[Any, AuthServer]:
-    """An authorization server, and scoped_server() behind it on a live server of the test's
-    HTTP server (``live_server``): JWTs checked against the issuer's keys (or, with
-    ``introspect``, introspection as the client "rs"), scopes "mcp" and "mcp:admin", "mcp"
-    required; ``verifier_options`` replace the JWT verifier's (``min_refresh`` is 0);
-    ``fields`` replace any of AuthConfig's."""
+    """An authorization server, and ``server`` (scoped_server() unless given) behind it on a
+    live server of the test's HTTP server (``live_server``): JWTs checked against the
+    issuer's keys (or, with ``introspect``, introspection as the client "rs"), scopes "mcp"
+    and "mcp:admin", "mcp" required; ``verifier_options`` replace the JWT verifier's
+    (``min_refresh`` is 0); ``fields`` replace any of AuthConfig's."""
     from support.fixtures import free_port
     from trio_mcp import AuthConfig, IntrospectionVerifier, JWTVerifier, ServerConfig
 
@@ -349,5 +350,7 @@ async def start_protected(
         "required_scopes": {"mcp"},
         **fields,
     }
-    live = await live_server(scoped_server(), ServerConfig(auth=AuthConfig(**settings)), port=port)
+    live = await live_server(
+        server or scoped_server(), ServerConfig(auth=AuthConfig(**settings)), port=port
+    )
     return live, issuer
