@@ -176,7 +176,13 @@ class ServerConfig:
     """A session whose client never sent notifications/initialized ends after this long."""
     max_sessions: int = 10_000
     """Sessions at once. A full table takes a session from the client holding the most, for a
-    client holding fewer, or refuses it 503 (TM-SEC-FAIR, TM-SESS-CAP)."""
+    client holding fewer, or refuses it 503 (TM-SEC-FAIR, TM-SESS-CAP). With a shared store,
+    also the store's count of sessions, every worker's together (TM-STORE-BOUND)."""
+    store_max_sessions_per_client: int | None = 2_500
+    """With a shared store (TM-STORE-BOUND): the sessions one client (TM-SEC-UNIT) may hold
+    in the store, every worker's together; past it its own least recently renewed idle one is
+    deleted, else 503. None: no such cap. A worker's own table needs none: it shares its
+    sessions by the fair rule (TM-SEC-FAIR)."""
     release_memory_after: int | None = 16 * 1024 * 1024
     """Once ended sessions have freed this many bytes of log (plus a fixed charge per
     session), the expiry loop collects garbage and trims the C heap, so that the process's
