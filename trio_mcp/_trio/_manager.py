@@ -493,6 +493,8 @@ class SessionManager:
         it there can start handlers at once."""
         assert self._nursery is not None
         await self._nursery.start(session.run)
+        if session.closed:
+            return  # taken for another client's meanwhile (TM-SEC-FAIR)
         if self.sessions.get(session.id) not in (None, session):
             return  # the caller sees the other one
         self.sessions[session.id] = session
@@ -730,31 +732,6 @@ class SessionManager:
         # visible ASCII.
         session_id = secrets.token_urlsafe(24)
         capabilities = self.app.capabilities()
-        # TM-STORE-RECORD: kept where every worker finds it before the client learns its id;
-        # TM-STORE-BOUND: counted there against the store's caps.
-        stored = await self._stored(self.store.create(
-            SessionRecord(
-                id=session_id, version=version, client_info=info, client_capabilities=caps,
-                server_capabilities=capabilities, client_state_bytes=state_bytes, peer=peer,
-                principal=principal, unit=unit.key,
-            ),
-            self.config.uninitialized_ttl,
-            self._store_limits(),
-        ))
-        for gone in stored.evicted:
-            self.stats.sessions_evicted += 1
-            evicted = self.sessions.get(gone)
-            if evicted is not None:
-                evicted.close("evicted")
-        if stored.kind is not CreateKind.CREATED:
-            self.stats.sessions_refused += 1
-            raise RemoteProtocolError(
-                "Service Unavailable: every session is busy; retry later.",
-                code=ErrorCode.SERVER_BUSY,
-                http_status=503,
-                headers=(("retry-after", "5"),),
-                request_id=message.id,
-            )
         session = Session(
             manager=self,
             session_id=session_id,
@@ -768,7 +745,44 @@ class SessionManager:
             server_capabilities=capabilities,
             config=self.config,
         )
+        # The place admitted is taken now: what follows waits, and another initialize must
+        # not be admitted to the same place meanwhile.
+        self.pool.add(unit.key, session)
+        try:
+            # TM-STORE-RECORD: kept where every worker finds it before the client learns its
+            # id; TM-STORE-BOUND: counted there against the store's caps.
+            stored = await self._stored(self.store.create(
+                SessionRecord(
+                    id=session_id, version=version, client_info=info, client_capabilities=caps,
+                    server_capabilities=capabilities, client_state_bytes=state_bytes, peer=peer,
+                    principal=principal, unit=unit.key,
+                ),
+                self.config.uninitialized_ttl,
+                self._store_limits(),
+            ))
+        except BaseException:
+            self.pool.discard(session)
+            raise
+        for gone in stored.evicted:
+            self.stats.sessions_evicted += 1
+            evicted = self.sessions.get(gone)
+            if evicted is not None:
+                evicted.close("evicted")
+        if stored.kind is not CreateKind.CREATED:
+            self.pool.discard(session)
+            self.stats.sessions_refused += 1
+            raise RemoteProtocolError(
+                "Service Unavailable: every session is busy; retry later.",
+                code=ErrorCode.SERVER_BUSY,
+                http_status=503,
+                headers=(("retry-after", "5"),),
+                request_id=message.id,
+            )
         await self._register(session)
+        if session.closed:
+            # Taken for another client's while it started (TM-SEC-FAIR): as if refused.
+            self.stats.sessions_refused += 1
+            raise pool_busy("sessions", retry_after=5, request_id=message.id)
         self.stats.sessions_created += 1
         if self.config.tracer is not None:
             self._trace_post(session, plan, responder)
