@@ -322,6 +322,7 @@ def check_answer(response: Response) -> None:
         assert response.body == b"", response
 
 
+@pytest.mark.slow
 @pytest.mark.spec("T-POST-5", "T-POST-6", "J-ERR-3", "MT-POST-6", "MJ-ERR-3", "TM-ERA-BODY")
 @settings(
     max_examples=400,

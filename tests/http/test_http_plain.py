@@ -139,6 +139,7 @@ def _h11_request(parser: h11.Connection) -> tuple[h11.Request, bytes]:
         body += bytes(event.data)
 
 
+@pytest.mark.slow
 @pytest.mark.spec("TM-HTTP-PLAIN")
 @settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_wire())
@@ -166,6 +167,7 @@ def test_what_read_plain_takes_h11_reads_the_same_and_where_it_waits_h11_has_not
     assert parser.trailing_data[0] == data[size:]
 
 
+@pytest.mark.slow
 @pytest.mark.spec("TM-HTTP-PLAIN")
 @settings(max_examples=500, deadline=None)
 @given(st.lists(_clean_request(), min_size=1, max_size=4))

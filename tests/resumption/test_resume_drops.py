@@ -43,6 +43,7 @@ CALLS_PER_SESSION = 8
 N = 100
 
 
+@pytest.mark.slow
 @pytest.mark.spec("T-RESUME-5", "T-RESUME-6", "T-PSSE-12", "T-RESUME-2", "T-RESUME-3")
 async def test_random_drops_lose_and_double_nothing(live_server: StartServer) -> None:
     """A client that drops its TCP connection after a random number of events, over and
