@@ -137,7 +137,7 @@ async def test_broken_framing_gets_no_500_and_leaves_the_neighbour_served(
     assert statuses, "no case got an answer"
     assert [s for s in statuses if s >= 500 and s not in (501, 503, 505)] == [], statuses
     assert [] == neighbour.failures
-    assert neighbour.p99() < NEIGHBOUR_P99, neighbour.p99()
+    assert neighbour.p99() < NEIGHBOUR_P99, str(neighbour)
 
 
 @pytest.mark.spec("TM-SEC-ISOLATE")

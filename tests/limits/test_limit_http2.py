@@ -80,6 +80,6 @@ async def test_http2_without_credit_is_refused_and_holds_nothing(
     assert 1 == live.manager.statistics()["sessions_open"]  # the neighbour's
     assert grown_kib < 16 * 1024, grown_kib
     assert [] == neighbour.failures
-    assert neighbour.p99() < NEIGHBOUR_P99, neighbour.p99()
+    assert neighbour.p99() < NEIGHBOUR_P99, str(neighbour)
     logged = server_log_size(caplog)
     assert logged.records < 20 and logged.chars < 20_000, logged
