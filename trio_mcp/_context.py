@@ -341,7 +341,11 @@ class SessionContext:
         """Ask the user to fill in a form (``elicitation/create``, form mode).
 
         Needs the client's ``elicitation`` capability with form mode. ``key`` names the
-        question in a 2026-07-28 InputRequiredResult (default: ``elicitation-N``).
+        question in a 2026-07-28 InputRequiredResult (default: ``elicitation-N``). The
+        answer may be a decline or a cancel (``ElicitationResult.action``): handle it
+        (MU-ELIC-4). Never ask for a password, an API key, a token or payment details in a
+        form (MU-ELIC-2): send the user to a URL instead, with ``ask`` and an
+        ``InputRequest("elicitation/create", {"mode": "url", ...})`` (MU-ELIC-3).
         """
         self._require("elicitation", "form")
         question = elicitation_request(message, requested_schema)

@@ -434,19 +434,25 @@ async def serve_relay_port(
     """TM-STORE-STREAMS: with a shared session store, a port of this worker's own, at
     ``config.relay_host``, where other workers relay the resumes of streams this worker
     holds. It is the endpoint again, on trio-mcp's own server whatever serves the public
-    side, with every check of the endpoint; its address is kept in the store."""
+    side, with every check of the endpoint, for requests that carry a relay seal in place
+    of a token (T-AUTH-17); its address is kept in the store."""
     listeners = await trio.open_tcp_listeners(0, host=config.relay_host)
     host, port = listeners[0].socket.getsockname()[:2]
     runtime.manager.advertise(host, port)
-    await HttpServer(runtime, config).serve(listeners, task_status=task_status)
+    await HttpServer(runtime, config, relay_port=True).serve(listeners, task_status=task_status)
 
 
 class HttpServer:
     """Serves a Runtime over HTTP/1.1 on listeners this server owns (TM-HTTP-OWN)."""
 
-    def __init__(self, runtime: Runtime, config: ServerConfig) -> None:
+    def __init__(
+        self, runtime: Runtime, config: ServerConfig, *, relay_port: bool = False
+    ) -> None:
         self.runtime = runtime
         self.config = config
+        #: Whether this is a worker's relay port (serve_relay_port): it serves only requests
+        #: other workers relayed, sealed (T-AUTH-17).
+        self.relay_port = relay_port
         self.connections: set[_Connection] = set()
         self._emptied = trio.Event()
         self._stopping = False
@@ -638,7 +644,7 @@ class HttpServer:
         if connection.eof:
             responder.gone()
         try:
-            await self.runtime.serve_guarded(request, responder)
+            await self.runtime.serve_guarded(request, responder, relay_port=self.relay_port)
         finally:
             connection.responder = None
         if not responder.finished:

@@ -94,6 +94,12 @@ class Server:
         run as a task (the tasks extension, TM-TASK-DECIDE): "forbidden" (the default),
         "optional" (when the client allows it and the call outlasts ``task_after``) or
         "required" (a client without the extension is refused with -32021).
+
+        ``input_schema``, a hand-written JSON Schema, is enforced as written (TM-TOOL-INPUT),
+        and so is an elicitation's ``requested_schema`` against its answer. A schema without
+        ``$schema`` is JSON Schema 2020-12; one may name draft-03, draft-04, draft-06,
+        draft-07, 2019-09 or 2020-12 in ``$schema`` (MJ-SCHEMA-4); any other dialect is
+        refused by name when a value is checked against it.
         """
 
         def decorate(fn: F) -> F:
@@ -440,6 +446,17 @@ class Server:
             uri = params.get("uri")
             found = self._dispatcher.resources.find(uri) if isinstance(uri, str) else None
             key = ("resource", found[0].uri if found else None)
+        elif method == "completion/complete":
+            # U-COMP-5: completing a prompt's or a resource template's arguments needs what
+            # using them needs: suggestions may tell what the primitive holds.
+            ref = params.get("ref")
+            ref = ref if isinstance(ref, Mapping) else {}
+            if ref.get("type") == "ref/prompt":
+                key = ("prompt", ref.get("name"))
+            elif ref.get("type") == "ref/resource":
+                key = ("resource", ref.get("uri"))
+            else:
+                return frozenset()
         else:
             return frozenset()
         return self._scopes.get(key, frozenset())  # type: ignore[arg-type]

@@ -797,6 +797,14 @@ def test_value_without_both_lowercase_markers_is_literal(value: str) -> None:
 
 
 @pytest.mark.spec("MT-HDR-21")
+def test_markers_around_nothing_are_the_empty_value() -> None:
+    """=?base64??= holds both markers and the Base64 of the empty string between them: it is
+    the empty value, which is what encoding "" gives."""
+    assert "" == decode_header_value("=?base64??=")
+    assert "=?base64??=" == _b64("")
+
+
+@pytest.mark.spec("MT-HDR-21")
 def test_overlapping_markers_are_a_literal_value() -> None:
     """=?base64?= holds no prefix-payload-suffix (the markers would share its "?"), so it is
     the literal text, as a client that encodes only true sentinel values sends it."""

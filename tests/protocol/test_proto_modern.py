@@ -30,11 +30,13 @@ from trio_mcp.protocol._modern import (
     META_SERVER_INFO,
     META_SUBSCRIPTION_ID,
     MODERN_METHODS,
+    NOT_CACHEABLE,
     ListenFilter,
     check_param_headers,
     complete_result,
     discover_result,
     error_status,
+    is_retry,
     method_not_found,
     missing_capability,
     modern_error,
@@ -581,6 +583,27 @@ def test_cache_hint_refuses_what_is_not_a_non_negative_integer(ttl: Any) -> None
     """ttlMs is a non-negative integer (bool and float are not)."""
     with pytest.raises(ValueError):
         CacheHint(ttl_ms=ttl)
+
+
+@pytest.mark.spec("MU-CACHE-6")
+@pytest.mark.parametrize(
+    ("params", "retry"),
+    [
+        ({"uri": "test://a"}, False),
+        ({"uri": "test://a", "inputResponses": {}}, True),
+        ({"uri": "test://a", "requestState": "s"}, True),
+        ({"uri": "test://a", "inputResponses": {"k": {}}, "requestState": "s"}, True),
+        ({"uri": "test://a", "requestState": None}, True),
+    ],
+)
+def test_a_request_carrying_input_responses_or_request_state_is_a_retry(
+    params: dict[str, Any], retry: bool
+) -> None:
+    """A request is an MRTR retry, whose result no cache may keep, when it carries either
+    field, whatever its value; and what such a result carries is fresh for no time and
+    private."""
+    assert retry == is_retry(params)
+    assert (0, CacheScope.PRIVATE) == (NOT_CACHEABLE.ttl_ms, NOT_CACHEABLE.scope)
 
 
 @pytest.mark.spec("TM-CACHE-DEFAULT", "MU-CACHE-2")

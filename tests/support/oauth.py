@@ -297,9 +297,11 @@ def scoped_server() -> Server:
 
 
 async def start_protected(
-    live_server: Any, nursery: trio.Nursery, *, introspect: bool = False, **fields: Any
+    live_server: Any, nursery: trio.Nursery, *, introspect: bool = False,
+    server: Server | None = None, **fields: Any,
 ) -> tuple[Any, AuthServer]:
-    """An authorization server, and scoped_server() behind it on a live server of the test's
+    """An authorization server, and ``server`` (scoped_server() unless given) behind it on a
+    live server of the test's
     HTTP server (``live_server``): JWTs checked against the issuer's keys (or, with
     ``introspect``, introspection as the client "rs"), scopes "mcp" and "mcp:admin", "mcp"
     required; ``fields`` replace any of AuthConfig's."""
@@ -328,5 +330,7 @@ async def start_protected(
         "required_scopes": {"mcp"},
         **fields,
     }
-    live = await live_server(scoped_server(), ServerConfig(auth=AuthConfig(**settings)), port=port)
+    live = await live_server(
+        server or scoped_server(), ServerConfig(auth=AuthConfig(**settings)), port=port
+    )
     return live, issuer

@@ -273,7 +273,8 @@ class Authenticator:
         return frozenset(granted)
 
     async def authenticate(self, headers: Headers) -> Principal:
-        """The principal of a request (T-AUTH-EVERY: every request, sessions or not)."""
+        """The principal of a request (T-AUTH-EVERY: every request, sessions or not); its
+        scopes are checked by ``check``, once what the request needs is known."""
         token = bearer_token(headers)
         if token is None:
             raise unauthorized(self.metadata_url, self._challenge_scopes())
@@ -289,12 +290,14 @@ class Authenticator:
                 error="invalid_token",
                 description="The access token is invalid, expired or not for this server.",
             ) from None
-        self.check(principal, frozenset())
         return principal
 
-    def check(self, principal: Principal, needed: frozenset[str]) -> None:
+    def check(
+        self, principal: Principal, needed: frozenset[str], *, request_id: str | int | None = None
+    ) -> None:
         """403 ``insufficient_scope`` unless ``principal`` has ``needed`` and the scopes
-        every request needs (T-AUTH-STEPUP)."""
-        needed = needed | self.auth.required_scopes
+        every request needs (T-AUTH-STEPUP); ``offline_access`` is never needed, nor named
+        in the challenge (MT-AUTH-1: refresh tokens are no requirement of a resource)."""
+        needed = (needed | self.auth.required_scopes) - {OFFLINE_ACCESS}
         if not needed <= self._granted(principal):
-            raise forbidden(self.metadata_url, needed)
+            raise forbidden(self.metadata_url, needed, request_id=request_id)

@@ -7,6 +7,7 @@ import json
 import logging
 import math
 import secrets
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -58,7 +59,7 @@ from ._budget import ByteBudget
 from ._describe import ManagerInfo
 from ._memory import MemoryReleaser
 from ._mirror import StreamMirror
-from ._relay import RELAYED_HEADER, relay
+from ._relay import RelaySeal, relay
 from ._reqstats import RequestMetrics
 from ._responder import Responder, watching_disconnect
 from ._session import SESSION_FOOTPRINT, InFlight, Session
@@ -69,6 +70,7 @@ from ._store import (
     MemoryStore,
     SessionRecord,
     SessionStore,
+    StoredTask,
     StoreUnavailable,
 )
 from ._view import View, gap_event
@@ -150,9 +152,13 @@ class SessionManager:
         bind_hosts: list[str],
         store: SessionStore | None = None,
         on_notify: Callable[[Notification], object] | None = None,
+        on_lapse: Callable[[], Any] | None = None,
     ) -> None:
         self.app = app
         self.config = config
+        #: Told when this worker's relay address had lapsed in the store (TM-STORE-TASKS):
+        #: the other workers may have taken it for gone, and ended its tasks there.
+        self._on_lapse = on_lapse
         #: Where a change notification published by another worker goes (TM-STORE-NOTIFY):
         #: the runtime, which delivers it to every client of this worker.
         self._on_notify = on_notify
@@ -160,6 +166,9 @@ class SessionManager:
         self.store: SessionStore = store or MemoryStore()
         #: Where this worker's relay port listens, once an HTTP edge has opened it.
         self._relay_address: str | None = None
+        #: T-AUTH-17 / TM-STORE-STREAMS: what a relayed request carries instead of its
+        #: client's credentials, under a key only the workers sharing the secret have.
+        self.relay_seal = RelaySeal(config.derived_key("relay"))
         #: Least recently used first (``used`` moves a session to the end): eviction looks
         #: at the front only (TM-SESS-CAP).
         self.sessions: OrderedDict[str, Session] = OrderedDict()
@@ -346,6 +355,19 @@ class SessionManager:
         address: str | None = await self._stored(self.store.locate(origin))
         return address
 
+    async def load_task(self, task_id: str) -> StoredTask | None:
+        """A task as the store last kept it (TM-STORE-TASKS; 503 when the store does not
+        answer: TM-STORE-DOWN)."""
+        task: StoredTask | None = await self._stored(self.store.load_task(task_id))
+        return task
+
+    async def end_task(self, task: StoredTask, ttl: float) -> StoredTask | None:
+        """Keep the end of a task whose worker is gone (TM-STORE-TASKS); the end the store
+        already held instead, if it held one (raises 503 when the store does not answer:
+        nothing is said that was not stored)."""
+        held: StoredTask | None = await self._stored(self.store.save_task(task, ttl))
+        return held
+
     def advertise(self, host: str, port: int) -> None:
         """An HTTP edge listens for relayed resumes at ``host:port`` (TM-STORE-STREAMS)."""
         shown = f"[{host}]" if ":" in host else host
@@ -361,9 +383,11 @@ class SessionManager:
             cfg = self.config
             period = max(0.05, min(cfg.session_idle_ttl, cfg.uninitialized_ttl) / 10)
         try:
-            await self.store.advertise(self._relay_address, max(4 * period, 5.0))
+            lapsed = await self.store.advertise(self._relay_address, max(4 * period, 5.0))
         except StoreUnavailable:
             return  # said again at the next tick
+        if lapsed and self._on_lapse is not None:
+            await self._on_lapse()
 
     def _spawn(self, fn: Any, *args: Any) -> None:
         if self._nursery is not None:
@@ -599,12 +623,15 @@ class SessionManager:
             # TM-WORK-LEGACY: this session would live in this process alone, and the
             # client's next requests reach any of the workers: refused up front, naming the
             # revision every worker serves alike, rather than half of them answered 404.
+            # In-band (ML-COMPAT-2): a 4xx would send a 2025 client to the old HTTP+SSE
+            # transport (T-COMPAT-2), and this message would never reach its user.
             raise RemoteProtocolError(
                 f"Unsupported protocol version: this server runs {self.config.workers} worker "
                 "processes without a shared session store, so it serves only the stateless "
-                "revisions.",
+                f"revision{'s' if len(MODERN_VERSIONS) > 1 else ''} "
+                f"{', '.join(MODERN_VERSIONS)}.",
                 code=ErrorCode.UNSUPPORTED_PROTOCOL_VERSION,
-                http_status=400,
+                http_status=200,
                 data={"supported": list(MODERN_VERSIONS), "requested": requested},
                 request_id=message.id,
             )
@@ -922,16 +949,17 @@ class SessionManager:
             # to it, once; a holder that is gone (or a request relayed already) is an
             # explicit failure, never a replay from nothing.
             address = None
-            if request.headers.get(RELAYED_HEADER) is None:
+            if not request.relayed:
                 address = await self.locate(cursor.origin)
             if address is not None and await relay(
                 address, request, responder,
+                seal=self.relay_seal.seal(request, time.time()),
                 connect_timeout=self.config.store_timeout,
                 write_timeout=self.config.stall_budget,
                 on_answer=self._count_relayed,
             ):
                 return
-            if request.headers.get(RELAYED_HEADER) is None and await self._resume_orphan(
+            if not request.relayed and await self._resume_orphan(
                 session, cursor, plan.last_event_id, responder
             ):
                 return

@@ -107,6 +107,24 @@ end
 return {2, h, redis.call('XRANGE', KEYS[1], '(' .. after .. '-1', '+')}
 """
 
+# Keeps a task's latest state (TM-STORE-TASKS), unless the state kept is an end: a
+# terminal state never moves (TK-STATES), whichever worker wrote it. Returns nothing once
+# written, else the end that stays.
+_SAVE_TASK = """
+local old = redis.call('GET', KEYS[1])
+if old then
+  local ok, kept = pcall(cjson.decode, old)
+  if ok and type(kept) == 'table' and type(kept['t']) == 'table' then
+    local status = kept['t']['status']
+    if status == 'completed' or status == 'failed' or status == 'cancelled' then
+      return old
+    end
+  end
+end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return false
+"""
+
 #: How long the control listener waits before connecting again after losing Redis.
 _RECONNECT = (0.1, 5.0)
 
@@ -157,6 +175,7 @@ class RedisStore:
         self._save = self._client.register_script(_SAVE)
         self._append = self._client.register_script(_APPEND)
         self._claim = self._client.register_script(_CLAIM)
+        self._save_task = self._client.register_script(_SAVE_TASK)
         self._running = False
         self._down_log = LogLimiter(interval=10.0)
 
@@ -321,20 +340,27 @@ class RedisStore:
         )
         await self._call("publish", lambda: self._client.publish(self._channel, message))
 
-    async def advertise(self, address: str, ttl: float) -> None:
+    async def advertise(self, address: str, ttl: float) -> bool:
         key = f"{self.prefix}:relay:{self._origin}"
-        await self._call("advertise", lambda: self._client.set(key, address, px=_ms(ttl)))
+        before = await self._call(
+            "advertise", lambda: self._client.set(key, address, px=_ms(ttl), get=True)
+        )
+        return before is None
 
-    async def save_task(self, task: StoredTask, ttl: float) -> None:
+    async def save_task(self, task: StoredTask, ttl: float) -> StoredTask | None:
         key = f"{self.prefix}:task:{task.task_id}"
         value = json.dumps({"o": task.owner, "t": task.task})
-        await self._call("save_task", lambda: self._client.set(key, value, px=_ms(ttl)))
+        kept = await self._call("save_task", lambda: self._save_task(
+            keys=[key], args=[value, _ms(ttl)]
+        ))
+        return None if kept is None else self._task_of(task.task_id, kept)
 
     async def load_task(self, task_id: str) -> StoredTask | None:
         key = f"{self.prefix}:task:{task_id}"
         value = await self._call("load_task", lambda: self._client.get(key))
-        if value is None:
-            return None
+        return None if value is None else self._task_of(task_id, value)
+
+    def _task_of(self, task_id: str, value: Any) -> StoredTask | None:
         try:
             raw = json.loads(value)
             return StoredTask(task_id=task_id, owner=str(raw["o"]), task=dict(raw["t"]))

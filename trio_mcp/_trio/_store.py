@@ -194,12 +194,16 @@ class SessionStore(Protocol):
     async def keep_alive(self, session_ids: Iterable[str], ttl: float) -> set[str]:
         """Renew these sessions, which have work running here; those that ended meanwhile."""
 
-    async def advertise(self, address: str, ttl: float) -> None:
-        """Where this process's relay port is, for ``ttl`` seconds (TM-STORE-STREAMS)."""
+    async def advertise(self, address: str, ttl: float) -> bool:
+        """Where this process's relay port is, for ``ttl`` seconds (TM-STORE-STREAMS); True
+        when the store did not hold it any more (first said, or lapsed: the other processes
+        may have taken this one for gone, TM-STORE-TASKS)."""
 
-    async def save_task(self, task: StoredTask, ttl: float) -> None:
+    async def save_task(self, task: StoredTask, ttl: float) -> StoredTask | None:
         """Keep a task as tasks/get shows it, for the rest of its time to live
-        (TM-STORE-TASKS; raises StoreUnavailable)."""
+        (TM-STORE-TASKS; raises StoreUnavailable); None once kept. An end the store already
+        holds is never replaced (TK-STATES: a terminal state never moves): that end is
+        returned instead, and nothing is written."""
 
     async def load_task(self, task_id: str) -> StoredTask | None:
         """A task as it was last kept; None when it never was, or has expired."""
@@ -267,10 +271,10 @@ class MemoryStore:
     async def keep_alive(self, session_ids: Iterable[str], ttl: float) -> set[str]:
         return set()
 
-    async def advertise(self, address: str, ttl: float) -> None:
-        return None
+    async def advertise(self, address: str, ttl: float) -> bool:
+        return False
 
-    async def save_task(self, task: StoredTask, ttl: float) -> None:
+    async def save_task(self, task: StoredTask, ttl: float) -> StoredTask | None:
         return None
 
     async def load_task(self, task_id: str) -> StoredTask | None:

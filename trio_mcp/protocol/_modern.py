@@ -25,6 +25,7 @@ __all__ = [
     "META_SERVER_INFO",
     "META_SUBSCRIPTION_ID",
     "MODERN_METHODS",
+    "NOT_CACHEABLE",
     "CacheHint",
     "CacheScope",
     "ListenFilter",
@@ -32,6 +33,7 @@ __all__ = [
     "check_param_headers",
     "complete_result",
     "discover_result",
+    "is_retry",
     "method_not_found",
     "missing_capability",
     "param_headers",
@@ -95,6 +97,17 @@ class CacheHint:
         if isinstance(self.ttl_ms, bool) or not isinstance(self.ttl_ms, int) or self.ttl_ms < 0:
             # MU-CACHE-2 (MUST): ttlMs is a non-negative integer.
             raise ValueError(f"ttl_ms is a non-negative integer, not {self.ttl_ms!r}")
+
+
+#: MU-CACHE-6: what the result of an MRTR retry carries: fresh for no time, for nobody
+#: else, whatever the server is configured to say of its method.
+NOT_CACHEABLE: Final = CacheHint()
+
+
+def is_retry(params: Mapping[str, JSON]) -> bool:
+    """MU-CACHE-6: whether a request retries through MRTR: it carries ``inputResponses`` or
+    ``requestState``, inputs that are not part of a cache key."""
+    return "inputResponses" in params or "requestState" in params
 
 
 #: The modern methods the runtime answers itself, whatever the application serves.
@@ -489,6 +502,19 @@ def stamp_subscription(
     return out
 
 
+#: MJ-ERR-6: the codes of -32020…-32099 that 2026-07-28 defines, each sent with its meaning.
+_DEFINED_CODES: Final = frozenset({
+    ErrorCode.HEADER_MISMATCH, ErrorCode.MISSING_CLIENT_CAPABILITY,
+    ErrorCode.UNSUPPORTED_PROTOCOL_VERSION,
+})
+
+
+def _reserved(code: int) -> bool:
+    """MJ-ERR-5 / MJ-ERR-6: a code a modern answer must not carry: one of the legacy
+    implementation range -32000…-32019, or of -32020…-32099 that the spec does not define."""
+    return -32019 <= code <= -32000 or (-32099 <= code <= -32020 and code not in _DEFINED_CODES)
+
+
 def modern_error(error: ErrorResponse) -> ErrorResponse:
     """An error as a modern request gets it (MJ-ERR-7: never -32002 or -32042).
 
@@ -498,9 +524,10 @@ def modern_error(error: ErrorResponse) -> ErrorResponse:
         return ErrorResponse(
             id=error.id, code=ErrorCode.INVALID_PARAMS, message=error.message, data=error.data
         )
-    if error.code == ErrorCode.URL_ELICITATION_REQUIRED:
+    if _reserved(error.code):
         # TM-MOD-URLELICIT: the legacy era's "URL elicitation required" has no modern form
-        # (a modern server asks with input_required): a handler that raised it is a server
+        # (a modern server asks with input_required), and MJ-ERR-5 / MJ-ERR-6: no other
+        # code of the reserved sub-ranges either: a handler that raised one is a server
         # fault.
         return ErrorResponse(
             id=error.id, code=ErrorCode.INTERNAL_ERROR, message=error.message, data=error.data
