@@ -23,6 +23,12 @@ settings.register_profile(
     print_blob=True,
 )
 settings.load_profile("trio-mcp")
+# The longer run, for a property test's change or a night: `pytest --hypothesis-profile=
+# thorough` tries ten times the examples (support/examples.py), as the suite's counts were cut
+# to keep the test command within minutes.
+settings.register_profile(
+    "thorough", parent=settings.get_profile("trio-mcp"), max_examples=1000
+)
 
 
 @pytest.hookimpl(tryfirst=True)
