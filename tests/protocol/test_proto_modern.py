@@ -820,3 +820,30 @@ def test_stamp_subscription_adds_the_listen_id_to_meta(sub_id: str | int) -> Non
 
     assert {"uri": "test://a", "_meta": {"app/k": 1, META_SUBSCRIPTION_ID: sub_id}} == out
     assert {"uri": "test://a", "_meta": {"app/k": 1}} == params
+
+
+@pytest.mark.spec("MT-HDR-16", "MT-HDR-12")
+@pytest.mark.parametrize(
+    ("arguments", "headers", "says"),
+    [
+        ({"region": "eu"}, [], "Mcp-Param-Region is missing; it repeats argument 'region', "
+         "which the tool's inputSchema marks with x-mcp-header"),
+        ({}, [("Mcp-Param-Region", "eu")],
+         "Mcp-Param-Region is sent but argument 'region' is not; the header goes only with it"),
+        ({"region": "eu"}, [("Mcp-Param-Region", "us")],
+         "Mcp-Param-Region does not repeat argument 'region', which the tool's inputSchema "
+         "marks with x-mcp-header"),
+    ],
+)
+def test_a_param_header_refusal_names_the_argument_it_repeats(
+    arguments: dict[str, Any], headers: list[tuple[str, str]], says: str
+) -> None:
+    """A refused Mcp-Param header says which argument it repeats and that the tool's
+    inputSchema marks it with x-mcp-header; its data names the header, the argument and
+    the value expected."""
+    refusal = _param_refusal({"Region": ("region",)}, arguments, _headers(*headers))
+
+    assert ErrorCode.HEADER_MISMATCH == refusal.code
+    assert f"Header mismatch: {says}." == refusal.message
+    assert {"header": "Mcp-Param-Region", "source": "arguments.region",
+            **({"expected": "eu"} if arguments else {})} == refusal.data

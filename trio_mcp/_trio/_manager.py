@@ -256,10 +256,10 @@ class SessionManager:
             )
             self.stats.subscriptions_refused_closed += session.stats.subscriptions_refused
 
-    async def shutdown(self, grace: float) -> None:
+    async def shutdown(self, grace: float) -> int:
         """Graceful shutdown (TM-SESS-SHUTDOWN): refuse new work, close every connection
         with a retry hint, give running handlers ``grace`` seconds, then end every session
-        (which cancels what is still running)."""
+        (which cancels what is still running). Returns how many handlers that cancelled."""
         self.shutting_down = True
         closing = []
         for session in list(self.sessions.values()):
@@ -277,10 +277,15 @@ class SessionManager:
             for session in list(self.sessions.values()):
                 for flight in list(session.inflight.values()):
                     await flight.done.wait()
+        left = sum(
+            not flight.done.is_set()
+            for session in self.sessions.values() for flight in session.inflight.values()
+        )
         for session in list(self.sessions.values()):
             session.close("shutdown")
         # Let the supervisors run their teardown before the caller stops the server.
         await trio.lowlevel.checkpoint()
+        return left
 
     async def _expire_loop(self) -> None:
         cfg = self.config

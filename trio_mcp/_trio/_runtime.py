@@ -222,12 +222,35 @@ class Runtime:
         with its result, give running requests ``grace`` seconds, then end them all."""
         self.listeners.end_all()
         self.tasks.stop()
+        running = self._running_handlers()
+        if running:
+            # Said, so that an operator who stopped the server knows what it waits for.
+            logger.info(
+                "shutdown: waiting up to %g s (shutdown_grace) for %d running request "
+                "handler(s) to finish; then they are cancelled", grace, running,
+            )
+        cancelled = [0]
+
+        async def legacy() -> None:
+            cancelled[0] = await self.manager.shutdown(grace)
+
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(self.manager.shutdown, grace)
+            nursery.start_soon(legacy)
             with trio.move_on_after(grace):
                 await self.modern.drain()
             for exchange in list(self.modern.running):
+                cancelled[0] += 1
                 exchange.stop()
+        left = cancelled[0]
+        if left:
+            logger.warning(
+                "shutdown: %d request handler(s) still running after %g s: cancelled", left, grace
+            )
+
+    def _running_handlers(self) -> int:
+        """Requests whose handlers run now, in both eras."""
+        legacy = sum(len(s.inflight) for s in self.manager.sessions.values())
+        return legacy + len(self.modern.running)
 
     # -- the Hub the App sees ---------------------------------------------------------------
 

@@ -13,7 +13,7 @@ from typing import Any, Final
 
 import attrs
 
-from ._era import NAME_PARAM, decode_header_value, header_mismatch, header_text
+from ._era import ENCODED_FORM, NAME_PARAM, decode_header_value, header_mismatch, header_text
 from ._errors import ErrorCode, RemoteProtocolError
 from ._headers import Headers
 from ._jsonrpc import JSON, ErrorResponse, Request
@@ -310,23 +310,44 @@ def check_param_headers(
         value = _value_at(arguments, path)
         label = f"Mcp-Param-{key}"
         param = ".".join(path)
+        # The header's value comes from the argument that the tool's inputSchema marks with
+        # x-mcp-header: the message and data say which, for the client that got it wrong.
+        about = {
+            "header": label, "source": f"arguments.{param}",
+            "expected": None if value is _ABSENT else value,
+        }
         if len(values) > 1:
-            raise header_mismatch(f"the {label} header is repeated", request)
+            raise header_mismatch(f"the {label} header is repeated", request, **about)
         if value is None or value is _ABSENT:
             if values:
-                raise header_mismatch(f"{label} is sent but {param!r} is not", request)
+                raise header_mismatch(
+                    f"{label} is sent but argument {param!r} is not; the header goes only "
+                    "with it",
+                    request, **about,
+                )
             continue
         if not values:
-            raise header_mismatch(f"{label} is missing for argument {param!r}", request)
+            raise header_mismatch(
+                f"{label} is missing; it repeats argument {param!r}, which the tool's "
+                "inputSchema marks with x-mcp-header",
+                request, **about,
+            )
         raw = values[0].strip(" \t")
         if not header_text(raw):
             # MT-HDR-11 (MUST): a recognized Mcp-Param header with invalid characters.
-            raise header_mismatch(f"{label} holds characters a header may not", request)
+            raise header_mismatch(
+                f"{label} holds characters a header may not; send {ENCODED_FORM}",
+                request, **about,
+            )
         decoded = decode_header_value(raw)
         if decoded is None:
-            raise header_mismatch(f"{label} has an invalid encoded value", request)
+            raise header_mismatch(f"{label} is not valid {ENCODED_FORM}", request, **about)
         if not _agrees(decoded, value):
-            raise header_mismatch(f"{label} does not match argument {param!r}", request)
+            raise header_mismatch(
+                f"{label} does not repeat argument {param!r}, which the tool's inputSchema "
+                "marks with x-mcp-header",
+                request, **about,
+            )
 
 
 # -- results ---------------------------------------------------------------------------------------
