@@ -108,6 +108,11 @@ class H11Responder:
     def release_tcp_probe(self) -> None:
         self._probing = False
 
+    def reset_on_close(self) -> bool:
+        """Resettable (TM-BP-CLOSE): the connection's close, which follows a cut, resets it."""
+        probe = self._connection.probe()
+        return probe is not None and probe.reset_on_close()
+
     def send_room(self) -> int:
         """SendRoom: what the socket takes now, less what framing a chunk (and, under TLS,
         its records) adds."""

@@ -143,6 +143,9 @@ class Runtime:
                     nursery.start_soon(self._store_tasks)
                 if self._announcer is not None:
                     nursery.start_soon(self._announcer.run)
+                if self.auth is not None:
+                    # TM-AUTH-VERIFY: key-set fetches run here, not in a request's task.
+                    nursery.start_soon(self.auth.run)
                 self._nursery = nursery
                 self.app.attach(self)
                 try:
