@@ -348,6 +348,10 @@ async def busy_call(live: LiveServer) -> AsyncIterator[tuple[SlowClient, Connect
     async with start_call(session, live.port) as client:
         await client.read_head()
         writer = await request_writer(live.manager, session.id)
+        # Until the buffers are full the writer is idle between two chunks whenever it has
+        # written all it was given before the handler gave more: a test scheduled late (a
+        # loaded machine) could look at such a moment.
+        await wait_until(lambda: writer.busy_since is not None)
         busy_since = writer.busy_since
         assert busy_since is not None
         yield client, writer, busy_since
