@@ -12,6 +12,7 @@ import trio.testing
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 from support.client import rpc_request
+from support.examples import examples
 from support.slow import MemoryServer, make_server
 
 from trio_mcp import ServerConfig
@@ -88,7 +89,7 @@ async def _schedule(steps: list[tuple[str, int, bool]]) -> None:
 
 
 @pytest.mark.spec("TM-SEC-FAIR", "TM-SESS-CAP")
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(steps=st.lists(_step, min_size=10, max_size=60))
 def test_any_schedule_of_initializes_keeps_every_address_its_share(
     steps: list[tuple[str, int, bool]],

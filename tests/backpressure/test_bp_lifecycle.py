@@ -350,6 +350,7 @@ async def test_expired_session_gets_404_over_http(live_server: StartServer) -> N
     assert 404 == response.status
 
 
+@pytest.mark.slow
 @pytest.mark.spec("TM-SESS-ABANDONED", "T-SESS-7")
 async def test_session_whose_client_left_a_never_ending_request_expires_as_abandoned(
     autojump_clock: trio.abc.Clock,

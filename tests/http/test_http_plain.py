@@ -8,6 +8,7 @@ import h11
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.examples import examples
 
 from trio_mcp._h1 import INCOMPLETE, PlainRequest, read_plain
 
@@ -139,8 +140,9 @@ def _h11_request(parser: h11.Connection) -> tuple[h11.Request, bytes]:
         body += bytes(event.data)
 
 
+@pytest.mark.slow
 @pytest.mark.spec("TM-HTTP-PLAIN")
-@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(500), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_wire())
 def test_what_read_plain_takes_h11_reads_the_same_and_where_it_waits_h11_has_nothing(
     data: bytes,
@@ -166,8 +168,9 @@ def test_what_read_plain_takes_h11_reads_the_same_and_where_it_waits_h11_has_not
     assert parser.trailing_data[0] == data[size:]
 
 
+@pytest.mark.slow
 @pytest.mark.spec("TM-HTTP-PLAIN")
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(_clean_request(), min_size=1, max_size=4))
 def test_requests_of_the_plainest_form_are_read_plain_one_after_another(
     requests: list[bytes],

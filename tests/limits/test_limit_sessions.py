@@ -72,8 +72,8 @@ async def test_abandoned_sessions_of_one_address_lock_out_no_one_else(
     no connection, gets 503 for a new one while they are fresh; another address gets a
     session at once, taken from the first; after evict_abandoned_after (5 s) the first
     address's next initialize evicts one of its own sessions, cancelling its handler.
-    The neighbour's session is never evicted, its pings keep a p99 under 250 ms, and the log
-    stays a few lines."""
+    The neighbour's session is never evicted, its pings keep a p99 within 250 ms
+    (NEIGHBOUR_P99), and the log stays a few lines."""
     server, record = make_server()
     # The neighbour's session and the attacker's 200 fill it.
     config = ServerConfig(max_sessions=SESSIONS + 1, evict_abandoned_after=EVICT_AFTER)
@@ -123,6 +123,6 @@ async def test_abandoned_sessions_of_one_address_lock_out_no_one_else(
     assert 1 == live.manager.statistics()["sessions_refused"]
     assert neighbour_session.id in live.manager.sessions
     assert [] == neighbour.failures
-    assert neighbour.p99() < NEIGHBOUR_P99, neighbour.p99()
+    assert neighbour.p99() < NEIGHBOUR_P99, str(neighbour)
     logged = server_log_size(caplog)
     assert logged.records < 20 and logged.chars < 20_000, logged

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from hypothesis import event, example, given, settings
 from hypothesis import strategies as st
+from support.examples import examples
 
 from trio_mcp._trio._pools import Pool
 from trio_mcp.protocol import Headers
@@ -33,7 +34,7 @@ def _demand_level(held: dict[str, int], asker: str, amount: int, capacity: int) 
 
 
 @pytest.mark.spec("TM-SEC-FAIR")
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     capacity=st.integers(1, 64),
     steps=st.lists(_step, min_size=20, max_size=400),
@@ -89,7 +90,7 @@ _byte_step = st.tuples(
 
 
 @pytest.mark.spec("TM-SEC-FAIR")
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     capacity=st.integers(40, 400),
     steps=st.lists(_byte_step, max_size=200),

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from support.examples import examples
 
 from trio_mcp.protocol._footprint import (
     REQUEST_FOOTPRINT,
@@ -46,7 +47,7 @@ def _decoded_size(body: bytes) -> tuple[Any, int]:
 
 
 @pytest.mark.spec("TM-SEC-MEMORY")
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(value=_json)
 # The densest JSON text known: a chain of {"": (233 bytes decoded for each 5 of text).
 @example(value=json.loads('{"":' * 300 + "0" + "}" * 300))

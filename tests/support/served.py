@@ -135,14 +135,19 @@ def _start(tmp_path: Path, settings: Mapping[str, Any], http_server: str) -> Ser
     proc = subprocess.Popen(
         [sys.executable, str(script), arg], env=env, stdout=subprocess.PIPE, text=True
     )
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    if not line.startswith("READY "):
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        if not line.startswith("READY "):
+            raise AssertionError(f"the server did not start: {line!r}")
+        allocator, url, stats_url = json.loads(line[len("READY "):])
+        parts = urlsplit(url)
+        assert parts.port is not None, url
+    except BaseException:
+        # Never left running behind a test that could not use it.
         proc.kill()
-        raise AssertionError(f"the server did not start: {line!r}")
-    allocator, url, stats_url = json.loads(line[len("READY "):])
-    parts = urlsplit(url)
-    assert parts.port is not None, url
+        proc.wait()
+        raise
     # serve() reports the endpoint with its path.
     endpoint = url if parts.path.rstrip("/") else url.rstrip("/") + "/mcp"
     return Served(proc=proc, url=endpoint, port=parts.port, stats_url=stats_url,
