@@ -232,7 +232,8 @@ SMOKE = attrs.evolve(
     QUICK, rps_warmup=0.1, rps_duration=0.3, concurrencies=(8,), stream_n=500,
     abandoned_sessions=(20,), abandoned_n=100, session_ttl=1.0, settle_timeout=3.0,
     slow_n=200, slow_duration=1.0, resume_n=60, resume_read=20, profile_seconds=1.0,
-    budgets_pairs=1, budgets_duration=0.3, tasks_n=20, tasks_ttl=1.0, inspect_pairs=1,
+    budgets_pairs=1, budgets_duration=0.3, accounting_pairs=1, tasks_n=20, tasks_ttl=1.0,
+    inspect_pairs=1,
     inspect_sessions=20, workers_duration=0.3, workers_sessions=20, workers_ttl=1.0,
     workers_call_sessions=20, workers_call_ttl=2.0, expiry_slack=1.0, tasks_release_wait=1.0,
     # trio-mcp/no-budgets runs in "budgets" all the same, and the SDK's server script as
