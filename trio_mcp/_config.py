@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING
 import attrs
 
 from .protocol import Retention
-from .protocol._modern import CACHEABLE_METHODS, CacheHint
+from .protocol._methods import CACHEABLE_METHODS
+from .protocol._modern import CacheHint
 
 if TYPE_CHECKING:
     from ._ports import TokenVerifier

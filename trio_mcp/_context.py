@@ -22,7 +22,8 @@ from ._ports import ClientCapabilityError, ClientTimeoutError, RequestPort, Sess
 from .protocol import Notification, RemoteProtocolError, Request, RequestId
 from .protocol._auth import Principal
 from .protocol._logging import LOG_LEVELS, log_allows
-from .protocol._mrtr import INPUT_CAPABILITY, InputRequest
+from .protocol._methods import INPUT_CAPABILITY, METHODS, named
+from .protocol._mrtr import InputRequest
 from .protocol._versions import revision_at_least
 
 _log = logging.getLogger("trio_mcp.server")
@@ -472,15 +473,12 @@ class Context(SessionContext):
 
     def _handler_name(self) -> str:
         """The handler, for log lines: ``tool 'greet'``, ``prompt 'x'``, or the method."""
-        params = self._request.params or {}
-        for method, kind, key in (
-            ("tools/call", "tool", "name"), ("prompts/get", "prompt", "name"),
-            ("resources/read", "resource", "uri"),
-        ):
-            value = params.get(key)
-            if self._request.method == method and isinstance(value, str):
-                return f"{kind} {value[:100]!r}"
-        return self._request.method
+        spec = METHODS.get(self._request.method)
+        kind = spec.scope if spec is not None else None
+        value = named(self._request.method, self._request.params, kind) if kind else None
+        if kind is None or value is None:
+            return self._request.method
+        return f"{kind.value} {value[:100]!r}"
 
     def close_sse_stream(self) -> bool:
         """Close this request's SSE connection now; the client resumes it with GET and

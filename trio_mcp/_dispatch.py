@@ -1,8 +1,10 @@
-# The method table: tools, prompts, resources and completion, served to whoever asks. It
-# knows nothing of sessions, HTTP or eras: the runtime hands it a port (trio_mcp._ports) and
-# a request, and it hands back a result or raises the JSON-RPC error to answer with. Methods
-# only one era has (ping and logging/setLevel in a session, server/discover in the modern
-# era) belong to that era's runtime, not here.
+# The application's methods: tools, prompts, resources and completion, served to whoever
+# asks. It knows nothing of sessions, HTTP or eras: the runtime hands it a port
+# (trio_mcp._ports) and a request, and it hands back a result or raises the JSON-RPC error to
+# answer with. What the server knows of each method (its capability, eras, scopes) is its row
+# in the method table (protocol/_methods.py), whose APP rows are exactly what the registries
+# here serve; methods only one era has (ping and logging/setLevel in a session,
+# server/discover in the modern era) belong to that era's runtime, not here.
 from __future__ import annotations
 
 import inspect
@@ -17,8 +19,8 @@ from ._prompts import PromptRegistry
 from ._resources import ResourceRegistry
 from ._tools import ToolRegistry
 from .protocol import ErrorCode, RemoteProtocolError, Request
-from .protocol._capabilities import METHOD_CAPABILITY
 from .protocol._logtext import LogLimiter
+from .protocol._methods import METHOD_CAPABILITY, ScopeKind, check_served, named
 from .protocol._tasks import TaskSupport, tasks_requirement
 
 __all__ = ["Dispatcher", "NotificationHook"]
@@ -30,7 +32,7 @@ NotificationHook = Callable[[SessionContext, Mapping[str, Any]], Awaitable[None]
 
 
 class Dispatcher:
-    """The registries of one server and the method table that serves them."""
+    """The registries of one server and the methods that serve them."""
 
     def __init__(self) -> None:
         self.tools = ToolRegistry()
@@ -46,6 +48,9 @@ class Dispatcher:
             **self.prompts.methods(),
             **self.completions.methods(),
         }
+        # A method a registry offers is a row of the method table, and every row the
+        # application serves has a registry's handler (raises ValueError otherwise).
+        check_served(self._methods)
         #: Hooks for notifications from the client, by method.
         self._hooks: dict[str, list[NotificationHook]] = {}
 
@@ -105,9 +110,9 @@ class Dispatcher:
         return {} if found is None else found.mirrored
 
     def required_client_capabilities(self, request: Request) -> Mapping[str, Any]:
-        if request.method == "tools/call":
-            name = (request.params or {}).get("name")
-            tool = self.tools.tools.get(name) if isinstance(name, str) else None
+        name = named(request.method, request.params, ScopeKind.TOOL)
+        if name is not None:
+            tool = self.tools.tools.get(name)
             if tool is not None:
                 if tool.task is TaskSupport.REQUIRED:
                     # TK-REQUIRED: a task-only tool needs the extension (-32021 before it runs).

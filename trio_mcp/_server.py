@@ -17,6 +17,7 @@ from ._prompts import PromptDef
 from ._resources import ResourceDef
 from ._tools import ToolDef, ToolError, make_tool
 from .protocol import Notification, Request
+from .protocol._methods import METHODS, ScopeKind, named
 from .protocol._tasks import TaskSupport
 
 if TYPE_CHECKING:
@@ -57,7 +58,7 @@ class Server:
         self._dispatcher = Dispatcher()
         self._hubs: list[Hub] = []
         #: The OAuth scopes of each tool, prompt and resource that has any (T-AUTH-STEPUP).
-        self._scopes: dict[tuple[str, str], frozenset[str]] = {}
+        self._scopes: dict[tuple[ScopeKind, str], frozenset[str]] = {}
 
     @property
     def name(self) -> str:
@@ -185,12 +186,12 @@ class Server:
             task=task,
         )
         self._dispatcher.tools.add(tool, replace=replace)
-        self._set_scopes("tool", tool.name, scopes)
+        self._set_scopes(ScopeKind.TOOL, tool.name, scopes)
         self._list_changed("tools")
 
     def remove_tool(self, name: str) -> None:
         self._dispatcher.tools.remove(name)
-        self._set_scopes("tool", name, ())
+        self._set_scopes(ScopeKind.TOOL, name, ())
         self._list_changed("tools")
 
     @property
@@ -273,13 +274,13 @@ class Server:
             ),
             replace=replace,
         )
-        self._set_scopes("resource", uri, scopes)
+        self._set_scopes(ScopeKind.RESOURCE, uri, scopes)
         self._list_changed("resources")
 
     def remove_resource(self, uri: str) -> None:
         """Remove the resource or template registered under ``uri``."""
         self._dispatcher.resources.remove(uri)
-        self._set_scopes("resource", uri, ())
+        self._set_scopes(ScopeKind.RESOURCE, uri, ())
         self._list_changed("resources")
 
     @property
@@ -360,12 +361,12 @@ class Server:
             fn, name=name, title=title, description=description, meta=meta
         )
         self._dispatcher.prompts.add(prompt, replace=replace)
-        self._set_scopes("prompt", prompt.name, scopes)
+        self._set_scopes(ScopeKind.PROMPT, prompt.name, scopes)
         self._list_changed("prompts")
 
     def remove_prompt(self, name: str) -> None:
         self._dispatcher.prompts.remove(name)
-        self._set_scopes("prompt", name, ())
+        self._set_scopes(ScopeKind.PROMPT, name, ())
         self._list_changed("prompts")
 
     @property
@@ -560,7 +561,7 @@ class Server:
     def has_resource(self, uri: str) -> bool:
         return self._dispatcher.has_resource(uri)
 
-    def _set_scopes(self, kind: str, name: str, scopes: Iterable[str]) -> None:
+    def _set_scopes(self, kind: ScopeKind, name: str, scopes: Iterable[str]) -> None:
         if isinstance(scopes, str):
             raise TypeError("scopes is a collection of scope names, not one string")
         needed = frozenset(scopes)
@@ -572,25 +573,27 @@ class Server:
     def required_scopes(self, method: str, params: Mapping[str, Any]) -> frozenset[str]:
         if not self._scopes:
             return frozenset()
-        if method == "tools/call":
-            key = ("tool", params.get("name"))
-        elif method == "prompts/get":
-            key = ("prompt", params.get("name"))
-        elif method in ("resources/read", "resources/subscribe"):
-            uri = params.get("uri")
-            found = self._dispatcher.resources.find(uri) if isinstance(uri, str) else None
-            key = ("resource", found[0].uri if found else None)
-        elif method == "completion/complete":
+        # What the scopes are keyed on is the method's row in the method table.
+        spec = METHODS.get(method)
+        kind = spec.scope if spec is not None else None
+        if kind is ScopeKind.REFERENCE:
             # U-COMP-5: completing a prompt's or a resource template's arguments needs what
             # using them needs: suggestions may tell what the primitive holds.
             ref = params.get("ref")
             ref = ref if isinstance(ref, Mapping) else {}
             if ref.get("type") == "ref/prompt":
-                key = ("prompt", ref.get("name"))
+                key = (ScopeKind.PROMPT, ref.get("name"))
             elif ref.get("type") == "ref/resource":
-                key = ("resource", ref.get("uri"))
+                key = (ScopeKind.RESOURCE, ref.get("uri"))
             else:
                 return frozenset()
+        elif kind is ScopeKind.RESOURCE:
+            # A resource's scopes are its own or, for a URI of a template, the template's.
+            uri = named(method, params, kind)
+            found = self._dispatcher.resources.find(uri) if uri is not None else None
+            key = (kind, found[0].uri if found else None)
+        elif kind is not None:
+            key = (kind, named(method, params, kind))
         else:
             return frozenset()
         return self._scopes.get(key, frozenset())  # type: ignore[arg-type]

@@ -24,12 +24,10 @@ from trio_mcp.protocol import (
 )
 from trio_mcp.protocol._errors import resource_not_found
 from trio_mcp.protocol._jsonrpc import error_response
+from trio_mcp.protocol._methods import CACHEABLE_METHODS, INPUT_METHODS, MODERN_METHODS
 from trio_mcp.protocol._modern import (
-    CACHEABLE_METHODS,
-    INPUT_METHODS,
     META_SERVER_INFO,
     META_SUBSCRIPTION_ID,
-    MODERN_METHODS,
     NOT_CACHEABLE,
     ListenFilter,
     check_param_headers,

@@ -31,8 +31,8 @@ from ..protocol._era import ModernCall
 from ..protocol._fair import Unit
 from ..protocol._headers import Headers
 from ..protocol._jsonrpc import error_response
+from ..protocol._methods import INPUT_METHODS, METHODS, TASK_METHODS, ScopeKind, named
 from ..protocol._modern import (
-    INPUT_METHODS,
     NOT_CACHEABLE,
     CacheHint,
     check_method,
@@ -55,7 +55,6 @@ from ..protocol._mrtr import (
 )
 from ..protocol._sse import encode_data_event
 from ..protocol._tasks import (
-    TASK_METHODS,
     TASKS_EXTENSION,
     TaskSupport,
     create_task_result,
@@ -146,10 +145,10 @@ class ModernServer:
         request = call.request
         check_method(request, self._serves)
         params = request.params or {}
-        if request.method == "tools/call":
-            name = params.get("name")
+        tool = named(request.method, params, ScopeKind.TOOL)
+        if tool is not None:
             arguments = params.get("arguments")
-            mirrored = self.app.mirrored_params(name) if isinstance(name, str) else {}
+            mirrored = self.app.mirrored_params(tool)
             if mirrored:
                 check_param_headers(
                     mirrored,
@@ -398,16 +397,17 @@ class ModernExchange(EnvelopePort):
         )
 
     def _task_support(self) -> TaskSupport:
-        """TM-TASK-DECIDE: whether this call may run as a task: a tools/call of a tool that may,
-        from a client whose request declares the extension (TK-OPTIN)."""
-        if self._request.method != "tools/call" or not declares_tasks(
+        """TM-TASK-DECIDE: whether this call may run as a task: a call of a method that may
+        (the method table's task_capable: tools/call) to a tool that may, from a client whose
+        request declares the extension (TK-OPTIN)."""
+        request = self._request
+        spec = METHODS.get(request.method)
+        if spec is None or not spec.task_capable or not declares_tasks(
             self._envelope.client_capabilities
         ):
             return TaskSupport.FORBIDDEN
-        name = (self._request.params or {}).get("name")
-        return self._server.app.task_support(name) if isinstance(name, str) else (
-            TaskSupport.FORBIDDEN
-        )
+        tool = named(request.method, request.params, ScopeKind.TOOL)
+        return TaskSupport.FORBIDDEN if tool is None else self._server.app.task_support(tool)
 
     async def _via_task(self, run: TaskRun, binding: Binding | None) -> Response | ErrorResponse:
         """Wait for a run to end or to be worth a task (TM-TASK-DECIDE), and answer for it: its

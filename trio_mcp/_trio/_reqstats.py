@@ -7,8 +7,7 @@ import bisect
 import enum
 from typing import Final
 
-from ..protocol._capabilities import METHOD_CAPABILITY
-from ..protocol._modern import MODERN_METHODS
+from ..protocol._methods import CLIENT_REQUESTS
 
 __all__ = ["LATENCY_BUCKETS", "Outcome", "RequestMetrics"]
 
@@ -20,9 +19,7 @@ LATENCY_BUCKETS: Final = (
 
 #: The methods counted under their own name; any other (a client may send any string) is
 #: counted as "other", so that clients cannot grow the table.
-KNOWN_METHODS: Final = frozenset(
-    {*MODERN_METHODS, *METHOD_CAPABILITY, "initialize", "ping", "logging/setLevel"}
-)
+KNOWN_METHODS: Final = CLIENT_REQUESTS
 
 
 class Outcome(enum.Enum):

@@ -20,9 +20,9 @@ from ..protocol._era import Era, ModernCall, ModernNotification, route_other, ro
 from ..protocol._fair import Unit, UnitPolicy
 from ..protocol._footprint import body_cost
 from ..protocol._logtext import LogLimiter
+from ..protocol._methods import TASK_METHODS
 from ..protocol._mrtr import RequestStateCodec
 from ..protocol._tasks import (
-    TASK_METHODS,
     TaskSnapshot,
     declares_tasks,
     holder_unreachable,

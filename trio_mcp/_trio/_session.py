@@ -9,7 +9,7 @@ import json
 import logging
 import math
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import attrs
 import trio
@@ -35,13 +35,13 @@ from ..protocol import (
     dumps,
 )
 from ..protocol._auth import Principal
-from ..protocol._capabilities import announces, declares
 from ..protocol._errors import resource_not_found
 from ..protocol._eventlog import EventLog
 from ..protocol._jsonrpc import parse_message
 from ..protocol._lifecycle import Admission, admit
 from ..protocol._logging import DEFAULT_LOG_LEVEL, requested_level
 from ..protocol._logtext import LogLimiter, printable
+from ..protocol._methods import declared
 from ..protocol._mrtr import InputRequest, check_input_response
 from ..protocol._sse import encode_event
 from ..protocol._versions import revision_at_least
@@ -396,7 +396,7 @@ class Session:
     def takes(self, notification: Notification) -> bool:
         """Whether a broadcast notification is for this session: a change its initialize
         announced (L-CAP-1), and for a resource update, one it subscribed to."""
-        if not announces(self.server_capabilities, notification.method):
+        if not declared(self.server_capabilities, notification.method):
             return False
         if notification.method == "notifications/resources/updated":
             uri = (notification.params or {}).get("uri")
@@ -750,42 +750,51 @@ class Session:
         self._deliver(flight, outcome)
 
     async def _handle(self, port: RequestPort, request: Request) -> Mapping[str, Any]:
-        """The session's own methods, else the App's method table."""
+        """The session's own methods (the method table's SESSION rows), else the App's."""
         method = request.method
-        params = request.params or {}
-        if method == "ping":
-            # L-PING-1 (MUST): answer promptly with an empty result.
-            return {}
-        if method == "logging/setLevel":
-            self.log_level = requested_level(params)
-            await self.manager.save_shared(self)
-            return {}
-        if not declares(self.server_capabilities, method):
+        if not declared(self.server_capabilities, method):
             # L-CAP-1 (MUST) / U-PROMPT-9: only what this session negotiated is served; a
             # capability that came after its initialize is not its own.
             raise RemoteProtocolError(
                 f"Method not found: {method}", code=ErrorCode.METHOD_NOT_FOUND
             )
-        if method in ("resources/subscribe", "resources/unsubscribe"):
-            uri = params.get("uri")
-            if not isinstance(uri, str) or not uri:
-                raise RemoteProtocolError(
-                    "Invalid params: uri must be a non-empty string.",
-                    code=ErrorCode.INVALID_PARAMS,
-                )
-            if method == "resources/unsubscribe":
-                # Unsubscribing from something not subscribed is harmless: the outcome is
-                # the same.
-                await self.manager.subscribe(self, uri, added=False)
-                return {}
-            self._check_subscription(uri)
-            if not self.app.has_resource(uri):
-                raise resource_not_found(uri)
-            if not await self.manager.subscribe(self, uri, added=True):
-                # TM-STORE-SUBS: the store holds more of them than this worker knew of.
-                self._check_subscription(uri, full=True)
-            return {}
-        return await self.app.dispatch(port, request)
+        own = self.OWN_METHODS.get(method)
+        if own is None:
+            return await self.app.dispatch(port, request)
+        return await own(self, request.params or {})
+
+    async def _ping(self, params: Mapping[str, Any]) -> Mapping[str, Any]:
+        # L-PING-1 (MUST): answer promptly with an empty result.
+        return {}
+
+    async def _set_level(self, params: Mapping[str, Any]) -> Mapping[str, Any]:
+        self.log_level = requested_level(params)
+        await self.manager.save_shared(self)
+        return {}
+
+    async def _subscribe(self, params: Mapping[str, Any]) -> Mapping[str, Any]:
+        uri = _subscription_uri(params)
+        self._check_subscription(uri)
+        if not self.app.has_resource(uri):
+            raise resource_not_found(uri)
+        if not await self.manager.subscribe(self, uri, added=True):
+            # TM-STORE-SUBS: the store holds more of them than this worker knew of.
+            self._check_subscription(uri, full=True)
+        return {}
+
+    async def _unsubscribe(self, params: Mapping[str, Any]) -> Mapping[str, Any]:
+        # Unsubscribing from something not subscribed is harmless: the outcome is the same.
+        await self.manager.subscribe(self, _subscription_uri(params), added=False)
+        return {}
+
+    #: The requests a session answers itself: exactly the method table's SESSION rows
+    #: (tests/protocol/test_proto_methods.py checks).
+    OWN_METHODS: ClassVar[Mapping[str, _OwnMethod]] = {
+        "ping": _ping,
+        "logging/setLevel": _set_level,
+        "resources/subscribe": _subscribe,
+        "resources/unsubscribe": _unsubscribe,
+    }
 
     def _check_subscription(self, uri: str, *, full: bool = False) -> None:
         """TM-SEC-STATE: a subscription is kept for the session's life, so its URI and
@@ -1099,6 +1108,18 @@ class Session:
 def _outcome_label(outcome: Message) -> str:
     """How a trace names a response: a result, or an error and its code."""
     return f"error {outcome.code}" if isinstance(outcome, ErrorResponse) else "response"
+
+
+_OwnMethod = Callable[[Session, Mapping[str, Any]], Awaitable[Mapping[str, Any]]]
+
+
+def _subscription_uri(params: Mapping[str, Any]) -> str:
+    uri = params.get("uri")
+    if not isinstance(uri, str) or not uri:
+        raise RemoteProtocolError(
+            "Invalid params: uri must be a non-empty string.", code=ErrorCode.INVALID_PARAMS
+        )
+    return uri
 
 
 class SessionPort:

@@ -36,10 +36,10 @@ from ..protocol._auth import Principal
 from ..protocol._era import ModernCall
 from ..protocol._fair import UnitPolicy
 from ..protocol._headers import Headers
+from ..protocol._methods import TASK_METHODS
 from ..protocol._modern import modern_error
 from ..protocol._mrtr import InputRequest, check_input_response
 from ..protocol._tasks import (
-    TASK_METHODS,
     TaskSnapshot,
     TaskStatus,
     get_task_result,

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import enum
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -25,7 +24,8 @@ from ._errors import ErrorCode, RemoteProtocolError
 from ._headers import PROTOCOL_VERSION, SESSION_ID, Headers
 from ._jsonrpc import JSON, Notification, Request, parse_message
 from ._logging import LOG_LEVELS
-from ._versions import LEGACY_VERSIONS, MODERN_VERSIONS
+from ._methods import NAME_PARAM
+from ._versions import LEGACY_VERSIONS, MODERN_VERSIONS, Era
 
 __all__ = [
     "ENCODED_FORM",
@@ -59,19 +59,6 @@ MCP_NAME: Final = "mcp-name"
 #: legacy clients, which the legacy path answers with its own version error, T-VER-4).
 _LEGACY_HEADER_VERSIONS: Final = frozenset({"2024-11-05", *LEGACY_VERSIONS})
 
-#: The methods whose Mcp-Name header carries a body value, and where in params it is.
-NAME_PARAM: Final = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
-#: TK-HEADERS: the tasks extension's requests name their task in Mcp-Name too.
-_NAMED_BY_HEADER: Final = {
-    **NAME_PARAM, "tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId",
-}
-
-
-class Era(enum.Enum):
-    #: 2025-11-25 and before: sessions, initialize, GET streams, resumption.
-    LEGACY = "legacy"
-    #: 2026-07-28: stateless; every request carries its own envelope.
-    MODERN = "modern"
 
 
 @attrs.frozen(kw_only=True)
@@ -340,7 +327,7 @@ def _check_routing_headers(headers: Headers, request: Request, envelope: Envelop
         raise header_mismatch(
             "Mcp-Method does not repeat the body's method exactly", request, **about_method
         )
-    field = _NAMED_BY_HEADER.get(request.method)
+    field = NAME_PARAM.get(request.method)
     if field is None:
         return
     value = (request.params or {}).get(field)

@@ -13,6 +13,7 @@ from typing import Any, Final
 
 from ._errors import ErrorCode, RemoteProtocolError
 from ._jsonrpc import ErrorResponse, Message, Notification, Request, Response
+from ._methods import METHODS, MessageClass
 
 __all__ = ["Admission", "MessageClass", "Phase", "admit", "classify", "initialize_result"]
 
@@ -27,15 +28,6 @@ class Phase(enum.Enum):
     CLOSED = "closed"
 
 
-class MessageClass(enum.Enum):
-    INITIALIZE = "initialize request"
-    INITIALIZED = "initialized notification"
-    PING = "ping request"
-    REQUEST = "other request"
-    NOTIFICATION = "other notification"
-    RESPONSE = "response or error"
-
-
 class Admission(enum.Enum):
     #: Handle the message.
     HANDLE = "handle"
@@ -48,16 +40,15 @@ class Admission(enum.Enum):
 
 
 def classify(message: Message) -> MessageClass:
-    if isinstance(message, Request):
-        if message.method == "initialize":
-            return MessageClass.INITIALIZE
-        if message.method == "ping":
-            return MessageClass.PING
-        return MessageClass.REQUEST
-    if isinstance(message, Notification):
-        if message.method == "notifications/initialized":
-            return MessageClass.INITIALIZED
-        return MessageClass.NOTIFICATION
+    """The class of ``message`` in the table: its method's own (the method table's lifecycle
+    column: initialize, ping, notifications/initialized), else the general one."""
+    if isinstance(message, Request | Notification):
+        spec = METHODS.get(message.method)
+        if spec is not None and spec.lifecycle is not None and (
+            spec.is_request == isinstance(message, Request)
+        ):
+            return spec.lifecycle
+        return MessageClass.REQUEST if isinstance(message, Request) else MessageClass.NOTIFICATION
     assert isinstance(message, Response | ErrorResponse)
     return MessageClass.RESPONSE
 

@@ -13,18 +13,16 @@ from typing import Any, Final
 
 import attrs
 
-from ._era import ENCODED_FORM, NAME_PARAM, decode_header_value, header_mismatch, header_text
+from ._era import ENCODED_FORM, decode_header_value, header_mismatch, header_text
 from ._errors import ErrorCode, RemoteProtocolError
 from ._headers import Headers
 from ._jsonrpc import JSON, ErrorResponse, Request
+from ._methods import CACHEABLE_METHODS, MODERN_METHODS, RUNTIME_METHODS, declared
 from ._versions import MODERN_VERSIONS
 
 __all__ = [
-    "CACHEABLE_METHODS",
-    "INPUT_METHODS",
     "META_SERVER_INFO",
     "META_SUBSCRIPTION_ID",
-    "MODERN_METHODS",
     "NOT_CACHEABLE",
     "CacheHint",
     "CacheScope",
@@ -42,40 +40,6 @@ __all__ = [
 META_SERVER_INFO: Final = "io.modelcontextprotocol/serverInfo"
 META_SUBSCRIPTION_ID: Final = "io.modelcontextprotocol/subscriptionId"
 
-#: MT-HDR-4: the methods a modern request may call; any other gets 404 and -32601.
-MODERN_METHODS: Final = frozenset(
-    {
-        "server/discover",
-        "tools/list",
-        "tools/call",
-        "prompts/list",
-        "prompts/get",
-        "resources/list",
-        "resources/templates/list",
-        "resources/read",
-        "completion/complete",
-        "subscriptions/listen",
-        # TM-TASK-SERVED: the tasks extension's, served when some tool may run as a task.
-        "tasks/get",
-        "tasks/update",
-        "tasks/cancel",
-    }
-)
-
-#: MU-MRTR-1: the only methods whose result may be an InputRequiredResult.
-INPUT_METHODS: Final = frozenset(NAME_PARAM)
-
-#: MU-CACHE-1: the results that carry caching hints.
-CACHEABLE_METHODS: Final = frozenset(
-    {
-        "server/discover",
-        "tools/list",
-        "prompts/list",
-        "resources/list",
-        "resources/templates/list",
-        "resources/read",
-    }
-)
 
 class CacheScope(enum.Enum):
     """Who may reuse a cached result (MU-CACHE-1)."""
@@ -110,13 +74,10 @@ def is_retry(params: Mapping[str, JSON]) -> bool:
     return "inputResponses" in params or "requestState" in params
 
 
-#: The modern methods the runtime answers itself, whatever the application serves.
-RUNTIME_METHODS: Final = frozenset({"server/discover", "subscriptions/listen"})
-
-
 def check_method(request: Request, serves: Callable[[str], bool]) -> None:
-    """Whether a modern request names a method served here: one of MODERN_METHODS that the
-    runtime answers, or that the application ``serves`` with its capabilities as declared.
+    """Whether a modern request names a method served here: a modern method of the table
+    (MODERN_METHODS) that the runtime answers, or that the application ``serves`` with its
+    capabilities as declared.
 
     Raises:
         RemoteProtocolError: MT-HDR-4 (MUST): 404 and -32601, for a method of the legacy era
@@ -399,12 +360,15 @@ def discover_result(
 
 # -- subscriptions/listen (MU-SUB-1 .. MU-SUB-5) ---------------------------------------------------
 
-#: The listen filter's flags and the notification each one asks for.
+#: The listen filter's flags and the notification each one asks for (what a server must have
+#: declared to send it is the notification's row in the method table).
 _LIST_CHANGED: Final = {
-    "toolsListChanged": ("tools", "notifications/tools/list_changed"),
-    "promptsListChanged": ("prompts", "notifications/prompts/list_changed"),
-    "resourcesListChanged": ("resources", "notifications/resources/list_changed"),
+    "toolsListChanged": "notifications/tools/list_changed",
+    "promptsListChanged": "notifications/prompts/list_changed",
+    "resourcesListChanged": "notifications/resources/list_changed",
 }
+_RESOURCE_UPDATED: Final = "notifications/resources/updated"
+_TASK_STATUS: Final = "notifications/tasks"
 
 
 @attrs.frozen(kw_only=True)
@@ -445,14 +409,13 @@ class ListenFilter:
             raise _invalid_listen("params.notifications must be an object", request)
         honoured: dict[str, JSON] = {}
         methods: set[str] = set()
-        for flag, (capability, method) in _LIST_CHANGED.items():
+        for flag, method in _LIST_CHANGED.items():
             value = wanted.get(flag)
             if value is None:
                 continue
             if not isinstance(value, bool):
                 raise _invalid_listen(f"notifications.{flag} must be a boolean", request)
-            offered = capabilities.get(capability)
-            if value and isinstance(offered, Mapping) and offered.get("listChanged"):
+            if value and declared(capabilities, method):
                 honoured[flag] = True
                 methods.add(method)
         uris: set[str] = set()
@@ -475,8 +438,7 @@ class ListenFilter:
                 raise _invalid_listen(
                     f"a resource URI is longer than {max_uri_bytes} bytes", request
                 )
-            resources = capabilities.get("resources")
-            if isinstance(resources, Mapping) and resources.get("subscribe"):
+            if declared(capabilities, _RESOURCE_UPDATED):
                 uris = set(subs)
                 honoured["resourceSubscriptions"] = sorted(uris)
         tasks: frozenset[str] = frozenset()
@@ -504,10 +466,10 @@ class ListenFilter:
 
     def wants(self, method: str, params: Mapping[str, JSON] | None) -> bool:
         """Whether a notification passes this filter (MU-SUB-1)."""
-        if method == "notifications/resources/updated":
+        if method == _RESOURCE_UPDATED:
             uri = (params or {}).get("uri")
             return isinstance(uri, str) and uri in self.resources
-        if method == "notifications/tasks":
+        if method == _TASK_STATUS:
             task_id = (params or {}).get("taskId")
             return isinstance(task_id, str) and task_id in self.task_ids
         return method in self.list_changed

@@ -21,9 +21,9 @@ import attrs
 from ._errors import ErrorCode, RemoteProtocolError
 from ._jsonrpc import JSON, Request
 from ._jsonschema import schema_problems
+from ._methods import INPUT_CAPABILITY, NAME_PARAM
 
 __all__ = [
-    "INPUT_CAPABILITY",
     "Binding",
     "InputRequest",
     "RequestStateCodec",
@@ -31,13 +31,6 @@ __all__ = [
     "input_required_result",
     "read_input_responses",
 ]
-
-#: The requests an InputRequiredResult may carry, and the client capability each one needs.
-INPUT_CAPABILITY: Final = {
-    "elicitation/create": "elicitation",
-    "sampling/createMessage": "sampling",
-    "roots/list": "roots",
-}
 
 _STATE_VERSION: Final = 1
 _DIGEST_SIZE: Final = 32
@@ -102,7 +95,8 @@ class Binding:
     @classmethod
     def of(cls, request: Request, principal: str = "") -> Binding:
         params = request.params or {}
-        target = params.get("uri") if request.method == "resources/read" else params.get("name")
+        field = NAME_PARAM.get(request.method)
+        target = params.get(field) if field is not None else None
         arguments = params.get("arguments")
         canonical = json.dumps(
             arguments if arguments is not None else {},

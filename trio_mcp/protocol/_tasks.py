@@ -18,7 +18,6 @@ from ._mrtr import InputRequest
 
 __all__ = [
     "TASKS_EXTENSION",
-    "TASK_METHODS",
     "IllegalTransition",
     "TaskSnapshot",
     "TaskStatus",
@@ -42,10 +41,6 @@ __all__ = [
 ]
 
 TASKS_EXTENSION: Final = "io.modelcontextprotocol/tasks"
-
-#: TM-TASK-SERVED: the requests about a task that exists; tasks/result and tasks/list are not
-#: among them (TK-NOLIST).
-TASK_METHODS: Final = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
 
 
 class TaskSupport(enum.Enum):

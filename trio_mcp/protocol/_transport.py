@@ -30,6 +30,7 @@ from ._jsonrpc import (
     loads_body,
     parse_message,
 )
+from ._lifecycle import MessageClass, classify
 
 __all__ = [
     "DeletePlan",
@@ -114,7 +115,7 @@ class PostPlan:
 
     @property
     def is_initialize(self) -> bool:
-        return any(isinstance(m, Request) and m.method == "initialize" for m in self.messages)
+        return any(classify(m) is MessageClass.INITIALIZE for m in self.messages)
 
 
 @attrs.frozen(kw_only=True)

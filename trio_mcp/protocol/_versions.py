@@ -2,6 +2,7 @@
 # header (spec/versioning.md). No I/O.
 from __future__ import annotations
 
+import enum
 from typing import Final
 
 from ._errors import ErrorCode, RemoteProtocolError
@@ -11,11 +12,19 @@ __all__ = [
     "LATEST_LEGACY_VERSION",
     "LEGACY_VERSIONS",
     "MODERN_VERSIONS",
+    "Era",
     "effective_version",
     "is_modern",
     "negotiate",
     "revision_at_least",
 ]
+
+class Era(enum.Enum):
+    #: 2025-11-25 and before: sessions, initialize, GET streams, resumption.
+    LEGACY = "legacy"
+    #: 2026-07-28: stateless; every request carries its own envelope.
+    MODERN = "modern"
+
 
 #: The session-based ("legacy") revisions this server speaks, newest first.
 LEGACY_VERSIONS: Final = ("2025-11-25", "2025-06-18", "2025-03-26")

@@ -1,0 +1,395 @@
+# The method table: one row per JSON-RPC method this server knows, in either era and either
+# direction. Every question the rest of the code asks about a method by its name (may a
+# modern request call it, which capability must be declared, which params field Mcp-Name
+# repeats, may its handler ask for input, is its result cacheable, may it become a task, what
+# are its scopes keyed on, which lifecycle class is it) is answered by its row; the named
+# sets below (MODERN_METHODS, METHOD_CAPABILITY, ...) are views of the table, never lists of
+# their own. Adding a method is one row here, its handler, and its rule in spec/
+# (docs/architecture.md walks through it).
+#
+# The methods the server sends (sampling, elicitation, roots, its notifications) are rows
+# too: the same facts about them (the capability that must be declared first, the eras they
+# exist in) are rules, and one place spells every method the server speaks. No I/O.
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Final
+
+import attrs
+
+from ._versions import Era
+
+__all__ = [
+    "APP_METHODS",
+    "CACHEABLE_METHODS",
+    "CLIENT_REQUESTS",
+    "INPUT_CAPABILITY",
+    "INPUT_METHODS",
+    "LIST_CHANGED",
+    "METHODS",
+    "METHOD_CAPABILITY",
+    "MODERN_METHODS",
+    "NAME_PARAM",
+    "RUNTIME_METHODS",
+    "SESSION_METHODS",
+    "TASK_METHODS",
+    "Handler",
+    "Input",
+    "Kind",
+    "MessageClass",
+    "Method",
+    "ScopeKind",
+    "Sender",
+    "check_served",
+    "declared",
+    "named",
+    "row",
+]
+
+
+class Kind(enum.Enum):
+    REQUEST = "request"
+    NOTIFICATION = "notification"
+
+
+class Sender(enum.Enum):
+    """Which side sends the method."""
+
+    CLIENT = "client"
+    SERVER = "server"
+    #: Both: ping (L-PING-1) and notifications/cancelled (U-CANCEL-1).
+    EITHER = "either"
+
+    @property
+    def client(self) -> bool:
+        return self is not Sender.SERVER
+
+    @property
+    def server(self) -> bool:
+        return self is not Sender.CLIENT
+
+
+class Handler(enum.Enum):
+    """Who answers the method when this server receives it."""
+
+    #: The application's registries, through ``_dispatch.Dispatcher``, alike in both eras.
+    APP = "app"
+    #: A legacy session itself (``_trio._session.Session.OWN_METHODS``).
+    SESSION = "session"
+    #: An era's runtime: initialize (the legacy session table), server/discover and
+    #: subscriptions/listen (``_trio._modern.ModernServer``, ``_trio._runtime.Runtime``).
+    RUNTIME = "runtime"
+    #: The tasks extension's manager (``_trio._tasks.TaskManager.answer``).
+    TASKS = "tasks"
+    #: Nobody here: the server sends it, the client answers.
+    CLIENT = "client"
+
+
+class ScopeKind(enum.Enum):
+    """What a request's authorization scopes are keyed on (``Server.required_scopes``): the
+    primitive its params name. The values name the primitive in log lines."""
+
+    TOOL = "tool"
+    PROMPT = "prompt"
+    RESOURCE = "resource"
+    #: completion/complete: the prompt or resource template its ``params.ref`` names (U-COMP-5).
+    REFERENCE = "ref"
+
+
+class Input(enum.Enum):
+    """A method's part in multi round-trip requests (2026-07-28)."""
+
+    #: Its handler may ask the client for input; its result may be input_required (MU-MRTR-1).
+    ASKS = "asks"
+    #: It may be asked of the client as an input request (MU-MRTR-5).
+    ASKED = "asked"
+
+
+class MessageClass(enum.Enum):
+    """A message's class in the lifecycle table (``_lifecycle``): a method's row names its
+    class when it has one of its own; any other request or notification is of the general
+    class."""
+
+    INITIALIZE = "initialize request"
+    INITIALIZED = "initialized notification"
+    PING = "ping request"
+    REQUEST = "other request"
+    NOTIFICATION = "other notification"
+    RESPONSE = "response or error"
+
+
+_BOTH: Final = frozenset({Era.LEGACY, Era.MODERN})
+_LEGACY: Final = frozenset({Era.LEGACY})
+_MODERN: Final = frozenset({Era.MODERN})
+
+
+@attrs.frozen(kw_only=True)
+class Method:
+    """One method and every fact the server acts on about it."""
+
+    name: str
+    kind: Kind
+    sent_by: Sender
+    eras: frozenset[Era]
+    handler: Handler
+    capability: str | None = None
+    """The capability that must be declared before the method is used: the server's for
+    what it receives (L-CAP-1, MT-HDR-4) and for the notifications it sends (U-TOOL-2), the
+    client's for the requests it sends (L-CAP-1, MU-MRTR-2)."""
+    feature: str | None = None
+    """The flag under ``capability`` that must be true too (``listChanged``, ``subscribe``)."""
+    target: str | None = None
+    """The params field naming what the request is about; a modern request's ``Mcp-Name``
+    header repeats it (MT-HDR-6, TK-HEADERS), and a requestState is bound to it (MU-MRTR-9)."""
+    scope: ScopeKind | None = None
+    input: Input | None = None
+    cacheable: bool = False
+    """Its modern complete result carries caching hints (MU-CACHE-1)."""
+    task_capable: bool = False
+    """A call may run as a task (TM-TASK-DECIDE), when the tool and the client allow it."""
+    lifecycle: MessageClass | None = None
+    """Its class in the lifecycle table, when it has one of its own."""
+
+    def __attrs_post_init__(self) -> None:
+        # What the table says must hang together; a row that does not fails at import.
+        problems = []
+        if (self.handler is Handler.CLIENT) != (self.sent_by is Sender.SERVER):
+            problems.append("the client handles exactly the methods only the server sends")
+        if self.kind is Kind.NOTIFICATION and (
+            self.target or self.scope or self.input or self.cacheable or self.task_capable
+        ):
+            problems.append("a notification has no target, scope, input, cache or task")
+        if self.feature is not None and self.capability is None:
+            problems.append("a feature belongs to a capability")
+        if (self.cacheable or self.task_capable) and Era.MODERN not in self.eras:
+            problems.append("caching hints and tasks are of the 2026-07-28 era")
+        if self.input is Input.ASKS and not self.sent_by.client:
+            problems.append("only a client's request can ask for input")
+        if self.input is Input.ASKED and (self.sent_by is not Sender.SERVER or not self.capability):
+            problems.append("an input request is the server's, behind a client capability")
+        if self.task_capable and self.handler is not Handler.APP:
+            problems.append("only the application's methods run as tasks")
+        if problems:
+            raise ValueError(f"method table row {self.name}: {'; '.join(problems)}")
+
+    @property
+    def is_request(self) -> bool:
+        return self.kind is Kind.REQUEST
+
+
+def _request(name: str, eras: frozenset[Era], handler: Handler, **facts: Any) -> Method:
+    return Method(
+        name=name, kind=Kind.REQUEST, sent_by=facts.pop("sent_by", Sender.CLIENT), eras=eras,
+        handler=handler, **facts,
+    )
+
+
+def _notification(name: str, eras: frozenset[Era], sent_by: Sender, **facts: Any) -> Method:
+    handler = facts.pop("handler", Handler.CLIENT)
+    return Method(
+        name=name, kind=Kind.NOTIFICATION, sent_by=sent_by, eras=eras, handler=handler, **facts
+    )
+
+
+_ROWS: Final = (
+    # -- what a client asks --------------------------------------------------------------------
+    # L-INIT-1: the legacy handshake; 2026-07-28 has none (TM-ERA-REMOVED).
+    _request("initialize", _LEGACY, Handler.RUNTIME, lifecycle=MessageClass.INITIALIZE),
+    # L-PING-1: either side may ping, in any phase of a session.
+    _request("ping", _LEGACY, Handler.SESSION, sent_by=Sender.EITHER,
+             lifecycle=MessageClass.PING),
+    # U-LOG-2: a session's level; a modern request names its own (MU-LOG-3).
+    _request("logging/setLevel", _LEGACY, Handler.SESSION, capability="logging"),
+    # U-TOOL-*, MU-TOOL-*.
+    _request("tools/list", _BOTH, Handler.APP, capability="tools", cacheable=True),
+    _request("tools/call", _BOTH, Handler.APP, capability="tools", target="name",
+             scope=ScopeKind.TOOL, input=Input.ASKS, task_capable=True),
+    # U-PROMPT-*, MU-PROMPT-*.
+    _request("prompts/list", _BOTH, Handler.APP, capability="prompts", cacheable=True),
+    _request("prompts/get", _BOTH, Handler.APP, capability="prompts", target="name",
+             scope=ScopeKind.PROMPT, input=Input.ASKS),
+    # U-RES-*, MU-RES-*.
+    _request("resources/list", _BOTH, Handler.APP, capability="resources", cacheable=True),
+    _request("resources/templates/list", _BOTH, Handler.APP, capability="resources",
+             cacheable=True),
+    _request("resources/read", _BOTH, Handler.APP, capability="resources", target="uri",
+             scope=ScopeKind.RESOURCE, input=Input.ASKS, cacheable=True),
+    # U-RES-5: a session's subscriptions; a modern client listens instead (MU-SUB-1).
+    _request("resources/subscribe", _LEGACY, Handler.SESSION, capability="resources",
+             feature="subscribe", target="uri", scope=ScopeKind.RESOURCE),
+    _request("resources/unsubscribe", _LEGACY, Handler.SESSION, capability="resources",
+             feature="subscribe", target="uri"),
+    # U-COMP-*.
+    _request("completion/complete", _BOTH, Handler.APP, capability="completions",
+             scope=ScopeKind.REFERENCE),
+    # ML-VER-2, MU-SUB-1: the modern runtime's own.
+    _request("server/discover", _MODERN, Handler.RUNTIME, cacheable=True),
+    _request("subscriptions/listen", _MODERN, Handler.RUNTIME),
+    # TK-GET, TK-UPDATE, TK-CANCEL; TK-HEADERS: Mcp-Name carries the task id. tasks/result
+    # and tasks/list are not served (TM-TASK-NOLIST).
+    _request("tasks/get", _MODERN, Handler.TASKS, target="taskId"),
+    _request("tasks/update", _MODERN, Handler.TASKS, target="taskId"),
+    _request("tasks/cancel", _MODERN, Handler.TASKS, target="taskId"),
+    # -- what a client tells -------------------------------------------------------------------
+    # L-INIT-4. A modern notification is accepted and not acted on (TM-ERA-NOTIFY).
+    _notification("notifications/initialized", _LEGACY, Sender.CLIENT,
+                  handler=Handler.SESSION, lifecycle=MessageClass.INITIALIZED),
+    # U-CANCEL-1; in 2026-07-28 a closed connection cancels (MU-CANCEL-1).
+    _notification("notifications/cancelled", _LEGACY, Sender.EITHER, handler=Handler.SESSION),
+    # U-ROOTS: handed to the application's hooks (Server.on_roots_list_changed).
+    _notification("notifications/roots/list_changed", _LEGACY, Sender.CLIENT,
+                  handler=Handler.APP),
+    # -- what the server asks: input requests (L-CAP-1, MU-MRTR-2, MU-MRTR-5) ------------------
+    _request("elicitation/create", _BOTH, Handler.CLIENT, sent_by=Sender.SERVER,
+             capability="elicitation", input=Input.ASKED),
+    _request("sampling/createMessage", _BOTH, Handler.CLIENT, sent_by=Sender.SERVER,
+             capability="sampling", input=Input.ASKED),
+    _request("roots/list", _BOTH, Handler.CLIENT, sent_by=Sender.SERVER, capability="roots",
+             input=Input.ASKED),
+    # -- what the server tells -----------------------------------------------------------------
+    # U-LOG-1, MU-LOG-2.
+    _notification("notifications/message", _BOTH, Sender.SERVER, capability="logging"),
+    # U-PROG-*, MU-PROG-1.
+    _notification("notifications/progress", _BOTH, Sender.SERVER),
+    # U-RES-6, MU-SUB-10.
+    _notification("notifications/resources/updated", _BOTH, Sender.SERVER,
+                  capability="resources", feature="subscribe"),
+    # U-TOOL-2, U-PROMPT-4, U-RES-2, MU-SUB-9.
+    _notification("notifications/tools/list_changed", _BOTH, Sender.SERVER,
+                  capability="tools", feature="listChanged"),
+    _notification("notifications/prompts/list_changed", _BOTH, Sender.SERVER,
+                  capability="prompts", feature="listChanged"),
+    _notification("notifications/resources/list_changed", _BOTH, Sender.SERVER,
+                  capability="resources", feature="listChanged"),
+    # TK-NOTIFY, MU-SUB-2: on listen streams only.
+    _notification("notifications/tasks", _MODERN, Sender.SERVER),
+    _notification("notifications/subscriptions/acknowledged", _MODERN, Sender.SERVER),
+)
+
+
+def _table(rows: Iterable[Method]) -> dict[str, Method]:
+    table: dict[str, Method] = {}
+    for method in rows:
+        if method.name in table:
+            raise ValueError(f"method table: {method.name} has two rows")
+        table[method.name] = method
+    return table
+
+
+#: Every method, by name.
+METHODS: Final[Mapping[str, Method]] = _table(_ROWS)
+
+
+def row(method: str) -> Method | None:
+    """The row of ``method``; None for a method this server does not know."""
+    return METHODS.get(method)
+
+
+def named(method: str, params: Mapping[str, Any] | None, kind: ScopeKind) -> str | None:
+    """The tool, prompt or resource (``kind``) a request of ``method`` names: the value of its
+    target field, when its row keys its scopes on ``kind``; None for any other request, or
+    when the field is missing or not a string."""
+    spec = METHODS.get(method)
+    if spec is None or spec.scope is not kind or spec.target is None:
+        return None
+    value = (params or {}).get(spec.target)
+    return value if isinstance(value, str) else None
+
+
+def _names(test: Callable[[Method], bool]) -> frozenset[str]:
+    return frozenset(m.name for m in _ROWS if test(m))
+
+
+def _received(m: Method) -> bool:
+    """A request this server may be sent."""
+    return m.is_request and m.sent_by.client
+
+
+#: Every request a client may send (in some era): the rest are counted as "other".
+CLIENT_REQUESTS: Final = _names(_received)
+
+#: MT-HDR-4: the methods a modern request may call; any other gets 404 and -32601.
+MODERN_METHODS: Final = _names(lambda m: _received(m) and Era.MODERN in m.eras)
+
+#: The modern methods the runtime answers itself, whatever the application serves.
+RUNTIME_METHODS: Final = _names(
+    lambda m: _received(m) and Era.MODERN in m.eras and m.handler is Handler.RUNTIME
+)
+
+#: The methods the application's registries serve (``_dispatch.Dispatcher``).
+APP_METHODS: Final = _names(lambda m: _received(m) and m.handler is Handler.APP)
+
+#: The requests a legacy session answers itself.
+SESSION_METHODS: Final = _names(lambda m: _received(m) and m.handler is Handler.SESSION)
+
+#: TM-TASK-SERVED: the requests about a task that exists; tasks/result and tasks/list are not
+#: among them (TK-NOLIST).
+TASK_METHODS: Final = _names(lambda m: m.handler is Handler.TASKS)
+
+#: MU-MRTR-1: the only methods whose result may be an InputRequiredResult.
+INPUT_METHODS: Final = _names(lambda m: m.input is Input.ASKS)
+
+#: MU-CACHE-1: the results that carry caching hints.
+CACHEABLE_METHODS: Final = _names(lambda m: m.cacheable)
+
+#: L-CAP-1: the server capability each request it is sent needs declared.
+METHOD_CAPABILITY: Final[Mapping[str, str]] = {
+    m.name: m.capability for m in _ROWS if _received(m) and m.capability is not None
+}
+
+#: MT-HDR-6 / TK-HEADERS: the modern requests whose Mcp-Name header repeats a params field,
+#: and that field.
+NAME_PARAM: Final[Mapping[str, str]] = {
+    m.name: m.target for m in _ROWS
+    if _received(m) and Era.MODERN in m.eras and m.target is not None
+}
+
+#: MU-MRTR-5 / MU-MRTR-2: the requests an InputRequiredResult may carry, and the client
+#: capability each needs.
+INPUT_CAPABILITY: Final[Mapping[str, str]] = {
+    m.name: m.capability for m in _ROWS if m.input is Input.ASKED and m.capability is not None
+}
+
+#: The list_changed notification of each kind, and the capability that announces it.
+LIST_CHANGED: Final[Mapping[str, str]] = {
+    m.name: m.capability for m in _ROWS
+    if m.feature == "listChanged" and m.capability is not None
+}
+
+
+def declared(capabilities: Mapping[str, Any], method: str) -> bool:
+    """Whether ``capabilities`` (one side's declaration) allow ``method``: its row's
+    capability is declared, with its feature flag set when it names one. A method no
+    capability governs, or one the table does not know, needs nothing."""
+    spec = METHODS.get(method)
+    if spec is None or spec.capability is None:
+        return True
+    if spec.capability not in capabilities:
+        return False
+    if spec.feature is None:
+        return True
+    declaration = capabilities[spec.capability]
+    return isinstance(declaration, Mapping) and bool(declaration.get(spec.feature))
+
+
+def check_served(served: Iterable[str]) -> None:
+    """That the application's registries serve exactly the table's APP rows: a method a
+    registry offers that has no row would be served with no capability, era or scope
+    checked; a row no registry serves would be announced and then not found.
+
+    Raises:
+        ValueError: naming the methods out of place.
+    """
+    offered = frozenset(served)
+    unknown, missing = sorted(offered - APP_METHODS), sorted(APP_METHODS - offered)
+    if unknown or missing:
+        raise ValueError(
+            "the registries and the method table (trio_mcp/protocol/_methods.py) disagree: "
+            + "; ".join(
+                part for part in (
+                    f"served without a row: {', '.join(unknown)}" if unknown else "",
+                    f"a row without a handler: {', '.join(missing)}" if missing else "",
+                ) if part
+            )
+        )
