@@ -2,8 +2,9 @@
 #
 # This module turns a function's signature, type hints and Google-style docstring into the
 # JSON Schema (2020-12 dialect) that MCP advertises in tools/list and prompts/list, converts
-# incoming JSON arguments back into Python values for the call, validates values against
-# such schemas, and turns Python return values into JSON-able data for structuredContent.
+# incoming JSON arguments back into Python values for the call (validated against those
+# schemas by protocol/_jsonschema.py, the jsonschema library's), and turns Python return
+# values into JSON-able data for structuredContent.
 # It is pure computation: no I/O, and no dependency on trio, hypercorn or h11.
 
 from __future__ import annotations
@@ -15,15 +16,15 @@ import functools
 import inspect
 import json
 import math
-import operator
 import re
 import types
 import typing
-import urllib.parse
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
+
+from .protocol._jsonschema import ProblemKind, Schema, json_type
 
 __all__ = [
     "SUPPORTED_TYPES",
@@ -36,7 +37,6 @@ __all__ = [
     "defined_at",
     "derive_signature",
     "dump_value",
-    "validate",
 ]
 
 
@@ -68,6 +68,19 @@ class Signature:
     context_param: str | None
     params: tuple[Param, ...]
     wrap_output: bool
+    input_check: Schema = attrs.field(
+        default=attrs.Factory(lambda self: Schema(self.input_schema), takes_self=True),
+        init=False, eq=False, repr=False,
+    )
+    """``input_schema``, compiled once for the arguments of every call."""
+    output_check: Schema | None = attrs.field(
+        default=attrs.Factory(
+            lambda self: None if self.output_schema is None else Schema(self.output_schema),
+            takes_self=True,
+        ),
+        init=False, eq=False, repr=False,
+    )
+    """``output_schema``, compiled once for the result of every call."""
 
 
 # ---------------------------------------------------------------------------
@@ -238,7 +251,7 @@ def _json_default(value: Any) -> tuple[bool, Any]:
 
 def _homogeneous_type(values: Sequence[Any]) -> str | None:
     """The JSON type shared by all enum values, if there is exactly one."""
-    kinds = {_json_type_name(v) for v in values}
+    kinds = {json_type(v) for v in values}
     if len(kinds) == 1:
         (kind,) = kinds
         if kind in ("string", "integer", "boolean", "number", "null"):
@@ -714,20 +727,20 @@ def convert_arguments(sig: Signature, arguments: Mapping[str, Any] | None) -> di
     if arguments is None:
         arguments = {}
     if not isinstance(arguments, Mapping):
-        raise ArgumentError(f"arguments must be a JSON object, got {_json_type_name(arguments)}")
-    errors = list(_Validator(sig.input_schema).run(dict(arguments)))
-    if errors:
+        raise ArgumentError(f"arguments must be a JSON object, got {json_type(arguments)}")
+    problems = sig.input_check.problems(arguments)
+    if problems:
         messages = []
-        for err in errors:
-            where = _dotted(err.path)
-            if err.kind == "missing":
+        for problem in problems:
+            where = _dotted(problem.path)
+            if problem.kind is ProblemKind.MISSING:
                 messages.append(f"missing required argument {where!r}")
-            elif err.kind == "unexpected":
+            elif problem.kind is ProblemKind.UNEXPECTED:
                 messages.append(f"unexpected argument {where!r}")
             elif where:
-                messages.append(f"invalid argument {where!r}: {err.message}")
+                messages.append(f"invalid argument {where!r}: {problem.message}")
             else:
-                messages.append(f"invalid arguments: {err.message}")
+                messages.append(f"invalid arguments: {problem.message}")
         raise ArgumentError("; ".join(messages))
     result: dict[str, Any] = {}
     for param in sig.params:
@@ -738,16 +751,21 @@ def convert_arguments(sig: Signature, arguments: Mapping[str, Any] | None) -> di
     return result
 
 
+@functools.lru_cache(maxsize=512)
+def _member_schema(tp: Any) -> Schema:
+    """The compiled schema of one union member, to pick the branch a value belongs to."""
+    return Schema(_standalone_schema(tp))
+
+
 def _conforms(value: Any, tp: Any) -> bool:
     try:
-        schema = _standalone_schema(tp)
+        schema = _member_schema(tp)
     except TypeError:
         # Unhashable Annotated metadata defeats the cache; build uncached.
         builder = _SchemaBuilder()
-        schema = builder.schema(tp, "union member")
-        if builder.defs:
-            schema = {**schema, "$defs": builder.defs}
-    return not any(True for _ in _Validator(schema).run(value))
+        built = builder.schema(tp, "union member")
+        schema = Schema({**built, "$defs": builder.defs} if builder.defs else built)
+    return not schema.problems(value, limit=1)
 
 
 def _convert(value: Any, tp: Any, path: list[str | int]) -> Any:
@@ -816,63 +834,6 @@ def _build_attrs(cls: type, value: Mapping[str, Any], path: list[str | int]) -> 
         raise ArgumentError(f"invalid argument {_dotted(path)!r}: {exc}") from exc
 
 
-# ---------------------------------------------------------------------------
-# validate: a small JSON Schema 2020-12 validator
-# ---------------------------------------------------------------------------
-
-
-@attrs.frozen
-class _Error:
-    path: tuple[str | int, ...]
-    message: str
-    # "missing" / "unexpected" let convert_arguments phrase argument errors naturally.
-    kind: str = "invalid"
-
-
-def _json_type_name(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list | tuple):
-        return "array"
-    if isinstance(value, Mapping):
-        return "object"
-    return type(value).__name__
-
-
-def _is_number(value: Any) -> typing.TypeGuard[int | float]:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def _has_type(value: Any, kind: str) -> bool:
-    if kind == "null":
-        return value is None
-    if kind == "boolean":
-        return isinstance(value, bool)
-    if kind == "integer":
-        if isinstance(value, bool):
-            return False
-        # JSON Schema: any number with a zero fractional part is an integer.
-        return isinstance(value, int) or (isinstance(value, float) and value.is_integer())
-    if kind == "number":
-        return _is_number(value)
-    if kind == "string":
-        return isinstance(value, str)
-    if kind == "array":
-        return isinstance(value, list | tuple)
-    if kind == "object":
-        return isinstance(value, Mapping)
-    # An unknown type name matches nothing rather than everything.
-    return False
-
-
 def _json_equal(a: Any, b: Any) -> bool:
     """JSON equality: booleans differ from numbers, 1 equals 1.0, containers compare deeply."""
     if isinstance(a, bool) or isinstance(b, bool):
@@ -888,266 +849,8 @@ def _json_equal(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
-def _show(value: Any) -> str:
-    try:
-        return json.dumps(value)
-    except (TypeError, ValueError):
-        return repr(value)
-
-
-def _json_path(path: Sequence[str | int]) -> str:
-    out = "$"
-    for seg in path:
-        if isinstance(seg, int):
-            out += f"[{seg}]"
-        elif re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", seg):
-            out += f".{seg}"
-        else:
-            out += f"[{json.dumps(seg)}]"
-    return out
-
-
-_BOUNDS: tuple[tuple[str, Callable[[float, float], bool], str], ...] = (
-    ("minimum", operator.ge, ">="),
-    ("maximum", operator.le, "<="),
-    ("exclusiveMinimum", operator.gt, ">"),
-    ("exclusiveMaximum", operator.lt, "<"),
-)
-
-
-@functools.lru_cache(maxsize=256)
-def _compile(pattern: str) -> re.Pattern[str]:
-    return re.compile(pattern)
-
-
-class _Validator:
-    def __init__(self, root: Any) -> None:
-        self._root = root
-        # (ref, id(instance)) pairs being evaluated: a repeat means a $ref cycle with no progress.
-        self._active: set[tuple[str, int]] = set()
-
-    def run(self, instance: Any) -> Iterator[_Error]:
-        return self._check(instance, self._root, ())
-
-    def _resolve(self, ref: str) -> Any:
-        if not ref.startswith("#"):
-            raise LookupError(f"unsupported $ref {ref!r} (only local references are resolved)")
-        node: Any = self._root
-        pointer = ref[1:]
-        if not pointer:
-            return node
-        if not pointer.startswith("/"):
-            raise LookupError(f"unsupported $ref {ref!r}")
-        for raw in pointer[1:].split("/"):
-            token = _unquote(raw).replace("~1", "/").replace("~0", "~")
-            if isinstance(node, Mapping) and token in node:
-                node = node[token]
-            elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
-                node = node[int(token)]
-            else:
-                raise LookupError(f"unresolvable $ref {ref!r}")
-        return node
-
-    def _check(self, value: Any, schema: Any, path: tuple[str | int, ...]) -> Iterator[_Error]:
-        if schema is True or (isinstance(schema, Mapping) and not schema):
-            return
-        if schema is False:
-            yield _Error(path, "no value is allowed here")
-            return
-        if not isinstance(schema, Mapping):
-            return
-
-        ref = schema.get("$ref")
-        if isinstance(ref, str):
-            yield from self._check_ref(value, ref, path)
-
-        kinds = schema.get("type")
-        if kinds is not None:
-            names = [kinds] if isinstance(kinds, str) else list(kinds)
-            if not any(_has_type(value, k) for k in names):
-                expected = " or ".join(str(k) for k in names)
-                yield _Error(path, f"expected {expected}, got {_json_type_name(value)}")
-                # The remaining keywords would only restate the type mismatch.
-                return
-
-        if "const" in schema and not _json_equal(schema["const"], value):
-            yield _Error(path, f"must be {_show(schema['const'])}, got {_show(value)}")
-        enum_values = schema.get("enum")
-        if isinstance(enum_values, list) and not any(_json_equal(e, value) for e in enum_values):
-            allowed = ", ".join(_show(e) for e in enum_values)
-            yield _Error(path, f"must be one of [{allowed}], got {_show(value)}")
-
-        if _is_number(value):
-            yield from self._check_number(value, schema, path)
-        elif isinstance(value, str):
-            yield from self._check_string(value, schema, path)
-        elif isinstance(value, list | tuple):
-            yield from self._check_array(value, schema, path)
-        elif isinstance(value, Mapping):
-            yield from self._check_object(value, schema, path)
-
-        yield from self._check_combinators(value, schema, path)
-
-    def _check_ref(self, value: Any, ref: str, path: tuple[str | int, ...]) -> Iterator[_Error]:
-        key = (ref, id(value))
-        if key in self._active:
-            yield _Error(path, f"circular $ref {ref!r}")
-            return
-        try:
-            target = self._resolve(ref)
-        except LookupError as exc:
-            yield _Error(path, str(exc))
-            return
-        self._active.add(key)
-        try:
-            # Materialise while the guard is held; generators would otherwise run after removal.
-            yield from list(self._check(value, target, path))
-        finally:
-            self._active.discard(key)
-
-    def _check_number(
-        self, value: float, schema: Mapping[str, Any], path: tuple[str | int, ...]
-    ) -> Iterator[_Error]:
-        for keyword, holds, symbol in _BOUNDS:
-            bound = schema.get(keyword)
-            if _is_number(bound) and not holds(value, bound):
-                yield _Error(path, f"must be {symbol} {_show(bound)}, got {_show(value)}")
-
-    def _check_string(
-        self, value: str, schema: Mapping[str, Any], path: tuple[str | int, ...]
-    ) -> Iterator[_Error]:
-        min_len = schema.get("minLength")
-        if isinstance(min_len, int) and len(value) < min_len:
-            yield _Error(path, f"must be at least {min_len} characters long")
-        max_len = schema.get("maxLength")
-        if isinstance(max_len, int) and len(value) > max_len:
-            yield _Error(path, f"must be at most {max_len} characters long")
-        pattern = schema.get("pattern")
-        if isinstance(pattern, str):
-            try:
-                compiled = _compile(pattern)
-            except re.error as exc:
-                yield _Error(path, f"schema pattern {pattern!r} is invalid: {exc}")
-            else:
-                if compiled.search(value) is None:
-                    yield _Error(path, f"does not match pattern {pattern!r}")
-
-    def _check_array(
-        self, value: Sequence[Any], schema: Mapping[str, Any], path: tuple[str | int, ...]
-    ) -> Iterator[_Error]:
-        min_items = schema.get("minItems")
-        if isinstance(min_items, int) and len(value) < min_items:
-            yield _Error(path, f"must have at least {min_items} items, got {len(value)}")
-        max_items = schema.get("maxItems")
-        if isinstance(max_items, int) and len(value) > max_items:
-            yield _Error(path, f"must have at most {max_items} items, got {len(value)}")
-        prefix = schema.get("prefixItems")
-        items = schema.get("items")
-        # Older drafts spell tuple validation as an array-valued "items".
-        if isinstance(items, list):
-            prefix, items = items, schema.get("additionalItems")
-        start = 0
-        if isinstance(prefix, list):
-            for i, (item, sub) in enumerate(zip(value, prefix, strict=False)):
-                yield from self._check(item, sub, (*path, i))
-            start = len(prefix)
-        if items is not None:
-            for i in range(start, len(value)):
-                yield from self._check(value[i], items, (*path, i))
-
-    def _check_object(
-        self, value: Mapping[str, Any], schema: Mapping[str, Any], path: tuple[str | int, ...]
-    ) -> Iterator[_Error]:
-        required = schema.get("required")
-        if isinstance(required, list):
-            for name in required:
-                if name not in value:
-                    yield _Error((*path, name), "required property is missing", "missing")
-        properties = schema.get("properties")
-        if not isinstance(properties, Mapping):
-            properties = {}
-        extra = schema.get("additionalProperties")
-        for key, item in value.items():
-            if key in properties:
-                yield from self._check(item, properties[key], (*path, key))
-            elif extra is False:
-                yield _Error((*path, key), "unexpected property", "unexpected")
-            elif extra is not None:
-                yield from self._check(item, extra, (*path, key))
-
-    def _check_combinators(
-        self, value: Any, schema: Mapping[str, Any], path: tuple[str | int, ...]
-    ) -> Iterator[_Error]:
-        all_of = schema.get("allOf")
-        if isinstance(all_of, list):
-            for sub in all_of:
-                yield from self._check(value, sub, path)
-        any_of = schema.get("anyOf")
-        if isinstance(any_of, list):
-            results = [list(self._check(value, sub, path)) for sub in any_of]
-            if all(results):
-                yield from self._explain_no_match(value, any_of, results, path, "anyOf")
-        one_of = schema.get("oneOf")
-        if isinstance(one_of, list):
-            results = [list(self._check(value, sub, path)) for sub in one_of]
-            matches = sum(1 for r in results if not r)
-            if matches == 0:
-                yield from self._explain_no_match(value, one_of, results, path, "oneOf")
-            elif matches > 1:
-                yield _Error(path, f"matches {matches} schemas in oneOf, expected exactly one")
-        not_schema = schema.get("not")
-        if not_schema is not None and not any(True for _ in self._check(value, not_schema, path)):
-            yield _Error(path, "must not match the schema in 'not'")
-
-    def _explain_no_match(
-        self,
-        value: Any,
-        branches: list[Any],
-        results: list[list[_Error]],
-        path: tuple[str | int, ...],
-        keyword: str,
-    ) -> Iterator[_Error]:
-        # If exactly one branch got past the type check, its errors are the useful ones
-        # (e.g. a bad field inside Optional[Point]).
-        deeper = [r for r in results if all(len(e.path) > len(path) for e in r)]
-        if len(deeper) == 1:
-            yield from deeper[0]
-            return
-        described = [self._describe(b) for b in branches]
-        # "expected X or Y" only makes sense when every branch failed on the value itself.
-        if not deeper and all(described):
-            expected = " or ".join(dict.fromkeys(d for d in described if d))
-            yield _Error(path, f"expected {expected}, got {_json_type_name(value)}")
-            return
-        yield _Error(path, f"does not match any of the allowed schemas ({keyword})")
-
-    def _describe(self, schema: Any) -> str | None:
-        """A short human description of a branch, for 'expected X or Y' messages."""
-        if isinstance(schema, Mapping) and isinstance(schema.get("$ref"), str):
-            name = str(schema["$ref"]).rsplit("/", 1)[-1]
-            return _unquote(name) or None
-        if not isinstance(schema, Mapping):
-            return None
-        if "const" in schema:
-            return _show(schema["const"])
-        if isinstance(schema.get("enum"), list):
-            return "one of [" + ", ".join(_show(e) for e in schema["enum"]) + "]"
-        kinds = schema.get("type")
-        if isinstance(kinds, str):
-            return kinds
-        if isinstance(kinds, list):
-            return " or ".join(str(k) for k in kinds)
-        return None
-
-
-def _unquote(token: str) -> str:
-    # $ref values are URI fragments, so JSON-pointer tokens may be percent-encoded.
-    return urllib.parse.unquote(token)
-
-
-def validate(instance: Any, schema: Mapping[str, Any]) -> list[str]:
-    """Validate ``instance`` against a JSON Schema; return error strings (empty when valid)."""
-    return [f"{_json_path(e.path)}: {e.message}" for e in _Validator(schema).run(instance)]
+def _is_number(value: Any) -> typing.TypeGuard[int | float]:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 # ---------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from ._context import Context
 from ._pagination import list_result
 from .protocol import ErrorCode, LocalProtocolError, RemoteProtocolError
 from .protocol._jsonrpc import non_finite_at
-from .protocol._jsonschema import schema_problems
+from .protocol._jsonschema import Schema
 from .protocol._modern import param_headers
 from .protocol._tasks import TaskSupport
 
@@ -53,8 +53,17 @@ class ToolDef:
     task: TaskSupport = TaskSupport.FORBIDDEN
     """Whether a call may run as a task (TM-TASK-DECIDE)."""
     explicit_schema: bool = False
-    """Whether ``input_schema`` was given as written (arguments are validated against it by
-    a JSON Schema validator, besides the conversion the signature asks for)."""
+    """Whether ``input_schema`` was given as written (arguments are validated against it,
+    besides the conversion the signature asks for)."""
+    input_check: Schema | None = attrs.field(
+        default=attrs.Factory(
+            lambda self: Schema(self.input_schema) if self.explicit_schema else None,
+            takes_self=True,
+        ),
+        init=False, eq=False, repr=False,
+    )
+    """The schema as written, compiled once (TM-TOOL-INPUT); None for a derived one, which
+    ``signature`` holds."""
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -187,7 +196,7 @@ class ToolRegistry:
                 "Invalid params: arguments must be an object.", code=ErrorCode.INVALID_PARAMS
             )
         problems = (
-            schema_problems(arguments or {}, tool.input_schema) if tool.explicit_schema else []
+            tool.input_check.messages(arguments or {}) if tool.input_check is not None else []
         )
         if problems:
             # TM-TOOL-INPUT: a schema given as written is the one arguments must meet.
@@ -273,8 +282,8 @@ def _check_tool_name(name: str) -> None:
 
 
 def _check_output(tool: ToolDef, structured: Any) -> None:
-    assert tool.signature.output_schema is not None
-    problems = _schema.validate(structured, tool.signature.output_schema)
+    assert tool.signature.output_check is not None
+    problems = tool.signature.output_check.messages(structured)
     if problems:
         # U-TOOL-6 (MUST): structured results conform to the outputSchema. A tool that
         # breaks its own schema is a server bug: an internal error, not a tool result.

@@ -15,7 +15,7 @@ from trio_mcp import Server, ServerConfig
 from trio_mcp.protocol._methods import METHODS, Kind, Sender
 from trio_mcp.protocol._versions import Era
 
-TASKS = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
+TASKS: dict[str, Any] = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
 
 #: Params that reach each method's handler; a row not listed gets its target field only.
 PARAMS: dict[str, dict[str, Any]] = {

@@ -642,3 +642,44 @@ async def test_a_tasks_listener_hears_its_transitions_and_never_its_progress_or_
     assert [task_id] == ack["params"]["notifications"]["taskIds"]
     assert "notifications/tasks" == done["method"], done
     assert "completed" == done["params"]["status"]
+
+
+def asking_server() -> Server:
+    """The same two handlers run on their exchange and as tasks: one asks for sampling
+    (a capability the tests' requests never declare), one sends the client a request."""
+    server = Server("tasks-asking")
+
+    async def sample(ctx: Context) -> str:
+        answer = await ctx.sample("Say hi.", max_tokens=5)
+        return str(answer)
+
+    async def ping(ctx: Context) -> str:
+        await ctx.ping()
+        return "pong"
+
+    for name, fn in (("sample", sample), ("ping", ping)):
+        server.add_tool(fn, name=name, description=f"{name} on its exchange")
+        server.add_tool(fn, name=f"{name}_task", description=f"{name} as a task", task="required")
+    return server
+
+
+@pytest.mark.spec("ML-META-3", "MJ-PAT-1", "TK-INPUT")
+async def test_a_task_asks_the_way_its_exchange_does(live_server: StartServer) -> None:
+    """A handler in a task has the port of a handler on its exchange: a question behind a
+    capability the creating request did not declare fails the task with the -32021 error
+    (message and data) its exchange answers, and a request to the client is refused with
+    the same words."""
+    with trio.fail_after(TIMEOUT):
+        live = await live_server(asking_server())
+        errors = {}
+        for name in ("sample", "ping"):
+            errors[name] = error_of(await post(live.url, call_tool(name, capabilities=WITH_TASKS)))
+            task_id = (await create(live.url, f"{name}_task"))["taskId"]
+            failed = await until_status(live.url, task_id, "failed", "completed")
+            errors[f"{name}_task"] = failed["error"]
+
+    assert ErrorCode.MISSING_CLIENT_CAPABILITY == errors["sample"]["code"]
+    assert errors["sample"] == errors["sample_task"]
+    assert {"requiredCapabilities": {"sampling": {}}} == errors["sample_task"]["data"]
+    assert errors["ping"] == errors["ping_task"]
+    assert "servers send no requests" in errors["ping_task"]["message"]

@@ -1,5 +1,6 @@
 # Unit tests for trio_mcp._schema: schema derivation from signatures and docstrings,
-# argument conversion, the small JSON Schema validator, and dump_value.
+# argument conversion, and dump_value; and how protocol/_jsonschema.py (the jsonschema
+# library) words what is wrong with a value, which these tests hold to.
 
 import enum
 import math
@@ -20,8 +21,13 @@ from trio_mcp._schema import (
     convert_arguments,
     derive_signature,
     dump_value,
-    validate,
 )
+from trio_mcp.protocol._jsonschema import schema_problems
+
+
+def validate(instance: Any, schema: Mapping[str, Any]) -> list[str]:
+    """Every problem of ``instance`` under ``schema``, worded with its path."""
+    return schema_problems(instance, schema, limit=None)
 
 # ---------------------------------------------------------------------------
 # Fixtures: module-level types so get_type_hints can resolve them.
@@ -1216,9 +1222,14 @@ def test_validate_ref_to_defs_and_definitions() -> None:
 
 def test_validate_unresolvable_and_circular_refs_are_errors() -> None:
     """A $ref that points nowhere, or loops without progress, is an error, not a crash."""
-    assert validate(1, {"$ref": "#/$defs/Nope"}) == ["$: unresolvable $ref '#/$defs/Nope'"]
+    [unresolvable] = validate(1, {"$ref": "#/$defs/Nope"})
+    assert unresolvable.startswith("the schema refers to what it does not hold: ")
+    assert "/$defs/Nope" in unresolvable
     looping = {"$ref": "#/$defs/A", "$defs": {"A": {"$ref": "#/$defs/A"}}}
-    assert validate(1, looping) == ["$: circular $ref '#/$defs/A'"]
+    assert validate(1, looping) == [
+        "the value is nested too deeply for the schema, or the schema's $ref loops without "
+        "reaching a value"
+    ]
 
 
 def test_validate_boolean_schemas() -> None:
@@ -1248,6 +1259,32 @@ def test_validate_accepts_derived_input_schema() -> None:
     assert validate({"shape": {"name": "s", "points": [{}]}}, schema) == [
         "$.shape.points[0].x: required property is missing"
     ]
+
+
+def test_validate_takes_tuples_and_mappings_as_the_wire_will_carry_them() -> None:
+    """What the server writes itself is checked as JSON will show it: a tuple is an array,
+    any Mapping an object (what a client sends is lists and dicts already)."""
+    schema = {"type": "object", "properties": {"xy": {"type": "array", "prefixItems": [
+        {"type": "integer"}, {"type": "integer"}]}}}
+    assert validate(types.MappingProxyType({"xy": (1, 2)}), schema) == []
+    assert validate(types.MappingProxyType({"xy": (1, "2")}), schema) == [
+        "$.xy[1]: expected integer, got string"
+    ]
+
+
+def test_validate_shows_a_few_dozen_characters_of_a_long_value() -> None:
+    """A message shows enough of a value to recognize it, never all of a long one."""
+    [problem] = validate("x" * 100_000, {"enum": ["a", "b"]})
+    assert problem.startswith('$: must be one of ["a", "b"], got "xxx')
+    assert len(problem) < 120
+
+
+def test_validate_words_what_it_does_not_know_with_the_librarys_text_cut_short() -> None:
+    """A keyword not worded here keeps the library's message, cut short."""
+    schema = {"$schema": "http://json-schema.org/draft-07/schema#", "dependencies": {"a": ["b"]}}
+    assert validate({"a": 1}, schema) == ["$: 'b' is a dependency of 'a'"]
+    [long] = validate(["x" * 10_000, "x" * 10_000], {"uniqueItems": True})
+    assert len(long) < 320
 
 
 # ---------------------------------------------------------------------------

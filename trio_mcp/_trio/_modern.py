@@ -13,13 +13,12 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
-from .._ports import App, ClientCapabilityError, InputRequired
+from .._ports import App, InputRequired
 from .._trace import TraceKind, TraceRecord
 from ..protocol import (
     JSON,
     ErrorCode,
     ErrorResponse,
-    LocalProtocolError,
     Notification,
     RemoteProtocolError,
     Request,
@@ -40,6 +39,7 @@ from ..protocol._modern import (
     complete_result,
     discover_result,
     error_status,
+    is_interim,
     is_retry,
     missing_capability,
     modern_error,
@@ -48,7 +48,6 @@ from ..protocol._modern import (
 )
 from ..protocol._mrtr import (
     Binding,
-    InputRequest,
     RequestStateCodec,
     input_required_result,
     read_input_responses,
@@ -69,7 +68,7 @@ from ._pools import Charge
 from ._reqstats import RequestMetrics
 from ._responder import Responder, watching_disconnect
 from ._stream import EventStream
-from ._tasks import TaskManager, TaskRun, split_answers
+from ._tasks import TaskManager, TaskRun
 
 if TYPE_CHECKING:
     from .._config import ServerConfig
@@ -268,11 +267,6 @@ class ModernExchange(EnvelopePort):
         self._finished = False
         #: Set when the server, not the client, ended the request (shutdown).
         self._stopped = False
-        #: The answers this request can give a question: from its requestState and its
-        #: inputResponses (TM-MRTR-RERUN).
-        self._answers: dict[str, JSON] = {}
-        #: The answers the handler has used so far, to seal into the next requestState.
-        self._used: dict[str, JSON] = {}
         #: The HTTP request's task that runs the handler, once it runs (describe()).
         self.task: trio.lowlevel.Task | None = None
 
@@ -456,7 +450,7 @@ class ModernExchange(EnvelopePort):
         server = self._server
         if isinstance(outcome, Response):
             result = outcome.result
-            if result.get("resultType") in ("input_required", "task"):
+            if is_interim(result):
                 # MU-CACHE-4: an interim result carries no caching hints.
                 result = with_server_info(result, server.server_info())
             else:
@@ -536,43 +530,6 @@ class ModernExchange(EnvelopePort):
             )
             self._server.stats.requests_streamed += 1
         return stream if await stream.open() else None
-
-    async def request(
-        self, method: str, params: Mapping[str, JSON] | None, *, timeout: float
-    ) -> Mapping[str, JSON]:
-        # MJ-PAT-1 / MT-GEN-2 (MUST): a modern server sends no requests; input is asked for
-        # with an InputRequiredResult.
-        raise LocalProtocolError(
-            f"Cannot send {method} to a 2026-07-28 client: servers send no requests in this "
-            "revision; ask for input with ctx.elicit, ctx.sample or ctx.list_roots."
-        )
-
-    async def ask(
-        self, requests: Mapping[str, InputRequest], *, timeout: float
-    ) -> dict[str, Mapping[str, JSON]]:
-        if self._request.method not in INPUT_METHODS:
-            # MU-MRTR-1: only tools/call, prompts/get and resources/read may ask.
-            raise LocalProtocolError(
-                f"{self._request.method} cannot ask the client for input (only tools/call, "
-                "prompts/get and resources/read can)."
-            )
-        await trio.lowlevel.checkpoint()
-        # MU-MRTR-4: an answer is checked before the handler sees it.
-        got, missing = split_answers(requests, self._answers)
-        self._used.update({key: self._answers[key] for key in got})
-        if missing:
-            # TM-MRTR-RERUN: the handler stops here; its retry runs it again from the start.
-            raise InputRequired(missing, self._used)
-        return got
-
-    def capability_error(self, required: Mapping[str, JSON]) -> ClientCapabilityError:
-        # ML-META-3: the client learns what it must declare (400 before the first byte).
-        return ClientCapabilityError(
-            f"Missing required client capability: {', '.join(sorted(required))}.",
-            code=ErrorCode.MISSING_CLIENT_CAPABILITY,
-            http_status=400,
-            data={"requiredCapabilities": dict(required)},
-        )
 
 
 def _request_label(request: Request) -> str:

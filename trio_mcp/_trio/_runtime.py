@@ -31,6 +31,8 @@ from ..protocol._tasks import (
     read_input_answers,
     read_task_id,
     remaining_ttl,
+    stored_task_result,
+    task_ack_result,
     task_lost,
     task_notification,
     task_origin,
@@ -490,14 +492,12 @@ class Runtime:
             held = await self.manager.end_task(failed, ttl) if ttl > 0 else None
             stored = held or failed
         if call.request.method == "tasks/get":
-            await self.modern.reply_task(
-                call, {"resultType": "complete", **stored.task}, responder
-            )
+            await self.modern.reply_task(call, stored_task_result(stored.task), responder)
             return
         if call.request.method == "tasks/update":
             read_input_answers(call.request)
         # TK-ACK: an update or a cancel of an ended task changes nothing, and is acked.
-        await self.modern.reply_task(call, {"resultType": "complete"}, responder)
+        await self.modern.reply_task(call, task_ack_result(), responder)
 
     def well_known(self, method: str, path: str) -> Reply | None:
         """The answer to a request outside the MCP endpoint that the server serves anyway:

@@ -20,10 +20,9 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import trio
 
-from .._ports import App, ClientCapabilityError, InputRequired
+from .._ports import App, InputRequired
 from ..protocol import (
     JSON,
-    ErrorCode,
     ErrorResponse,
     LocalProtocolError,
     Notification,
@@ -37,15 +36,19 @@ from ..protocol._era import ModernCall
 from ..protocol._fair import UnitPolicy
 from ..protocol._headers import Headers
 from ..protocol._methods import TASK_METHODS
-from ..protocol._modern import modern_error
-from ..protocol._mrtr import InputRequest, check_input_response
+from ..protocol._mrtr import InputRequest, check_input_response, split_answers
 from ..protocol._tasks import (
+    ENDED_BY_SERVER,
+    PREEMPTED,
+    RESULT_TOO_LARGE,
+    TaskFailure,
     TaskSnapshot,
     TaskStatus,
     get_task_result,
     read_input_answers,
     read_iso_time,
     read_task_id,
+    task_ack_result,
     task_not_found,
 )
 from ._describe import TaskRunInfo
@@ -77,8 +80,6 @@ class Front(Protocol):
 
     def notify_now(self, notification: Notification) -> bool: ...
 
-    def capability_error(self, required: Mapping[str, JSON]) -> ClientCapabilityError: ...
-
 
 class TaskStats:
     """Totals of the tasks since the server started (TM-BP-COUNTERS)."""
@@ -109,21 +110,6 @@ class TaskStats:
         return dict(vars(self))
 
 
-def split_answers(
-    requests: Mapping[str, InputRequest], answers: Mapping[str, JSON]
-) -> tuple[dict[str, Mapping[str, JSON]], dict[str, InputRequest]]:
-    """The questions ``answers`` already answers (each answer checked, MU-MRTR-4), and the
-    ones still open."""
-    got: dict[str, Mapping[str, JSON]] = {}
-    missing: dict[str, InputRequest] = {}
-    for key, question in requests.items():
-        if key in answers:
-            got[key] = check_input_response(key, question, answers[key])
-        else:
-            missing[key] = question
-    return got, missing
-
-
 class TaskRun(EnvelopePort):
     """One tools/call that may become a task, then the task. It is its handler's port
     (trio_mcp._ports.RequestPort)."""
@@ -139,7 +125,9 @@ class TaskRun(EnvelopePort):
         answers: Mapping[str, JSON],
         charge: Charge | None = None,
     ) -> None:
-        super().__init__(call, manager.config)
+        #: The answers the handler can be given: from the creating request's MRTR rounds,
+        #: then from tasks/update.
+        super().__init__(call, manager.config, answers)
         #: What its request is charged (TM-SEC-MEMORY), held until its handler ends.
         self._charge = charge
         #: Set when the running pool took this run for another client (TM-SEC-FAIR).
@@ -154,11 +142,6 @@ class TaskRun(EnvelopePort):
         self.owner = owner
         self.task_id = manager.new_task_id()
         self.scope = trio.CancelScope()
-        #: The answers the handler can be given: from the creating request's MRTR rounds,
-        #: then from tasks/update.
-        self._answers: dict[str, JSON] = dict(answers)
-        #: The answers used before publication, to seal into a requestState (MRTR).
-        self._used: dict[str, JSON] = {}
         #: The questions open now, by key (input_required), and the event their answers set.
         self._open: dict[str, InputRequest] = {}
         #: Every question the handler has asked in this run, by key (TK-KEYS: a key names
@@ -258,9 +241,8 @@ class TaskRun(EnvelopePort):
             if not self._manager.hold_result(self, size):
                 self._move(
                     TaskStatus.FAILED,
-                    message="The result is larger than the server keeps for a task.",
-                    error={"code": int(ErrorCode.INTERNAL_ERROR),
-                           "message": "Internal error: the task's result is too large to keep."},
+                    message=RESULT_TOO_LARGE.message,
+                    error=RESULT_TOO_LARGE.error,
                 )
                 self._manager.keep_ended(self)
                 return
@@ -268,20 +250,15 @@ class TaskRun(EnvelopePort):
             self._move(TaskStatus.COMPLETED, result=outcome.result)
             return
         elif isinstance(outcome, ErrorResponse):
-            # MJ-ERR-5 / MJ-ERR-7: the error a task shows is the one a modern answer carries.
-            outcome = modern_error(outcome)
-            error: dict[str, JSON] = {"code": int(outcome.code), "message": outcome.message}
-            if outcome.data is not None:
-                error["data"] = outcome.data
             # TK-FAILED: a JSON-RPC error during the work; statusMessage says why.
-            self._move(TaskStatus.FAILED, message=outcome.message, error=error)
+            failure = TaskFailure.of_error(outcome)
+            self._move(TaskStatus.FAILED, message=failure.message, error=failure.error)
         else:
             # Ended without an outcome: its scope was cancelled by the TTL or by shutdown.
             self._move(
                 TaskStatus.FAILED,
-                message="The task was ended by the server.",
-                error={"code": int(ErrorCode.INTERNAL_ERROR),
-                       "message": "Internal error: the server ended the task."},
+                message=ENDED_BY_SERVER.message,
+                error=ENDED_BY_SERVER.error,
             )
         self._manager.keep_ended(self)
 
@@ -294,13 +271,7 @@ class TaskRun(EnvelopePort):
         if self.snapshot is None or self.snapshot.status.terminal:
             return
         self._open.clear()
-        self._move(
-            TaskStatus.FAILED,
-            message="The server ended this task to make room for another client's: this "
-            "client held more than its fair share of the running tasks. Retry later.",
-            error={"code": int(ErrorCode.SERVER_BUSY),
-                   "message": "Service Unavailable: ended for another client's task; retry."},
-        )
+        self._move(TaskStatus.FAILED, message=PREEMPTED.message, error=PREEMPTED.error)
         self._answered.set()
         self._manager.keep_ended(self)
 
@@ -398,22 +369,7 @@ class TaskRun(EnvelopePort):
     def notify_now(self, notification: Notification) -> bool:
         return self._front.notify_now(notification) if self._front is not None else False
 
-    async def request(
-        self, method: str, params: Mapping[str, JSON] | None, *, timeout: float
-    ) -> Mapping[str, JSON]:
-        raise LocalProtocolError(
-            f"Cannot send {method} from a task: ask for input with ctx.elicit, ctx.sample or "
-            "ctx.list_roots."
-        )
-
-    async def ask(
-        self, requests: Mapping[str, InputRequest], *, timeout: float
-    ) -> dict[str, Mapping[str, JSON]]:
-        """Before publication, as a modern request: the answers of its retry, or
-        InputRequired. In a task (TK-INPUT): the questions become the task's inputRequests,
-        and the answer comes by tasks/update, however long that takes within the TTL (the
-        client polls; ``timeout`` does not apply)."""
-        await trio.lowlevel.checkpoint()
+    def _keep_keys(self, requests: Mapping[str, InputRequest]) -> None:
         for key, question in requests.items():
             if self._asked.setdefault(key, question) != question:
                 # TK-KEYS: a key is never given to another question; the answer the client
@@ -422,14 +378,15 @@ class TaskRun(EnvelopePort):
                     f"input key {key!r} was asked before for another question; give each "
                     "question a key of its own"
                 )
-        got, missing = split_answers(requests, self._answers)
+
+    async def _answers_later(
+        self, missing: Mapping[str, InputRequest]
+    ) -> dict[str, Mapping[str, JSON]]:
+        """Before publication, as any modern request: InputRequired. In a task (TK-INPUT):
+        the questions become the task's inputRequests, and the answers come by
+        tasks/update, however long that takes within the TTL (the client polls)."""
         if not self.published:
-            self._used.update({k: self._answers[k] for k in got})
-            if missing:
-                raise InputRequired(missing, self._used)
-            return got
-        if not missing:
-            return got
+            return await super()._answers_later(missing)
         reused = [key for key in missing if key in self._open]
         if reused:
             raise LocalProtocolError(
@@ -439,18 +396,7 @@ class TaskRun(EnvelopePort):
         self._move(TaskStatus.INPUT_REQUIRED, input_requests=self._open)
         while any(key not in self._answers for key in missing):
             await self._answered.wait()
-        got.update(split_answers(missing, self._answers)[0])
-        return got
-
-    def capability_error(self, required: Mapping[str, JSON]) -> ClientCapabilityError:
-        if self._front is not None:
-            return self._front.capability_error(required)
-        # Inside a task the client cannot be told on the wire: the task fails with it.
-        return ClientCapabilityError(
-            f"Missing required client capability: {', '.join(sorted(required))}.",
-            code=ErrorCode.MISSING_CLIENT_CAPABILITY,
-            data={"requiredCapabilities": dict(required)},
-        )
+        return split_answers(missing, self._answers)[0]
 
 
 class TaskManager:
@@ -752,7 +698,7 @@ class TaskManager:
             assert answers is not None
             run.update(answers, request)
         # TK-ACK: an update and a cancel are acknowledged with an empty complete result.
-        return {"resultType": "complete"}
+        return task_ack_result()
 
     def statistics(self) -> dict[str, int]:
         return {

@@ -13,7 +13,7 @@ from typing import Any, Final
 
 from ._errors import ErrorCode, RemoteProtocolError
 from ._jsonrpc import ErrorResponse, Message, Notification, Request, Response
-from ._methods import METHODS, MessageClass
+from ._methods import NOTIFICATION_CLASS, REQUEST_CLASS, MessageClass
 
 __all__ = ["Admission", "MessageClass", "Phase", "admit", "classify", "initialize_result"]
 
@@ -42,13 +42,10 @@ class Admission(enum.Enum):
 def classify(message: Message) -> MessageClass:
     """The class of ``message`` in the table: its method's own (the method table's lifecycle
     column: initialize, ping, notifications/initialized), else the general one."""
-    if isinstance(message, Request | Notification):
-        spec = METHODS.get(message.method)
-        if spec is not None and spec.lifecycle is not None and (
-            spec.is_request == isinstance(message, Request)
-        ):
-            return spec.lifecycle
-        return MessageClass.REQUEST if isinstance(message, Request) else MessageClass.NOTIFICATION
+    if isinstance(message, Request):
+        return REQUEST_CLASS.get(message.method, MessageClass.REQUEST)
+    if isinstance(message, Notification):
+        return NOTIFICATION_CLASS.get(message.method, MessageClass.NOTIFICATION)
     assert isinstance(message, Response | ErrorResponse)
     return MessageClass.RESPONSE
 

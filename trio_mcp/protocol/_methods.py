@@ -26,11 +26,12 @@ __all__ = [
     "CLIENT_REQUESTS",
     "INPUT_CAPABILITY",
     "INPUT_METHODS",
-    "LIST_CHANGED",
     "METHODS",
     "METHOD_CAPABILITY",
     "MODERN_METHODS",
     "NAME_PARAM",
+    "NOTIFICATION_CLASS",
+    "REQUEST_CLASS",
     "RUNTIME_METHODS",
     "SESSION_METHODS",
     "TASK_METHODS",
@@ -44,7 +45,6 @@ __all__ = [
     "check_served",
     "declared",
     "named",
-    "row",
 ]
 
 
@@ -281,11 +281,6 @@ def _table(rows: Iterable[Method]) -> dict[str, Method]:
 METHODS: Final[Mapping[str, Method]] = _table(_ROWS)
 
 
-def row(method: str) -> Method | None:
-    """The row of ``method``; None for a method this server does not know."""
-    return METHODS.get(method)
-
-
 def named(method: str, params: Mapping[str, Any] | None, kind: ScopeKind) -> str | None:
     """The tool, prompt or resource (``kind``) a request of ``method`` names: the value of its
     target field, when its row keys its scopes on ``kind``; None for any other request, or
@@ -351,10 +346,12 @@ INPUT_CAPABILITY: Final[Mapping[str, str]] = {
     m.name: m.capability for m in _ROWS if m.input is Input.ASKED and m.capability is not None
 }
 
-#: The list_changed notification of each kind, and the capability that announces it.
-LIST_CHANGED: Final[Mapping[str, str]] = {
-    m.name: m.capability for m in _ROWS
-    if m.feature == "listChanged" and m.capability is not None
+#: The requests and the notifications with a class of their own in the lifecycle table.
+REQUEST_CLASS: Final[Mapping[str, MessageClass]] = {
+    m.name: m.lifecycle for m in _ROWS if m.is_request and m.lifecycle is not None
+}
+NOTIFICATION_CLASS: Final[Mapping[str, MessageClass]] = {
+    m.name: m.lifecycle for m in _ROWS if not m.is_request and m.lifecycle is not None
 }
 
 
@@ -382,14 +379,13 @@ def check_served(served: Iterable[str]) -> None:
         ValueError: naming the methods out of place.
     """
     offered = frozenset(served)
-    unknown, missing = sorted(offered - APP_METHODS), sorted(APP_METHODS - offered)
-    if unknown or missing:
+    problems = []
+    if unknown := sorted(offered - APP_METHODS):
+        problems.append(f"served without a row: {', '.join(unknown)}")
+    if missing := sorted(APP_METHODS - offered):
+        problems.append(f"a row without a handler: {', '.join(missing)}")
+    if problems:
         raise ValueError(
             "the registries and the method table (trio_mcp/protocol/_methods.py) disagree: "
-            + "; ".join(
-                part for part in (
-                    f"served without a row: {', '.join(unknown)}" if unknown else "",
-                    f"a row without a handler: {', '.join(missing)}" if missing else "",
-                ) if part
-            )
+            + "; ".join(problems)
         )

@@ -9,14 +9,14 @@ import decimal
 import enum
 import re
 from collections.abc import Callable, Mapping
-from typing import Any, Final
+from typing import Any, Final, TypeVar, overload
 
 import attrs
 
 from ._era import ENCODED_FORM, decode_header_value, header_mismatch, header_text
-from ._errors import ErrorCode, RemoteProtocolError
+from ._errors import ErrorCode, ProtocolError, RemoteProtocolError
 from ._headers import Headers
-from ._jsonrpc import JSON, ErrorResponse, Request
+from ._jsonrpc import JSON, ErrorResponse, Request, RequestId
 from ._methods import CACHEABLE_METHODS, MODERN_METHODS, RUNTIME_METHODS, declared
 from ._versions import MODERN_VERSIONS
 
@@ -31,6 +31,7 @@ __all__ = [
     "check_param_headers",
     "complete_result",
     "discover_result",
+    "is_interim",
     "is_retry",
     "method_not_found",
     "missing_capability",
@@ -98,13 +99,33 @@ def method_not_found(request: Request) -> RemoteProtocolError:
     )
 
 
+_E = TypeVar("_E", bound=ProtocolError)
+
+
+@overload
 def missing_capability(
-    required: Mapping[str, JSON], request_id: str | int | None
-) -> RemoteProtocolError:
+    required: Mapping[str, JSON], request_id: RequestId | None = None
+) -> RemoteProtocolError: ...
+
+
+@overload
+def missing_capability(
+    required: Mapping[str, JSON], request_id: RequestId | None = None, *, raised_as: type[_E]
+) -> _E: ...
+
+
+def missing_capability(
+    required: Mapping[str, JSON],
+    request_id: RequestId | None = None,
+    *,
+    raised_as: type[ProtocolError] = RemoteProtocolError,
+) -> ProtocolError:
     """ML-META-3 (MUST): a request that needs client capabilities it did not declare gets
-    400 and -32021, naming them as a ClientCapabilities object."""
+    400 and -32021, naming them as a ClientCapabilities object: the one wording of it,
+    whether the runtime finds it before the handler runs (a RemoteProtocolError) or the
+    handler's question does (``raised_as`` the port's ClientCapabilityError)."""
     names = ", ".join(sorted(required))
-    return RemoteProtocolError(
+    return raised_as(
         f"Missing required client capability: {names}.",
         code=ErrorCode.MISSING_CLIENT_CAPABILITY,
         http_status=400,
@@ -312,6 +333,12 @@ def check_param_headers(
 
 
 # -- results ---------------------------------------------------------------------------------------
+
+
+def is_interim(result: Mapping[str, JSON]) -> bool:
+    """Whether a result is an interim one (MJ-RES-4): a question (input_required) or a task
+    (TK-CREATE), not the complete answer of its method."""
+    return result.get("resultType") in ("input_required", "task")
 
 
 def complete_result(

@@ -30,6 +30,7 @@ __all__ = [
     "check_input_response",
     "input_required_result",
     "read_input_responses",
+    "split_answers",
 ]
 
 _STATE_VERSION: Final = 1
@@ -265,6 +266,21 @@ def check_input_response(key: str, request: InputRequest, response: JSON) -> Map
         ):
             raise _malformed(key, "needs a list of roots, each with a uri")
     return response
+
+
+def split_answers(
+    requests: Mapping[str, InputRequest], answers: Mapping[str, JSON]
+) -> tuple[dict[str, Mapping[str, JSON]], dict[str, InputRequest]]:
+    """The questions ``answers`` already answers (each answer checked, MU-MRTR-4), and the
+    ones still open. Answers nobody asked for are left alone (MU-MRTR-9)."""
+    got: dict[str, Mapping[str, JSON]] = {}
+    missing: dict[str, InputRequest] = {}
+    for key, question in requests.items():
+        if key in answers:
+            got[key] = check_input_response(key, question, answers[key])
+        else:
+            missing[key] = question
+    return got, missing
 
 
 def input_required_result(

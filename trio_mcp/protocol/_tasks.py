@@ -13,12 +13,18 @@ from typing import Final
 import attrs
 
 from ._errors import ErrorCode, RemoteProtocolError
-from ._jsonrpc import JSON, Request
+from ._jsonrpc import JSON, ErrorResponse, Request
+from ._modern import modern_error
 from ._mrtr import InputRequest
 
 __all__ = [
+    "ENDED_BY_SERVER",
+    "PREEMPTED",
+    "RESULT_TOO_LARGE",
     "TASKS_EXTENSION",
+    "WORKER_STOPPED",
     "IllegalTransition",
+    "TaskFailure",
     "TaskSnapshot",
     "TaskStatus",
     "TaskSupport",
@@ -33,6 +39,8 @@ __all__ = [
     "read_iso_time",
     "read_task_id",
     "remaining_ttl",
+    "stored_task_result",
+    "task_ack_result",
     "task_lost",
     "task_not_found",
     "task_notification",
@@ -191,6 +199,64 @@ def get_task_result(task: TaskSnapshot) -> dict[str, JSON]:
     return out
 
 
+def stored_task_result(task: Mapping[str, JSON]) -> dict[str, JSON]:
+    """TK-GET for a task as a shared store keeps it (tasks/get's fields): the same answer
+    as ``get_task_result`` gives for a task of this worker's."""
+    return {"resultType": "complete", **task}
+
+
+def task_ack_result() -> dict[str, JSON]:
+    """TK-ACK: tasks/update and tasks/cancel are acknowledged with an empty complete
+    result."""
+    return {"resultType": "complete"}
+
+
+@attrs.frozen
+class TaskFailure:
+    """TK-FAILED: why a task failed, as tasks/get shows it: its statusMessage, and the
+    JSON-RPC error it ended with."""
+
+    message: str | None
+    error: Mapping[str, JSON] | None
+
+    @classmethod
+    def of_error(cls, response: ErrorResponse) -> TaskFailure:
+        """A JSON-RPC error during the work; the message says why. MJ-ERR-5 / MJ-ERR-7: the
+        error a task shows is the one a modern answer would carry."""
+        response = modern_error(response)
+        error: dict[str, JSON] = {"code": int(response.code), "message": response.message}
+        if response.data is not None:
+            error["data"] = response.data
+        return cls(response.message, error)
+
+
+def _internal(status: str, message: str) -> TaskFailure:
+    return TaskFailure(status, {"code": int(ErrorCode.INTERNAL_ERROR), "message": message})
+
+
+#: TM-TASK-BOUND: the result was larger than the server keeps for a task.
+RESULT_TOO_LARGE: Final = _internal(
+    "The result is larger than the server keeps for a task.",
+    "Internal error: the task's result is too large to keep.",
+)
+#: The work ended with no outcome: its TTL ended it (TK-TTL), or shutdown did.
+ENDED_BY_SERVER: Final = _internal(
+    "The task was ended by the server.", "Internal error: the server ended the task."
+)
+#: TM-STORE-TASKS: the worker running it stopped, and its work with it.
+WORKER_STOPPED: Final = _internal(
+    "The worker of this server running this task has stopped.",
+    "Internal error: the worker running this task stopped.",
+)
+#: TM-SEC-FAIR: the running tasks' pool took it for a client holding fewer.
+PREEMPTED: Final = TaskFailure(
+    "The server ended this task to make room for another client's: this client held more "
+    "than its fair share of the running tasks. Retry later.",
+    {"code": int(ErrorCode.SERVER_BUSY),
+     "message": "Service Unavailable: ended for another client's task; retry."},
+)
+
+
 def task_notification(task: TaskSnapshot) -> dict[str, JSON]:
     """TK-NOTIFY: the params of notifications/tasks: the task as tasks/get shows it."""
     out = get_task_result(task)
@@ -274,11 +340,8 @@ def lost_task(task: Mapping[str, JSON], at: float) -> dict[str, JSON]:
         **kept,
         "status": TaskStatus.FAILED.value,
         "lastUpdatedAt": iso_time(at),
-        "statusMessage": "The worker of this server running this task has stopped.",
-        "error": {
-            "code": int(ErrorCode.INTERNAL_ERROR),
-            "message": "Internal error: the worker running this task stopped.",
-        },
+        "statusMessage": WORKER_STOPPED.message,
+        "error": dict(WORKER_STOPPED.error or {}),
     }
 
 
