@@ -28,6 +28,7 @@ import trio
 
 from ._hypercorn import answer_lifespan
 from ._inspect_page import PAGE
+from .protocol._sse import encode_event, encode_message_event
 
 if TYPE_CHECKING:
     from ._trio._describe import SessionInfo, ViewInfo
@@ -614,10 +615,10 @@ class InspectorApp:
 
                 nursery.start_soon(until_gone)
                 nursery.start_soon(until_stopped)
-                await send({"type": "http.response.body", "body": b"retry: 2000\n\n",
+                await send({"type": "http.response.body", "body": encode_event(retry=2000),
                             "more_body": True})
                 while True:
-                    event = b"data: " + self.tree_json() + b"\n\n"
+                    event = encode_message_event(data=self.tree_json())
                     await send({"type": "http.response.body", "body": event, "more_body": True})
                     await trio.sleep_until(self.next_at)
         finally:

@@ -17,7 +17,7 @@ from ._prompts import PromptDef
 from ._resources import ResourceDef
 from ._tools import ToolDef, ToolError, make_tool
 from .protocol import Notification, Request
-from .protocol._methods import METHODS, ScopeKind, named
+from .protocol._methods import BROADCASTS, METHODS, ScopeKind, named
 from .protocol._tasks import TaskSupport
 
 if TYPE_CHECKING:
@@ -465,6 +465,8 @@ class Server:
         self._broadcast(f"notifications/{kind}/list_changed")
 
     def _broadcast(self, method: str, params: Mapping[str, Any] | None = None) -> int:
+        # Only the table's broadcasts reach other workers' clients (TM-STORE-NOTIFY).
+        assert method in BROADCASTS, method
         return sum(hub.broadcast(method, params) for hub in self._hubs)
 
     # -- serving ------------------------------------------------------------------------

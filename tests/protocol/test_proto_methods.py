@@ -22,15 +22,19 @@ from trio_mcp.protocol import Notification, Request
 from trio_mcp.protocol._lifecycle import MessageClass, classify
 from trio_mcp.protocol._methods import (
     APP_METHODS,
+    BROADCASTS,
     CACHEABLE_METHODS,
     INPUT_CAPABILITY,
     INPUT_METHODS,
+    LISTEN_FLAGS,
     METHOD_CAPABILITY,
     METHODS,
     MODERN_METHODS,
     NAME_PARAM,
     SESSION_METHODS,
+    SUBSCRIBED,
     TASK_METHODS,
+    UNCANCELLABLE,
     Handler,
     Kind,
     Method,
@@ -39,6 +43,7 @@ from trio_mcp.protocol._methods import (
     declared,
     named,
 )
+from trio_mcp.protocol._tasks import TaskAction
 from trio_mcp.protocol._versions import Era
 
 PACKAGE = Path(__file__).resolve().parents[2] / "trio_mcp"
@@ -83,6 +88,32 @@ def test_every_method_set_is_a_view_of_the_table() -> None:
     assert all(METHODS[n].capability == c for n, c in METHOD_CAPABILITY.items())
     assert all(METHODS[n].target == f for n, f in NAME_PARAM.items())
     assert {"elicitation/create", "sampling/createMessage", "roots/list"} == set(INPUT_CAPABILITY)
+    assert {"initialize"} == UNCANCELLABLE
+    assert {n for n, m in METHODS.items() if m.broadcast} == BROADCASTS
+    assert all(METHODS[n].listen_flag == f for f, n in LISTEN_FLAGS.items())
+    assert all(METHODS[n].target == f and not METHODS[n].is_request for n, f in SUBSCRIBED.items())
+
+
+@pytest.mark.spec("MU-SUB-1", "U-RES-6", "TK-NOTIFY")
+def test_the_notifications_a_client_follows_and_listens_for_are_rows() -> None:
+    """A list change is broadcast and asked for by its listen flag; a resource update goes
+    to the subscribers of its uri, a task status to the listeners of its taskId."""
+    assert {
+        "toolsListChanged": "notifications/tools/list_changed",
+        "promptsListChanged": "notifications/prompts/list_changed",
+        "resourcesListChanged": "notifications/resources/list_changed",
+    } == LISTEN_FLAGS
+    assert {"notifications/resources/updated": "uri", "notifications/tasks": "taskId"} == (
+        SUBSCRIBED
+    )
+    assert set(LISTEN_FLAGS.values()) | {"notifications/resources/updated"} == BROADCASTS
+
+
+@pytest.mark.spec("TK-GET", "TK-UPDATE", "TK-CANCEL")
+def test_the_task_actions_are_the_tasks_rows() -> None:
+    """Each tasks/* row is one TaskAction and each action a row (protocol/_tasks.py
+    refuses to load otherwise): a tasks row without its handler cannot be served."""
+    assert {a.value for a in TaskAction} == TASK_METHODS
 
 
 @pytest.mark.spec("TK-HEADERS", "MT-HDR-6")
@@ -193,6 +224,13 @@ def test_named_reads_the_target_field_of_the_kind_asked() -> None:
         {"feature": "listChanged"},
         {"cacheable": True, "eras": frozenset({Era.LEGACY})},
         {"task_capable": True, "handler": Handler.SESSION},
+        {"broadcast": True},
+        {"listen_flag": "toolsExampleChanged"},
+        {"kind": Kind.NOTIFICATION, "cancellable": False},
+        {
+            "kind": Kind.NOTIFICATION, "sent_by": Sender.SERVER, "handler": Handler.CLIENT,
+            "listen_flag": "toolsExampleChanged",
+        },
     ],
 )
 def test_a_row_that_does_not_hang_together_is_refused(facts: dict[str, Any]) -> None:
@@ -287,6 +325,55 @@ def test_every_method_the_code_compares_with_is_a_row() -> None:
         if name not in METHODS
     }
     assert set() == unknown
+
+
+#: The handlers' registries, which hold their methods' names as keys: the application's
+#: (one per registry module) and a legacy session's own; and the tour's client.
+HANDLER_REGISTRIES = REGISTRIES | {"trio_mcp/_trio/_session.py", "trio_mcp/_tour.py"}
+
+
+def _method_collections(tree: ast.AST) -> list[tuple[int, set[str]]]:
+    """The set, list, tuple and dict displays of a module that hold a method name (as an
+    element, a key or a value), with the line of each: a method set of the module's own."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Dict):
+            items: list[ast.expr | None] = [*node.keys, *node.values]
+        elif isinstance(node, ast.Set | ast.List | ast.Tuple):
+            items = list(node.elts)
+        else:
+            continue
+        names = {
+            i.value for i in items
+            if isinstance(i, ast.Constant) and isinstance(i.value, str) and i.value in METHODS
+        }
+        if names:
+            found.append((node.lineno, names))
+    return found
+
+
+def test_no_module_keeps_a_method_set_of_its_own() -> None:
+    """Outside the table and the handlers' registries, no module of trio_mcp holds a
+    collection of method names: a set, list, tuple or dict of them is a view of the table
+    kept by hand, which a new method would have to join (and would silently miss)."""
+    kept = {
+        f"{path.relative_to(PACKAGE.parent)}:{line}: {sorted(names)}"
+        for path in PACKAGE.rglob("*.py")
+        if str(path.relative_to(PACKAGE.parent)) not in HANDLER_REGISTRIES | ELSEWHERE
+        for line, names in _method_collections(ast.parse(path.read_text("utf-8")))
+    }
+    assert set() == kept
+
+
+def test_a_method_set_kept_by_hand_is_found() -> None:
+    """The check above finds what it is for: the listen flags as they were once written."""
+    tree = ast.parse(
+        '_LIST_CHANGED = {"toolsListChanged": "notifications/tools/list_changed"}\n'
+        'if method in ("tasks/get", "tasks/cancel"): pass\n'
+    )
+    assert [(1, {"notifications/tools/list_changed"}), (2, {"tasks/get", "tasks/cancel"})] == (
+        sorted(_method_collections(tree), key=lambda f: f[0])
+    )
 
 
 # -- the worked example of docs/architecture.md ------------------------------------------------

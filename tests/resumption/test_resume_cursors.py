@@ -12,7 +12,7 @@ from support.fixtures import StartServer
 from support.resume import Wire, open_call, read_until, resume
 
 from trio_mcp import Server
-from trio_mcp.protocol import Cursor
+from trio_mcp.protocol import Cursor, Notification
 
 TIMEOUT = 10
 
@@ -115,7 +115,7 @@ async def test_cursor_of_another_session_gets_400_and_leaves_that_session_alone(
             assert first is not None and first.id
             wire.take(first)
             answer = await refused(session_b, first.id)
-            live.manager.notify_all("notifications/tools/list_changed")
+            live.manager.broadcast(Notification(method="notifications/tools/list_changed"))
             await read_until(get_a, wire, messages=1)
 
     assert_bad_request(answer)

@@ -28,7 +28,7 @@ from support.redis import RedisServer
 
 from trio_mcp import Context, Server, ServerConfig
 from trio_mcp._trio._relay import RELAY_HEADER
-from trio_mcp.protocol import HttpRequest
+from trio_mcp.protocol import HttpRequest, Notification
 from trio_mcp.protocol._headers import Headers
 
 TIMEOUT = 15
@@ -446,7 +446,7 @@ async def test_the_standalone_stream_of_a_gone_worker_says_so_and_goes_on_at_the
             told = await resumed.next_event(comments=False)
             assert told is not None
             await wait_until(lambda: bool(b.manager.sessions), poll=0.01)
-            b.manager.notify_all("notifications/tools/list_changed")
+            b.manager.broadcast(Notification(method="notifications/tools/list_changed"))
             live = await resumed.next_message()
     assert "resumption-failed" == told.event
     assert "holder-gone" in json.loads(told.data)["reason"]

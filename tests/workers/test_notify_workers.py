@@ -17,6 +17,8 @@ from support.fixtures import LiveServer, StartServer, wait_until
 from support.modern import META_SUBSCRIPTION_ID, modern_request, open_modern
 
 from trio_mcp import Server, ServerConfig
+from trio_mcp._trio._announce import announced
+from trio_mcp._trio._store import Control, ControlKind
 
 TIMEOUT = 15
 SECRET = bytes(range(32))
@@ -208,3 +210,30 @@ async def test_a_worker_delivers_its_own_change_once_and_publishes_nothing_it_re
     assert 2 * [("notifications/prompts/list_changed", None)] == [_what(m) for m in then]
     assert 1 == a.manager.stats.controls_received
     assert 1 == b.manager.stats.controls_received
+
+
+@pytest.mark.spec("TM-STORE-NOTIFY")
+@pytest.mark.parametrize(
+    ("method", "delivered"),
+    [
+        ("notifications/tools/list_changed", True),
+        ("notifications/resources/updated", True),
+        # The server's notifications about one request, or about a task (which stays in the
+        # worker running it), are never another worker's to deliver.
+        ("notifications/message", False),
+        ("notifications/progress", False),
+        ("notifications/tasks", False),
+        ("notifications/made/up", False),
+        ("tools/call", False),
+    ],
+)
+def test_a_worker_delivers_from_the_store_only_the_tables_broadcasts(
+    method: str, delivered: bool
+) -> None:
+    """What arrives on the control channel is delivered to this worker's clients only when
+    the method table says the server broadcasts it, whoever wrote it to the store."""
+    control = Control(ControlKind.NOTIFY, "", {"method": method, "params": {"uri": "x"}})
+    notification = announced(control)
+    assert delivered == (notification is not None)
+    if notification is not None:
+        assert method == notification.method

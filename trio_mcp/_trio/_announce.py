@@ -13,6 +13,7 @@ import trio
 
 from ..protocol import JSON, Notification, dumps
 from ..protocol._logtext import LogLimiter
+from ..protocol._methods import BROADCASTS
 from ._store import Control, ControlKind, SessionStore, StoreUnavailable
 
 __all__ = ["Announcer", "announced"]
@@ -26,12 +27,13 @@ MAX_WAITING = 1024
 
 def announced(control: Control) -> Notification | None:
     """The change notification another worker published; None for anything else, or for
-    a payload this code did not write."""
+    a payload this code did not write: a method the table does not broadcast is not
+    delivered to this worker's clients, whoever wrote it to the store."""
     payload = control.payload
     if control.kind is not ControlKind.NOTIFY or not isinstance(payload, dict):
         return None
     method, params = payload.get("method"), payload.get("params")
-    if not isinstance(method, str) or not method.startswith("notifications/"):
+    if not isinstance(method, str) or method not in BROADCASTS:
         return None
     if params is not None and not isinstance(params, dict):
         return None

@@ -21,7 +21,7 @@ from ..protocol._modern import (
     complete_result,
     stamp_subscription,
 )
-from ..protocol._sse import encode_data_event
+from ..protocol._sse import encode_message_event
 from ._memory import MemoryReleaser
 from ._pools import Charge, Pool, pool_busy
 from ._responder import Responder, watching_disconnect
@@ -67,7 +67,7 @@ class Listener:
         stamped = Notification(
             method=method, params=stamp_subscription(params, self.subscription_id)
         )
-        return self.stream.offer(encode_data_event(dumps(stamped)))
+        return self.stream.offer(encode_message_event(data=dumps(stamped)))
 
 
 class Listeners:
@@ -161,7 +161,7 @@ class Listeners:
                 params=stamp_subscription({"notifications": dict(filter.acknowledged)},
                                           request.id),
             )
-            stream.offer(encode_data_event(dumps(ack)))
+            stream.offer(encode_message_event(data=dumps(ack)))
             self.live.add(listener)
             try:
                 with scope:
@@ -185,4 +185,6 @@ class Listeners:
             server_info=self.app.server_info(),
             cache=None,
         )
-        await stream.finish(encode_data_event(dumps(Response(id=request.id, result=result))))
+        await stream.finish(
+            encode_message_event(data=dumps(Response(id=request.id, result=result)))
+        )

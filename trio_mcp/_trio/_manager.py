@@ -40,6 +40,7 @@ from ..protocol._headers import Headers
 from ..protocol._jsonrpc import dumps_json
 from ..protocol._lifecycle import Admission, initialize_result
 from ..protocol._logtext import LogLimiter
+from ..protocol._methods import SUBSCRIBED
 from ..protocol._sse import encode_message_event
 from ..protocol._transport import (
     SSE_HEADERS,
@@ -1333,11 +1334,6 @@ class SessionManager:
             "bytes_of_bodies_arriving": self.bodies.held,
         }
 
-    def notify_all(self, method: str, params: Mapping[str, Any] | None = None) -> None:
-        """Send a notification on every operating session's standalone stream."""
-        for session in list(self.sessions.values()):
-            session.send(Notification(method=method, params=params))
-
     def broadcast(self, notification: Notification) -> int:
         """Send a change notification on the standalone stream (T-GET-5: it relates to no
         request) of each session it is for (``Session.takes``); how many got it at once.
@@ -1349,7 +1345,7 @@ class SessionManager:
         for session in list(self.sessions.values()):
             if (
                 self.store.shared
-                and notification.method == "notifications/resources/updated"
+                and notification.method in SUBSCRIBED
                 # Not read since another worker said it changed (or never read here).
                 and not session.record_fresh(trio.current_time(), math.inf)
             ):

@@ -52,7 +52,7 @@ from ..protocol._mrtr import (
     input_required_result,
     read_input_responses,
 )
-from ..protocol._sse import encode_data_event
+from ..protocol._sse import encode_message_event
 from ..protocol._tasks import (
     TASKS_EXTENSION,
     TaskSupport,
@@ -472,7 +472,7 @@ class ModernExchange(EnvelopePort):
                 self._trace(TraceKind.REPLY, status=status, detail=_result_type(message))
             return self._responder.finished
         # MT-SSE-4 (SHOULD): the final response ends the stream.
-        return await self._stream.finish(encode_data_event(body))
+        return await self._stream.finish(encode_message_event(data=body))
 
     def _trace(self, kind: TraceKind, **fields: Any) -> None:
         """Tell the tracer (there is one: callers check) what this request did. It has no
@@ -510,13 +510,13 @@ class ModernExchange(EnvelopePort):
         if stream is None:
             return False
         # MT-SSE-7: a notification of this request goes on this request's stream.
-        return await stream.send(encode_data_event(dumps(notification)))
+        return await stream.send(encode_message_event(data=dumps(notification)))
 
     def notify_now(self, notification: Notification) -> bool:
         stream = self._stream
         if self._finished or stream is None:
             return False
-        return stream.offer(encode_data_event(dumps(notification)))
+        return stream.offer(encode_message_event(data=dumps(notification)))
 
     async def _open_stream(self) -> EventStream | None:
         stream = self._stream

@@ -23,13 +23,14 @@ from ..protocol._logtext import LogLimiter
 from ..protocol._methods import TASK_METHODS
 from ..protocol._mrtr import RequestStateCodec
 from ..protocol._tasks import (
+    TaskAction,
+    TaskQuery,
     TaskSnapshot,
     declares_tasks,
     holder_unreachable,
     is_terminal,
     lost_task,
-    read_input_answers,
-    read_task_id,
+    read_task_query,
     remaining_ttl,
     stored_task_result,
     task_ack_result,
@@ -452,7 +453,7 @@ class Runtime:
         # TK-GATE / TM-TASK-ORDER: the extension (and whether tasks are served at all) is
         # checked here as at the worker running the task, before any lookup.
         self.modern.check(call, request.headers)
-        task_id = read_task_id(call.request)
+        query = read_task_query(call.request)
         address = None
         if not request.relayed:
             address = await self.manager.locate(origin)
@@ -466,36 +467,34 @@ class Runtime:
         # while it runs); one that is there but does not answer may be a worker briefly out
         # of reach, or a stale address reached by a relayed request, whose tasks live on.
         gone = address is None and not request.relayed
-        await self._answer_unreached(call, task_id, request, responder, gone=gone)
+        await self._answer_unreached(call, query, request, responder, gone=gone)
         return True
 
     async def _answer_unreached(
-        self, call: ModernCall, task_id: str, request: HttpRequest, responder: Responder,
+        self, call: ModernCall, query: TaskQuery, request: HttpRequest, responder: Responder,
         *, gone: bool,
     ) -> None:
-        """TM-STORE-TASKS: the worker running ``task_id`` was not reached. An end the store
-        holds is final (TK-STATES), and answered as it is. Otherwise, a worker that is
-        ``gone`` took the task's work with it: failed, and kept so for the next worker
+        """TM-STORE-TASKS: the worker running the task ``query`` names was not reached. An
+        end the store holds is final (TK-STATES), and answered as it is. Otherwise, a worker
+        that is ``gone`` took the task's work with it: failed, and kept so for the next worker
         asked, unless the store holds an end by then; the store without the task (or with
         another principal's), lost. A worker not known to be gone may still run the task,
         and move it: the request is to be retried (503, -31002), nothing said of the task."""
-        stored = await self.manager.load_task(task_id)
+        stored = await self.manager.load_task(query.task_id)
         principal = request.principal.key if request.principal is not None else ""
         mine = stored is not None and stored.owner == principal
         if stored is None or not mine or not is_terminal(stored.task):
             if not gone:
-                raise holder_unreachable(call.request, task_id)
+                raise holder_unreachable(call.request, query.task_id)
             if stored is None or not mine:
-                raise task_lost(call.request, task_id)
+                raise task_lost(call.request, query.task_id)
             failed = attrs.evolve(stored, task=lost_task(stored.task, time.time()))
             ttl = remaining_ttl(stored.task, time.time())
             held = await self.manager.end_task(failed, ttl) if ttl > 0 else None
             stored = held or failed
-        if call.request.method == "tasks/get":
+        if query.action is TaskAction.GET:
             await self.modern.reply_task(call, stored_task_result(stored.task), responder)
             return
-        if call.request.method == "tasks/update":
-            read_input_answers(call.request)
         # TK-ACK: an update or a cancel of an ended task changes nothing, and is acked.
         await self.modern.reply_task(call, task_ack_result(), responder)
 

@@ -41,8 +41,14 @@ from ..protocol._jsonrpc import parse_message
 from ..protocol._lifecycle import Admission, admit
 from ..protocol._logging import DEFAULT_LOG_LEVEL, requested_level
 from ..protocol._logtext import LogLimiter, printable
-from ..protocol._methods import declared
-from ..protocol._mrtr import InputRequest, check_input_response
+from ..protocol._methods import (
+    REQUEST_CLASS,
+    SUBSCRIBED,
+    UNCANCELLABLE,
+    MessageClass,
+    declared,
+)
+from ..protocol._mrtr import InputRequest, check_legacy_answer
 from ..protocol._sse import encode_event
 from ..protocol._versions import revision_at_least
 from ._describe import HandlerInfo, LogInfo, SessionInfo, ViewInfo
@@ -398,8 +404,10 @@ class Session:
         announced (L-CAP-1), and for a resource update, one it subscribed to."""
         if not declared(self.server_capabilities, notification.method):
             return False
-        if notification.method == "notifications/resources/updated":
-            uri = (notification.params or {}).get("uri")
+        field = SUBSCRIBED.get(notification.method)
+        if field is not None:
+            # A session follows resources only (U-RES-5): what it subscribed to.
+            uri = (notification.params or {}).get(field)
             return isinstance(uri, str) and uri in self.subscriptions
         return True
 
@@ -559,7 +567,7 @@ class Session:
         if control.kind is ControlKind.CANCEL:
             rid = control.payload
             flight = self.inflight.get(rid) if isinstance(rid, str | int) else None
-            if flight is not None and flight.request.method != "initialize":
+            if flight is not None and flight.request.method not in UNCANCELLABLE:
                 self.cancel_flight(flight)
         elif control.kind is ControlKind.RESPONSE:
             try:
@@ -579,7 +587,7 @@ class Session:
                 # TM-STORE-CONTROL: it may be running in another worker.
                 self.manager.forward(self, ControlKind.CANCEL, rid)
             # U-CANCEL-5 / U-CANCEL-9: unknown, finished or malformed: ignored.
-            if flight is not None and flight.request.method != "initialize":
+            if flight is not None and flight.request.method not in UNCANCELLABLE:
                 # TM-SEC-LOG: the reason is the client's text, escaped and cut.
                 logger.info(
                     "request %s cancelled by the client: %s",
@@ -1168,7 +1176,10 @@ class SessionPort:
     async def request(
         self, method: str, params: Mapping[str, JSON] | None, *, timeout: float
     ) -> Mapping[str, JSON]:
-        if method != "ping" and self._session.phase is Phase.AWAITING_INITIALIZED:
+        if (
+            REQUEST_CLASS.get(method) is not MessageClass.PING
+            and self._session.phase is Phase.AWAITING_INITIALIZED
+        ):
             # L-INIT-6 (SHOULD NOT): only pings before the client's initialized notification.
             raise LocalProtocolError(
                 f"Cannot send {method} before the client sent notifications/initialized."
@@ -1183,10 +1194,7 @@ class SessionPort:
 
         async def one(key: str, question: InputRequest) -> None:
             result = await self.request(question.method, question.params, timeout=timeout)
-            # A legacy client's malformed answer is the handler's to see, as before the
-            # modern era: only the shape is checked, not the requested schema.
-            if question.method != "elicitation/create":
-                check_input_response(key, question, result)
+            check_legacy_answer(key, question, result)
             answers[key] = result
 
         if len(requests) == 1:

@@ -35,19 +35,18 @@ from ..protocol._auth import Principal
 from ..protocol._era import ModernCall
 from ..protocol._fair import UnitPolicy
 from ..protocol._headers import Headers
-from ..protocol._methods import TASK_METHODS
 from ..protocol._mrtr import InputRequest, check_input_response, split_answers
 from ..protocol._tasks import (
     ENDED_BY_SERVER,
     PREEMPTED,
     RESULT_TOO_LARGE,
+    TaskAction,
     TaskFailure,
     TaskSnapshot,
     TaskStatus,
     get_task_result,
-    read_input_answers,
     read_iso_time,
-    read_task_id,
+    read_task_query,
     task_ack_result,
     task_not_found,
 )
@@ -684,19 +683,17 @@ class TaskManager:
         Raises:
             RemoteProtocolError: -32602 for an unknown id or malformed params.
         """
-        assert request.method in TASK_METHODS
-        task_id = read_task_id(request)
-        answers = read_input_answers(request) if request.method == "tasks/update" else None
-        run = self.find(task_id, principal)
+        query = read_task_query(request)
+        run = self.find(query.task_id, principal)
         if run is None or run.snapshot is None:
             raise task_not_found(request)
-        if request.method == "tasks/get":
+        if query.action is TaskAction.GET:
             return get_task_result(run.snapshot)
-        if request.method == "tasks/cancel":
+        if query.action is TaskAction.CANCEL:
             run.cancel()
         else:
-            assert answers is not None
-            run.update(answers, request)
+            assert query.answers is not None
+            run.update(query.answers, request)
         # TK-ACK: an update and a cancel are acknowledged with an empty complete result.
         return task_ack_result()
 

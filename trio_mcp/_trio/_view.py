@@ -169,16 +169,11 @@ class View:
         state = self.session.log.stream(self.stream)
         return 0 if state is None else state.lag(self.delivered)[0]
 
-    def lag_bytes(self) -> int:
-        """Bytes of this stream's messages appended but not yet taken by the connection."""
-        state = self.session.log.stream(self.stream)
-        return 0 if state is None else state.lag(self.delivered)[1]
-
     def lags_beyond(self, count: int, size: int) -> bool:
         """Whether more than ``count`` messages, or ``size`` bytes of them, of this stream are
-        appended but not yet taken: ``lag() > count or lag_bytes() > size``, summing only as
-        far as it takes to know. A producer asks on every message it sends (TM-BP-PRODUCER),
-        so this costs a bisection and the lag, not the window."""
+        appended but not yet taken, summing only as far as it takes to know. A producer asks
+        on every message it sends (TM-BP-PRODUCER), so this costs a bisection and the lag,
+        not the window."""
         state = self.session.log.stream(self.stream)
         return state is not None and state.lags_beyond(self.delivered, count, size)
 

@@ -21,8 +21,7 @@ import attrs
 import trio
 
 from ._describe import WriterInfo
-from ._judge import RATE_LOOKBACK, SILENCE_FACTOR, KernelJudge, StallJudge, judge_for
-from ._pacer import WindowPacer
+from ._judge import RATE_LOOKBACK, SILENCE_FACTOR, StallJudge, judge_for
 from ._responder import Responder, SendRoom
 
 __all__ = [
@@ -189,11 +188,6 @@ class ConnectionWriter:
     def paced(self) -> bool:
         """Whether the writes are paced by the reader's window now (TM-BP-PACE)."""
         return self.judge.paced
-
-    @property
-    def pacer(self) -> WindowPacer | None:
-        """The pacer of a kernel judge (TM-BP-PACE), for tests and statistics."""
-        return self.judge.pacer if isinstance(self.judge, KernelJudge) else None
 
     @property
     def probing(self) -> bool:

@@ -24,7 +24,7 @@ from ._errors import ErrorCode, RemoteProtocolError
 from ._headers import PROTOCOL_VERSION, SESSION_ID, Headers
 from ._jsonrpc import JSON, Notification, Request, parse_message
 from ._logging import LOG_LEVELS
-from ._methods import NAME_PARAM
+from ._methods import NAME_PARAM, REQUEST_CLASS, MessageClass
 from ._versions import LEGACY_VERSIONS, MODERN_VERSIONS, Era
 
 __all__ = [
@@ -152,7 +152,8 @@ def route_post(headers: Headers, body: JSON) -> Era | ModernCall | ModernNotific
         # of its own out to the client, and the legacy parser words the error.
         return Era.LEGACY
     if not claim:
-        if body.get("method") == "initialize":
+        method = body.get("method")
+        if isinstance(method, str) and REQUEST_CLASS.get(method) is MessageClass.INITIALIZE:
             if _header_is_modern(version_header):
                 # An initialize is a legacy handshake; a header naming a modern version
                 # contradicts it (TM-ERA-INIT).

@@ -22,10 +22,12 @@ from ._versions import Era
 
 __all__ = [
     "APP_METHODS",
+    "BROADCASTS",
     "CACHEABLE_METHODS",
     "CLIENT_REQUESTS",
     "INPUT_CAPABILITY",
     "INPUT_METHODS",
+    "LISTEN_FLAGS",
     "METHODS",
     "METHOD_CAPABILITY",
     "MODERN_METHODS",
@@ -34,7 +36,9 @@ __all__ = [
     "REQUEST_CLASS",
     "RUNTIME_METHODS",
     "SESSION_METHODS",
+    "SUBSCRIBED",
     "TASK_METHODS",
+    "UNCANCELLABLE",
     "Handler",
     "Input",
     "Kind",
@@ -140,8 +144,10 @@ class Method:
     feature: str | None = None
     """The flag under ``capability`` that must be true too (``listChanged``, ``subscribe``)."""
     target: str | None = None
-    """The params field naming what the request is about; a modern request's ``Mcp-Name``
-    header repeats it (MT-HDR-6, TK-HEADERS), and a requestState is bound to it (MU-MRTR-9)."""
+    """The params field naming what the message is about. A modern request's ``Mcp-Name``
+    header repeats it (MT-HDR-6, TK-HEADERS), and a requestState is bound to it (MU-MRTR-9);
+    a notification with a target goes only to the clients that follow what it names (a
+    resource subscribed to: U-RES-6, MU-SUB-10; a task listened for: TK-NOTIFY)."""
     scope: ScopeKind | None = None
     input: Input | None = None
     cacheable: bool = False
@@ -150,6 +156,14 @@ class Method:
     """A call may run as a task (TM-TASK-DECIDE), when the tool and the client allow it."""
     lifecycle: MessageClass | None = None
     """Its class in the lifecycle table, when it has one of its own."""
+    cancellable: bool = True
+    """A notifications/cancelled naming a request of it is acted on (U-CANCEL-2: never for
+    initialize)."""
+    broadcast: bool = False
+    """A change the server tells every client that may hear it (``Server`` announces it to
+    each worker's clients: TM-STORE-NOTIFY), not a message about one request."""
+    listen_flag: str | None = None
+    """The boolean of a subscriptions/listen filter that asks for it (MU-SUB-1)."""
 
     def __attrs_post_init__(self) -> None:
         # What the table says must hang together; a row that does not fails at import.
@@ -157,9 +171,19 @@ class Method:
         if (self.handler is Handler.CLIENT) != (self.sent_by is Sender.SERVER):
             problems.append("the client handles exactly the methods only the server sends")
         if self.kind is Kind.NOTIFICATION and (
-            self.target or self.scope or self.input or self.cacheable or self.task_capable
+            self.scope or self.input or self.cacheable or self.task_capable
         ):
-            problems.append("a notification has no target, scope, input, cache or task")
+            problems.append("a notification has no scope, input, cache or task")
+        if self.kind is Kind.NOTIFICATION and self.target and self.sent_by is not Sender.SERVER:
+            problems.append("only the server's notifications are about one thing followed")
+        if not self.cancellable and not (self.kind is Kind.REQUEST and self.sent_by.client):
+            problems.append("only a client's request can be left running when cancelled")
+        if self.kind is Kind.REQUEST and (self.broadcast or self.listen_flag):
+            problems.append("only a notification is broadcast or listened for")
+        if (self.broadcast or self.listen_flag) and self.sent_by is not Sender.SERVER:
+            problems.append("the server's notifications are broadcast and listened for")
+        if self.listen_flag and (not self.broadcast or self.target):
+            problems.append("a listen flag asks for a broadcast about no one thing")
         if self.feature is not None and self.capability is None:
             problems.append("a feature belongs to a capability")
         if (self.cacheable or self.task_capable) and Era.MODERN not in self.eras:
@@ -195,7 +219,9 @@ def _notification(name: str, eras: frozenset[Era], sent_by: Sender, **facts: Any
 _ROWS: Final = (
     # -- what a client asks --------------------------------------------------------------------
     # L-INIT-1: the legacy handshake; 2026-07-28 has none (TM-ERA-REMOVED).
-    _request("initialize", _LEGACY, Handler.RUNTIME, lifecycle=MessageClass.INITIALIZE),
+    # U-CANCEL-2: never cancelled.
+    _request("initialize", _LEGACY, Handler.RUNTIME, lifecycle=MessageClass.INITIALIZE,
+             cancellable=False),
     # L-PING-1: either side may ping, in any phase of a session.
     _request("ping", _LEGACY, Handler.SESSION, sent_by=Sender.EITHER,
              lifecycle=MessageClass.PING),
@@ -254,16 +280,19 @@ _ROWS: Final = (
     _notification("notifications/progress", _BOTH, Sender.SERVER),
     # U-RES-6, MU-SUB-10.
     _notification("notifications/resources/updated", _BOTH, Sender.SERVER,
-                  capability="resources", feature="subscribe"),
-    # U-TOOL-2, U-PROMPT-4, U-RES-2, MU-SUB-9.
+                  capability="resources", feature="subscribe", target="uri", broadcast=True),
+    # U-TOOL-2, U-PROMPT-4, U-RES-2, MU-SUB-1, MU-SUB-9.
     _notification("notifications/tools/list_changed", _BOTH, Sender.SERVER,
-                  capability="tools", feature="listChanged"),
+                  capability="tools", feature="listChanged", broadcast=True,
+                  listen_flag="toolsListChanged"),
     _notification("notifications/prompts/list_changed", _BOTH, Sender.SERVER,
-                  capability="prompts", feature="listChanged"),
+                  capability="prompts", feature="listChanged", broadcast=True,
+                  listen_flag="promptsListChanged"),
     _notification("notifications/resources/list_changed", _BOTH, Sender.SERVER,
-                  capability="resources", feature="listChanged"),
+                  capability="resources", feature="listChanged", broadcast=True,
+                  listen_flag="resourcesListChanged"),
     # TK-NOTIFY, MU-SUB-2: on listen streams only.
-    _notification("notifications/tasks", _MODERN, Sender.SERVER),
+    _notification("notifications/tasks", _MODERN, Sender.SERVER, target="taskId"),
     _notification("notifications/subscriptions/acknowledged", _MODERN, Sender.SERVER),
 )
 
@@ -344,6 +373,24 @@ NAME_PARAM: Final[Mapping[str, str]] = {
 #: capability each needs.
 INPUT_CAPABILITY: Final[Mapping[str, str]] = {
     m.name: m.capability for m in _ROWS if m.input is Input.ASKED and m.capability is not None
+}
+
+#: U-CANCEL-2: the requests a notifications/cancelled leaves running.
+UNCANCELLABLE: Final = _names(lambda m: m.is_request and not m.cancellable)
+
+#: TM-STORE-NOTIFY: the changes the server tells every client that may hear them; the only
+#: notifications one worker passes on to the others.
+BROADCASTS: Final = _names(lambda m: m.broadcast)
+
+#: MU-SUB-1: a subscriptions/listen filter's booleans, and the notification each asks for.
+LISTEN_FLAGS: Final[Mapping[str, str]] = {
+    m.listen_flag: m.name for m in _ROWS if m.listen_flag is not None
+}
+
+#: U-RES-6, MU-SUB-10, TK-NOTIFY: the notifications a client gets only about what it
+#: follows, and the params field naming it.
+SUBSCRIBED: Final[Mapping[str, str]] = {
+    m.name: m.target for m in _ROWS if not m.is_request and m.target is not None
 }
 
 #: The requests and the notifications with a class of their own in the lifecycle table.

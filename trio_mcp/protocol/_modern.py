@@ -17,7 +17,13 @@ from ._era import ENCODED_FORM, decode_header_value, header_mismatch, header_tex
 from ._errors import ErrorCode, ProtocolError, RemoteProtocolError
 from ._headers import Headers
 from ._jsonrpc import JSON, ErrorResponse, Request, RequestId
-from ._methods import CACHEABLE_METHODS, MODERN_METHODS, RUNTIME_METHODS, declared
+from ._methods import (
+    CACHEABLE_METHODS,
+    LISTEN_FLAGS,
+    MODERN_METHODS,
+    RUNTIME_METHODS,
+    declared,
+)
 from ._versions import MODERN_VERSIONS
 
 __all__ = [
@@ -387,13 +393,9 @@ def discover_result(
 
 # -- subscriptions/listen (MU-SUB-1 .. MU-SUB-5) ---------------------------------------------------
 
-#: The listen filter's flags and the notification each one asks for (what a server must have
-#: declared to send it is the notification's row in the method table).
-_LIST_CHANGED: Final = {
-    "toolsListChanged": "notifications/tools/list_changed",
-    "promptsListChanged": "notifications/prompts/list_changed",
-    "resourcesListChanged": "notifications/resources/list_changed",
-}
+# The listen filter's booleans and the notification each asks for are the method table's
+# (LISTEN_FLAGS), with what a server must have declared to send it. The two notifications
+# about one thing followed are read with the filter's lists of them.
 _RESOURCE_UPDATED: Final = "notifications/resources/updated"
 _TASK_STATUS: Final = "notifications/tasks"
 
@@ -436,7 +438,7 @@ class ListenFilter:
             raise _invalid_listen("params.notifications must be an object", request)
         honoured: dict[str, JSON] = {}
         methods: set[str] = set()
-        for flag, method in _LIST_CHANGED.items():
+        for flag, method in LISTEN_FLAGS.items():
             value = wanted.get(flag)
             if value is None:
                 continue

@@ -28,6 +28,7 @@ __all__ = [
     "InputRequest",
     "RequestStateCodec",
     "check_input_response",
+    "check_legacy_answer",
     "input_required_result",
     "read_input_responses",
     "split_answers",
@@ -266,6 +267,18 @@ def check_input_response(key: str, request: InputRequest, response: JSON) -> Map
         ):
             raise _malformed(key, "needs a list of roots, each with a uri")
     return response
+
+
+def check_legacy_answer(key: str, request: InputRequest, response: JSON) -> None:
+    """TM-MRTR-LEGACY: a legacy client's answer to a question asked on its stream. An
+    elicitation's is the handler's to see as it came, as before the modern era; any other
+    answer is checked as a modern one is (MU-MRTR-4).
+
+    Raises:
+        RemoteProtocolError: -32602 naming the key, for a malformed answer.
+    """
+    if request.method != "elicitation/create":
+        check_input_response(key, request, response)
 
 
 def split_answers(

@@ -10,7 +10,6 @@ __all__ = [
     "SSEDecoder",
     "SSEEvent",
     "encode_comment",
-    "encode_data_event",
     "encode_event",
     "encode_message_event",
 ]
@@ -48,25 +47,22 @@ def encode_event(
     return ("\n".join(lines) + "\n\n").encode("utf-8")
 
 
-def encode_message_event(*, id: str, data: bytes) -> bytes:
-    """``encode_event(id=id, data=data.decode())`` for ``data`` that is already UTF-8 bytes.
+def encode_message_event(*, data: bytes, id: str | None = None) -> bytes:
+    """The event that carries one serialized JSON-RPC message, ``data`` (UTF-8 bytes):
+    ``encode_event(id=id, data=data.decode())``, with the event's ``id`` when its stream
+    has them (a legacy stream's resumption cursor) and none when it has not (MT-SSE-6: a
+    modern stream carries no ids).
 
-    The common case, a serialized JSON-RPC message, holds no line break (JSON escapes them),
-    so it is framed as it is, without a round trip through str: this runs once per event a
-    server streams.
+    Every message any stream carries is framed here, once per event a server streams: the
+    common case, a message with no line break (JSON escapes them), is framed as it is,
+    without a round trip through str.
     """
     if b"\n" in data or b"\r" in data:
         return encode_event(id=id, data=data.decode("utf-8"))
+    if id is None:
+        return b"data: " + data + b"\n\n"
     _check_field("id", id)
     return b"id: " + id.encode("utf-8") + (b"\ndata: " + data if data else b"\ndata:") + b"\n\n"
-
-
-def encode_data_event(data: bytes) -> bytes:
-    """An event with only a data field (MT-SSE-6: a modern stream carries no ids), for
-    ``data`` that is already UTF-8 bytes of one serialized message."""
-    if b"\n" in data or b"\r" in data:
-        return encode_event(data=data.decode("utf-8"))
-    return b"data: " + data + b"\n\n"
 
 
 def encode_comment(text: str = "") -> bytes:

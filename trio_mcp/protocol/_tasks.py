@@ -14,6 +14,7 @@ import attrs
 
 from ._errors import ErrorCode, RemoteProtocolError
 from ._jsonrpc import JSON, ErrorResponse, Request
+from ._methods import TASK_METHODS
 from ._modern import modern_error
 from ._mrtr import InputRequest
 
@@ -24,7 +25,9 @@ __all__ = [
     "TASKS_EXTENSION",
     "WORKER_STOPPED",
     "IllegalTransition",
+    "TaskAction",
     "TaskFailure",
+    "TaskQuery",
     "TaskSnapshot",
     "TaskStatus",
     "TaskSupport",
@@ -38,6 +41,7 @@ __all__ = [
     "read_input_answers",
     "read_iso_time",
     "read_task_id",
+    "read_task_query",
     "remaining_ttl",
     "stored_task_result",
     "task_ack_result",
@@ -288,6 +292,48 @@ def read_task_id(request: Request) -> str:
     if not isinstance(task_id, str) or not task_id or len(task_id) > _MAX_TASK_ID:
         raise _invalid("taskId must be a task id string", request)
     return task_id
+
+
+class TaskAction(enum.Enum):
+    """What a tasks/* request asks of its task; each value is a TASKS row of the method
+    table, and every such row is one of them (checked when this module loads)."""
+
+    #: TK-GET: its state, and its result or error once it has ended.
+    GET = "tasks/get"
+    #: TK-UPDATE: answers to the questions it is waiting on.
+    UPDATE = "tasks/update"
+    #: TK-CANCEL: stop it.
+    CANCEL = "tasks/cancel"
+
+
+if frozenset(a.value for a in TaskAction) != TASK_METHODS:
+    raise ValueError(
+        "the task actions and the method table's tasks rows disagree: "
+        f"{sorted(frozenset(a.value for a in TaskAction) ^ TASK_METHODS)}"
+    )
+
+
+@attrs.frozen
+class TaskQuery:
+    """A tasks/* request, read: which task, what of it, and an update's answers."""
+
+    action: TaskAction
+    task_id: str
+    answers: Mapping[str, JSON] | None = None
+    """tasks/update's inputResponses; None for any other action."""
+
+
+def read_task_query(request: Request) -> TaskQuery:
+    """Read a tasks/* request (after its header and capability gates: TM-TASK-ORDER).
+
+    Raises:
+        RemoteProtocolError: -32602 for a missing or malformed taskId, or an update's
+            inputResponses that is not an object.
+    """
+    action = TaskAction(request.method)
+    task_id = read_task_id(request)
+    answers = read_input_answers(request) if action is TaskAction.UPDATE else None
+    return TaskQuery(action, task_id, answers)
 
 
 def task_not_found(request: Request) -> RemoteProtocolError:
