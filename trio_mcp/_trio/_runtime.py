@@ -354,6 +354,8 @@ class Runtime:
                 route_other(request.method, request.headers)
                 await self.manager.serve(request, responder, unit=unit)
                 return
+            # TM-SEC-MEMORY: a body the client's room cannot hold is not decoded.
+            self.ledger.check_body(unit.key, len(request.body))
             body = read_post_body(request, max_body_bytes=self.config.max_body_bytes)
             if self.auth is not None:
                 # MT-AUTH-3: the scopes every request needs and those of what it names, in
