@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from ._ports import TokenVerifier
     from ._trace import Tracer
 
-__all__ = ["SECRET_ENV", "AuthConfig", "ResponseMode", "ServerConfig"]
+__all__ = ["SECRET_ENV", "AuthConfig", "HttpParser", "ResponseMode", "ServerConfig"]
 
 #: The environment variable that carries the secret processes share, in hex (TM-WORK-SECRET).
 SECRET_ENV = "TRIO_MCP_SECRET"
@@ -64,6 +64,18 @@ class ResponseMode(enum.Enum):
     #: Every request gets one application/json body. Request-scoped notifications have no
     #: wire form and are dropped; server-to-client requests from a handler fail.
     JSON = "json"
+
+
+class HttpParser(enum.Enum):
+    """What reads the requests trio-mcp's own HTTP server receives (TM-HTTP-PARSER); as
+    uvicorn's ``--http``."""
+
+    #: httptools when it can be imported (it is a dependency), else h11.
+    AUTO = "auto"
+    #: httptools: llhttp, the parser of Node.js, in C.
+    HTTPTOOLS = "httptools"
+    #: h11, in pure Python: the reference, and the fallback.
+    H11 = "h11"
 
 
 @attrs.frozen(kw_only=True)
@@ -205,6 +217,14 @@ class ServerConfig:
     """The request line and headers of one request; beyond, 431 and the connection closes."""
     http_max_connections: int = 4096
     """Connections open at once; beyond, a new one gets 503 and is closed."""
+    http_parser: HttpParser = HttpParser.AUTO
+    """What reads requests on trio-mcp's own server (TM-HTTP-PARSER): httptools or h11."""
+    http_linger_timeout: float = 5.0
+    """A refusal that leaves request bytes unread (413, 431, a 400 mid-body) is followed by a
+    lingering close (TM-HTTP-LINGER): the server stops sending, then reads and discards what
+    still arrives for at most this long, so that the client can read the answer."""
+    http_linger_bytes: int = 16 * 1024 * 1024
+    """The most a lingering close reads and discards before it closes anyway."""
     workers: int = 1
     """How many processes serve this endpoint together (``trio-mcp serve --workers``). A
     2025-11-25 session lives in the memory of the process that created it, so with more than

@@ -17,11 +17,13 @@ from hypercorn.config import Config as HypercornConfig
 from hypercorn.trio import serve as hypercorn_serve
 
 from ._config import ServerConfig
-from ._hypercorn import answer_lifespan
+from ._hypercorn import answer_lifespan, isolate_connections
 from ._inspect import InspectorApp, TaskCounter, TreeBuilder, check_loopback
 from ._metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from ._metrics import MetricsExporter
 from ._trio._writer import RATE_LOOKBACK
+from .protocol import Headers, OriginPolicy, RemoteProtocolError
+from .protocol._transport import error_reply
 
 if TYPE_CHECKING:
     from ._ports import App
@@ -239,6 +241,9 @@ async def _serve_stats(
     *,
     task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
+    # TM-SEC-ISOLATE: hypercorn runs this port inside the server's nursery: one connection's
+    # failure must end that connection, not the MCP server beside it.
+    isolate_connections()
     stats_hc = hypercorn_config(host="127.0.0.1", port=port)
     stats_app: Any = StatsApp(runtime)
     urls: list[str] = []
@@ -264,6 +269,7 @@ async def _serve_inspector(
     long as it runs, and only then."""
     host, port = at
     check_loopback(host)
+    isolate_connections()  # TM-SEC-ISOLATE, as for the stats port
     counter = TaskCounter()
     app: Any = InspectorApp(TreeBuilder(runtime, counter), stopped)
     hc = hypercorn_config(host=host, port=port)
@@ -336,9 +342,15 @@ async def _serve_hypercorn(
                 os.close(fd)
 
 
+#: The stats port listens on loopback only, so it checks Origin and Host as a loopback MCP
+#: endpoint does (TM-SEC-HOST): a page elsewhere cannot read it through DNS rebinding.
+_STATS_POLICY = OriginPolicy.for_bind(["127.0.0.1"])
+
+
 class StatsApp:
     """A read-only ASGI app that answers every GET with the runtime's counters: as JSON, or
-    at ``/metrics`` in the Prometheus text format."""
+    at ``/metrics`` in the Prometheus text format. A request whose Host is not a loopback
+    name gets 421, one from a foreign Origin 403, as at the MCP endpoint (TM-BP-COUNTERS)."""
 
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
@@ -354,6 +366,20 @@ class StatsApp:
             await answer_lifespan(receive, send)
             return
         if scope["type"] != "http":
+            return
+        try:
+            _STATS_POLICY.check(Headers(list(scope.get("headers", []))))
+        except RemoteProtocolError as exc:
+            refusal = error_reply(exc)
+            await send({
+                "type": "http.response.start",
+                "status": refusal.status,
+                "headers": [
+                    *((k.encode("latin-1"), v.encode("latin-1")) for k, v in refusal.headers),
+                    (b"content-length", str(len(refusal.body)).encode()),
+                ],
+            })
+            await send({"type": "http.response.body", "body": refusal.body})
             return
         ok = scope["method"] == "GET"
         content_type = b"application/json"
