@@ -57,6 +57,8 @@ class ASGIResponder:
         self, send: Send, *, server: object = None, client: object = None
     ) -> None:
         self._send = send
+        #: A send failed: nothing more is sent.
+        self._broken = False
         self._departure = Departure()
         self.disconnected = self._departure.event
         self.started = False
@@ -113,13 +115,19 @@ class ASGIResponder:
         self._departure.happened()
 
     async def _safe_send(self, message: MutableMapping[str, Any]) -> bool:
-        """Send ``message``; False when the connection failed under it."""
-        if self.finished:
+        """Send ``message``; False when the connection failed under it (then, or at an
+        earlier send: hypercorn refuses a body whose response start did not go out)."""
+        if self.finished or self._broken:
             return False
         try:
             await self._send(message)
-        except (OSError, trio.BrokenResourceError, trio.ClosedResourceError):
+        except (
+            OSError, trio.BrokenResourceError, trio.ClosedResourceError, trio.BusyResourceError
+        ):
             # The client went away under us: the runtime learns it from `disconnected`.
+            # (BusyResourceError: hypercorn closing the connection while this sends, as it
+            # does when h11 refuses what the client sent next: pgjones/hypercorn#203.)
+            self._broken = True
             self.gone()
             return False
         return True
@@ -285,7 +293,7 @@ class ASGIApp:
             self.failures.caught(failure)
             if not responder.started:
                 with contextlib.suppress(Exception):
-                    await responder.reply(error_reply(unserved()))
+                    await self._refuse(responder, receive, error_reply(unserved()), close=True)
         finally:
             responder.release_tcp_probe()
 

@@ -210,7 +210,8 @@ class ServerConfig:
     """trio-mcp's own HTTP server (TM-HTTP-OWN): how long a new connection may take to send a
     request's head (and a TLS handshake): slowloris is cut here."""
     http_idle_timeout: float = 5.0
-    """How long a kept-alive connection may wait for its next request."""
+    """How long a kept-alive connection may wait for its next request (under hypercorn too:
+    its ``keep_alive_timeout``)."""
     http_body_timeout: float = 30.0
     """How long a request's body may take to arrive, once its head has."""
     http_max_header_bytes: int = 16 * 1024

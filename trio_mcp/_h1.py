@@ -256,11 +256,6 @@ class HttptoolsReader:
         size = end + 4
         if size > self._max_head:
             raise BadRequest(header_too_large())
-        line = buffer[: buffer.find(b"\r\n")]
-        if line.count(b" ") != 2:
-            # h11 reads method SP target SP version and nothing else; llhttp lets more
-            # spaces between them pass.
-            raise BadRequest(bad_request("a malformed request line"))
         self._feed_head(size)
         del buffer[:size]
         self._searched = self._fed = 0
@@ -268,7 +263,19 @@ class HttptoolsReader:
 
     def _feed_head(self, upto: int) -> None:
         """Feed the request's parser (made for it now, if it is the first piece) its head's
-        bytes up to ``upto`` that it has not read yet."""
+        bytes up to ``upto`` that it has not read yet, once its request line is whole and
+        checked: what is refused, and how, does not depend on how the bytes arrived."""
+        buffer = self._buffer
+        if not self._fed:
+            line_end = buffer.find(b"\r\n", 0, upto)
+            if line_end < 0:
+                if buffer.find(b"\n", 0, upto) >= 0:
+                    raise BadRequest(bad_request("a line ended by a bare LF"))
+                return  # not fed before it is whole
+            if buffer.count(b" ", 0, line_end) != 2:
+                # h11 reads method SP target SP version and nothing else; llhttp lets
+                # more spaces between them pass.
+                raise BadRequest(bad_request("a malformed request line"))
         parser = self._parser
         if parser is None:
             self._url = b""
@@ -278,7 +285,7 @@ class HttptoolsReader:
             parser = self._parser = httptools.HttpRequestParser(self)
         if upto <= self._fed:
             return
-        piece = bytes(self._buffer[self._fed : upto])
+        piece = bytes(buffer[self._fed : upto])
         self._fed = upto
         try:
             parser.feed_data(piece)

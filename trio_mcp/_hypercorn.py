@@ -4,6 +4,7 @@
 # and the inspector's).
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
@@ -39,6 +40,7 @@ def isolate_connections() -> None:
     if getattr(run, "_trio_mcp_isolated", False):
         return
 
+    @functools.wraps(run)
     async def isolated_run(self: Any) -> None:
         try:
             await run(self)

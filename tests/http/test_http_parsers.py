@@ -9,13 +9,13 @@
 # test_http_edge.py.
 from __future__ import annotations
 
-import itertools
 from collections.abc import Sequence
 
 import attrs
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support import wirefuzz as gen
 
 from trio_mcp._h1 import (
     BadRequest,
@@ -112,173 +112,6 @@ def _ends_connection(head: RequestHead) -> bool:
     return head.http_version != b"1.1" or says_close
 
 
-# -- generated streams -----------------------------------------------------------------------
-
-_TOKEN = st.text(
-    alphabet="!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ",
-    min_size=1,
-    max_size=12,
-).map(str.encode)
-#: Bytes that make a line unusual: control bytes, obs-text, bare line ends, spaces.
-_ODD = st.sampled_from(
-    [b" ", b"\t", b"\x00", b"\x01", b"\x7f", b"\x80", b"\xe9", b"\r", b"\n", b"\r\n", b"\r\n "]
-)
-_VISIBLE = st.text(
-    alphabet=st.characters(min_codepoint=0x21, max_codepoint=0x7E), min_size=0, max_size=16
-).map(str.encode)
-
-
-@st.composite
-def _value(draw: st.DrawFn) -> bytes:
-    parts = draw(st.lists(st.one_of(_VISIBLE, _VISIBLE, _VISIBLE, _ODD), max_size=4))
-    return b"".join(parts)
-
-
-def _chunked(body: bytes, draw: st.DrawFn) -> bytes:
-    """``body`` in chunks, most of them well formed."""
-    out = bytearray()
-    rest = body
-    while rest:
-        size = draw(st.integers(1, max(1, len(rest))))
-        piece, rest = rest[:size], rest[size:]
-        line = draw(st.sampled_from(["%x", "%X", "0%x", "%x;ext=1", "%x ", "%x\t"])) % size
-        end = draw(st.sampled_from([b"\r\n"] * 8 + [b"\n", b"XX"]))
-        out += line.encode() + b"\r\n" + piece + end
-    out += draw(st.sampled_from([b"0\r\n\r\n"] * 6 + [b"0\r\nx-trailer: 1\r\n\r\n", b"0\r\n", b"",
-                                 b"00\r\n\r\n", b"0;e\r\n\r\n", b"0\n\n"]))
-    return bytes(out)
-
-
-@st.composite
-def _header(draw: st.DrawFn, body: bytes) -> bytes:
-    name = draw(
-        st.sampled_from(
-            [b"host", b"Host", b"content-length", b"Content-Length", b"content-type",
-             b"accept", b"mcp-session-id", b"connection", b"transfer-encoding", b"expect",
-             b"upgrade", b"bad name", b"", b"x\x00y", b"Transfer-Encoding"]
-        )
-        | _TOKEN
-    )
-    lower = name.lower()
-    if lower == b"content-length":
-        value = draw(
-            st.sampled_from(
-                [str(len(body)).encode()] * 4
-                + [b"%d, %d" % (len(body), len(body)), b"+%d" % len(body), b"-1", b"",
-                   b"0%d" % len(body), str(len(body) + 1).encode(), b"99999999",
-                   b"0" * 25 + str(len(body)).encode(), b"9" * 30]
-            )
-        )
-    elif lower == b"host":
-        value = draw(st.sampled_from([b"127.0.0.1:8000", b"example.com", b""]) | _value())
-    elif lower == b"transfer-encoding":
-        value = draw(st.sampled_from([b"chunked", b"Chunked", b"gzip, chunked", b"identity",
-                                      b"chunked, chunked", b" chunked", b""]))
-    elif lower == b"connection":
-        value = draw(st.sampled_from([b"close", b"keep-alive", b"Upgrade", b"upgrade, close"]))
-    elif lower == b"expect":
-        value = draw(st.sampled_from([b"100-continue", b"100-Continue", b"nothing"]))
-    elif lower == b"upgrade":
-        value = draw(st.sampled_from([b"h2c", b"websocket"]))
-    else:
-        value = draw(_value())
-    before = draw(st.sampled_from([b"", b" ", b"\t", b"  "]))
-    after = draw(st.sampled_from([b"", b"", b" ", b"\t"]))
-    sep = draw(st.sampled_from([b":", b":", b":", b" :"]))
-    fold = draw(st.sampled_from([b""] * 9 + [b"\r\n folded"]))
-    if draw(st.integers(0, 19)) == 0:  # a folded value, the fold at its start
-        return name + sep + b"\r\n " + value
-    return name + sep + before + value + after + fold
-
-
-@st.composite
-def _request(draw: st.DrawFn) -> bytes:
-    """A request of any shape: most parts well formed, some not."""
-    body = draw(st.binary(max_size=64))
-    method = draw(
-        st.sampled_from([b"POST", b"GET", b"DELETE", b"HEAD", b"OPTIONS", b"CONNECT", b"PRI"])
-        | _TOKEN | _value()
-    )
-    target = draw(
-        st.sampled_from([b"/mcp", b"/mcp?a=1", b"*", b"/a b", b"", b"http://127.0.0.1:8000/mcp",
-                         b"127.0.0.1:8000", b"/%6Dcp", b"/mcp#x"])
-        | _value()
-    )
-    version = draw(
-        st.sampled_from([b"HTTP/1.1"] * 6 + [b"HTTP/1.0", b"HTTP/2.0", b"http/1.1", b"HTTP/1.1 ",
-                         b"HTTP/1.2", b"HTTP/0.9"])
-    )
-    line = draw(st.sampled_from([b" "] * 9 + [b"  ", b"\t"])).join([method, target, version])
-    headers = [
-        b"host: 127.0.0.1:8000",
-        b"content-length: %d" % len(body),
-    ] if draw(st.booleans()) else []
-    headers += draw(st.lists(_header(body), max_size=6))
-    headers = draw(st.permutations(headers))
-    if any(h.lower().startswith(b"transfer-encoding") for h in headers) and draw(st.booleans()):
-        body = _chunked(body, draw)
-    eol = draw(st.sampled_from([b"\r\n"] * 9 + [b"\n"]))
-    head = eol.join([line, *headers]) + eol + draw(st.sampled_from([b"\r\n"] * 9 + [b"\n"]))
-    return head + body
-
-
-@st.composite
-def _clean_request(draw: st.DrawFn) -> bytes:
-    """A request of the plainest form, but for one or two details at most."""
-    body = draw(st.binary(max_size=64))
-    words = st.lists(_VISIBLE.filter(bool), min_size=0, max_size=3)
-    chunked = draw(st.integers(0, 4)) == 0
-    coding = draw(st.sampled_from([b"chunked"] * 6 + [b"Chunked", b"gzip, chunked", b" chunked"]))
-    framing = b"transfer-encoding: " + coding if chunked else b"content-length: %d" % len(body)
-    headers = [
-        b"host: 127.0.0.1:8000",
-        framing,
-        *(
-            name + b":" + draw(st.sampled_from([b"", b" ", b"\t"]))
-            + draw(st.sampled_from([b" ", b"\t", b" \t"])).join(draw(words))
-            + draw(st.sampled_from([b"", b"", b" "]))
-            for name in draw(st.lists(_TOKEN, max_size=5))
-        ),
-    ]
-    if draw(st.integers(0, 3)) == 0:
-        headers.append(draw(_header(body)))
-    # One detail of the request line, now and then: spacing, version, target form.
-    space = draw(st.sampled_from([b" "] * 12 + [b"  ", b"\t", b" \t"]))
-    version = draw(st.sampled_from([b"HTTP/1.1"] * 12 + [b"HTTP/1.0", b"HTTP/1.2", b"HTTP/2.0"]))
-    head = b"\r\n".join([
-        draw(st.sampled_from([b"POST", b"GET", b"DELETE"]) | _TOKEN)
-        + space + draw(
-            st.sampled_from([b"/mcp", b"/mcp?x=1", b"http://127.0.0.1:8000/mcp"])
-            | _VISIBLE.filter(bool)
-        )
-        + draw(st.sampled_from([b" "] * 12 + [b"  "])) + version,
-        *draw(st.permutations(headers)),
-    ]) + b"\r\n\r\n"
-    return head + (_chunked(body, draw) if chunked else body)
-
-
-@st.composite
-def _wire(draw: st.DrawFn) -> bytes:
-    """One request or several back to back, perhaps cut short, perhaps with a leading
-    blank line."""
-    data = b"".join(draw(st.lists(_clean_request() | _request(), min_size=1, max_size=3)))
-    if draw(st.booleans()):
-        data = data[: draw(st.integers(0, len(data)))]
-    if draw(st.integers(0, 9)) == 0:
-        data = b"\r\n" + data
-    return data
-
-
-@st.composite
-def _pieces(draw: st.DrawFn, data: bytes) -> list[bytes]:
-    """``data`` split at random places (one piece, mostly)."""
-    if draw(st.integers(0, 2)) == 0 or not data:
-        return [data] if data else []
-    cuts = sorted(draw(st.lists(st.integers(0, len(data)), max_size=6)))
-    edges = [0, *cuts, len(data)]
-    return [data[a:b] for a, b in itertools.pairwise(edges) if b > a]
-
-
 def _assert_agrees(data: bytes, pieces: list[bytes], eof: bool) -> None:
     fast = read("httptools", pieces, eof=eof)
     reference = read("h11", pieces, eof=eof)
@@ -291,19 +124,19 @@ def _assert_agrees(data: bytes, pieces: list[bytes], eof: bool) -> None:
 
 @pytest.mark.spec("TM-HTTP-PARSER")
 @settings(max_examples=2500)
-@given(st.data(), _wire(), st.booleans())
+@given(st.data(), gen.wire(), st.booleans())
 def test_what_httptools_serves_h11_serves_the_same(
     data: st.DataObject, wire: bytes, eof: bool
 ) -> None:
     """On generated streams, valid and not, whole, pipelined, cut short and split into
     pieces, every request the httptools reader serves the h11 reader serves too, with the
     same method, target, version, headers and body, in the same order."""
-    _assert_agrees(wire, data.draw(_pieces(wire)), eof)
+    _assert_agrees(wire, data.draw(gen.pieces(wire)), eof)
 
 
 @pytest.mark.spec("TM-HTTP-PARSER")
 @settings(max_examples=500)
-@given(st.data(), st.lists(_clean_request(), min_size=1, max_size=4))
+@given(st.data(), st.lists(gen.clean_request(), min_size=1, max_size=4))
 def test_pipelined_requests_are_read_one_after_another_in_any_pieces(
     data: st.DataObject, requests: list[bytes]
 ) -> None:
@@ -312,9 +145,9 @@ def test_pipelined_requests_are_read_one_after_another_in_any_pieces(
     reads them."""
     wire = b"".join(requests)
     whole = read("httptools", [wire])
-    pieces = data.draw(_pieces(wire))
-    assert whole == read("httptools", pieces)
-    _assert_agrees(wire, pieces, False)
+    cut = data.draw(gen.pieces(wire))
+    assert whole == read("httptools", cut)
+    _assert_agrees(wire, cut, False)
 
 
 @pytest.mark.spec("TM-HTTP-PARSER")
@@ -395,13 +228,13 @@ def test_both_framings_or_a_folded_transfer_encoding_are_refused_by_either_reade
     Transfer-Encoding is folded, is refused, and nothing after it is read as a request."""
     smuggled = b"0\r\n\r\nGET /mcp HTTP/1.1\r\nhost: h\r\n\r\n"
     folded = b"transfer-encoding:\r\n chunked"
-    for wire in (
+    for raw in (
         _post(smuggled, b"transfer-encoding: chunked"),
         _post(smuggled, b"content-length: 5", framing=folded),
         _post(smuggled, framing=folded),
     ):
-        got = read(kind, [wire])
-        assert () == got.served and got.end == "refused 400", (wire, got)
+        got = read(kind, [raw])
+        assert () == got.served and got.end == "refused 400", (raw, got)
 
 
 @pytest.mark.spec("TM-HTTP-PARSER")
