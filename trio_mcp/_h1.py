@@ -141,6 +141,9 @@ class _State(enum.Enum):
 
 
 _CR_LF: Final = frozenset(b"\r\n")
+#: The fields the reader notes as they come: they frame the body, or ask for 100 Continue.
+_NOTED: Final = frozenset({b"content-length", b"transfer-encoding", b"expect"})
+_VERSIONS: Final = {"1.1": b"1.1", "1.0": b"1.0"}
 #: Chunked body pieces fed one CRLF CRLF at a time, at most, before the rest is fed whole
 #: and the connection carries no further request (see HttptoolsReader._read_chunked).
 _EXACT_PIECES: Final = 64
@@ -175,6 +178,9 @@ class HttptoolsReader:
         # What the parser's callbacks gathered.
         self._url = b""
         self._headers: list[tuple[bytes, bytes]] = []
+        self._length: bytes | None = None
+        self._chunked = False
+        self._expects = False
         self._head_done = False
         self._complete = False
         self._chunks: list[bytes] = []
@@ -189,8 +195,14 @@ class HttptoolsReader:
             # llhttp drops the whitespace before a value, not after it (RFC 9112 §5.1).
             name = name.lower()
             value = value.rstrip(b" \t")
-            if name == b"transfer-encoding":
-                value = value.lower()  # as h11 gives it: codings are case-insensitive
+            if name in _NOTED:
+                if name == b"content-length":
+                    self._length = value
+                elif name == b"transfer-encoding":
+                    value = value.lower()  # as h11 gives it: codings are case-insensitive
+                    self._chunked = True
+                else:
+                    self._expects = value.lower() == b"100-continue"
             self._headers.append((name, value))
 
     def on_headers_complete(self) -> None:
@@ -280,7 +292,9 @@ class HttptoolsReader:
         if parser is None:
             self._url = b""
             self._headers = []
+            self._length = None
             self._head_done = self._complete = self._body_seen = self._upgrade = False
+            self._chunked = self._expects = False
             self._chunks.clear()
             parser = self._parser = httptools.HttpRequestParser(self)
         if upto <= self._fed:
@@ -304,18 +318,12 @@ class HttptoolsReader:
         if not self._head_done:
             _refuse_version(parser)
             raise BadRequest(bad_request("a malformed request head"))
-        version = parser.get_http_version().encode("ascii")
+        text = parser.get_http_version()
+        version = _VERSIONS.get(text) or text.encode("ascii")
         headers = self._headers
-        length: bytes | None = None
-        chunked = continues = False
-        for name, value in headers:
-            if name == b"content-length":
-                length = value
-            elif name == b"transfer-encoding":
-                chunked = True
-            elif name == b"expect":
-                continues = value.lower() == b"100-continue"
-        self._continue = continues and version == b"1.1"
+        length = self._length
+        chunked = self._chunked
+        self._continue = self._expects and version == b"1.1"
         method = parser.get_method()
         if chunked:
             if self._upgrade:
@@ -414,6 +422,12 @@ def _refuse_version(parser: httptools.HttpRequestParser) -> None:
 
 #: A line that continues the one before it (obs-fold, RFC 9112 §5.2).
 _FOLD: Final = re.compile(rb"\n[ \t]")
+#: Bytes that h11's header regex backtracks on quadratically after a run of whitespace
+#: (0.5 s of CPU for one 16 KiB head, 7 s for 64 KiB: NUL, VT, FF, a CR not before an LF),
+#: and that no head may hold (RFC 9110 §5.5, RFC 9112 §2.2): refused before h11 sees them.
+_H11_SLOW: Final = re.compile(rb"[\x00\x0b\x0c]|\r(?!\n)")
+#: Where h11 ends a head: the first blank line (it takes a bare LF for a line's end).
+_HEAD_END: Final = re.compile(rb"\n\r?\n")
 
 
 class H11Reader:
@@ -427,6 +441,9 @@ class H11Reader:
         #: head's exact size, and whether it folds a line, are read from it.
         self._head = bytearray()
         self._in_head = True
+        #: How much of ``_head`` was looked through for _H11_SLOW, and what was found.
+        self._scanned = 0
+        self._refusal: RemoteProtocolError | None = None
 
     def _machine(self) -> h11.Connection:
         return h11.Connection(h11.SERVER, max_incomplete_event_size=self._max_head)
@@ -434,7 +451,21 @@ class H11Reader:
     def receive_data(self, data: bytes) -> None:
         if self._in_head:
             self._head += data
+            self._scan()
         self._conn.receive_data(data)
+
+    def _scan(self) -> None:
+        """Look through what arrived of the head (once: from where the last look ended)
+        for a byte h11 would take quadratic time to refuse."""
+        head = self._head
+        start = max(0, self._scanned - 2)  # a line end may span two reads
+        end = _HEAD_END.search(head, start)
+        stop = end.end() if end is not None else len(head)
+        if end is None and head.endswith(b"\r"):
+            stop -= 1  # its LF may be next
+        if self._refusal is None and _H11_SLOW.search(head, start, stop) is not None:
+            self._refusal = bad_request("a control character in the request head")
+        self._scanned = stop
 
     @property
     def request_read(self) -> bool:
@@ -449,12 +480,16 @@ class H11Reader:
         self._conn = self._machine()
         self._head = bytearray(data)
         self._in_head = True
+        self._scanned = 0
+        self._scan()
         if data:
             self._conn.receive_data(data)
         if closed:
             self._conn.receive_data(b"")
 
     def next_event(self) -> Event:
+        if self._refusal is not None:
+            raise BadRequest(self._refusal)
         try:
             event = self._conn.next_event()
         except h11.RemoteProtocolError as exc:

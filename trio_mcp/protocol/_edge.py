@@ -221,9 +221,15 @@ def request_path(target: str) -> tuple[str | None, str | None]:
 def declared_length(headers: Headers) -> int | None:
     """The body size a request declares in Content-Length, or None when it declares none
     (or one that ``plan_head`` refuses: its framing check comes first)."""
-    values = headers.get_all("content-length")
-    size = _one_length(values) if values else None
+    lengths = headers.raw_values(b"content-length")
+    if len(lengths) == 1 and _digits(lengths[0]):
+        return int(lengths[0])  # the common head, the short way
+    size = _one_length([v.decode("latin-1") for v in lengths]) if lengths else None
     return None if size is None else int(size)
+
+
+def _digits(value: bytes) -> bool:
+    return value.isdigit() and len(value) <= CONTENT_LENGTH_MAX_DIGITS
 
 
 def _framing_problem(http_version: str, headers: Headers) -> RemoteProtocolError | None:
@@ -231,8 +237,11 @@ def _framing_problem(http_version: str, headers: Headers) -> RemoteProtocolError
     makes (which hypercorn's h11 has made already, and trio-mcp's own server makes whatever
     parser read the head), and the one RFC 9112 §6.3 adds for a request with both framings.
     """
-    lengths = headers.get_all("content-length")
-    codings = headers.get_all("transfer-encoding")
+    lengths = headers.raw_values(b"content-length")
+    codings = headers.raw_values(b"transfer-encoding")
+    hosts = len(headers.raw_values(b"host"))
+    if hosts == 1 and not codings and (not lengths or (len(lengths) == 1 and _digits(lengths[0]))):
+        return None  # the common head, the short way
     if lengths and codings:
         # RFC 9112 §6.3: "a server MAY reject a request that contains both Content-Length
         # and Transfer-Encoding or process such a request in accordance with the
@@ -242,13 +251,12 @@ def _framing_problem(http_version: str, headers: Headers) -> RemoteProtocolError
         return bad_request(
             "a request with both Content-Length and Transfer-Encoding is refused (RFC 9112 §6.3)"
         )
-    if lengths and _one_length(lengths) is None:
+    if lengths and _one_length([v.decode("latin-1") for v in lengths]) is None:
         return bad_request("bad Content-Length")
-    if codings and (len(codings) > 1 or codings[0].strip().lower() != "chunked"):
+    if codings and (len(codings) > 1 or codings[0].strip().lower() != b"chunked"):
         # RFC 9112 §6.1: a server that receives a transfer coding it does not understand
         # SHOULD respond 501; chunked alone is understood (as h11 says).
         return not_implemented()
-    hosts = len(headers.get_all("host"))
     if hosts > 1 or (hosts == 0 and http_version == "1.1"):
         # RFC 9112 §3.2: "A server MUST respond with a 400 (Bad Request) status code to any
         # HTTP/1.1 request message that lacks a Host header field and to any request
