@@ -47,7 +47,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import run  # noqa: E402  (the benchmarks directory is not a package)
-from client import encode_request, open_session, rpc  # noqa: E402
+from client import Connection, encode_request, messages_of, open_session, rpc  # noqa: E402
 
 from trio_mcp.protocol._eventlog import Retention  # noqa: E402
 
@@ -300,6 +300,106 @@ async def abandoned_calls(sessions: int, ttl: float, logs: Path) -> dict[str, An
     }
 
 
+async def try_session(port: int) -> Any:
+    """A session, or None when initialize was refused (503)."""
+    try:
+        return await open_session("127.0.0.1", port)
+    except RuntimeError as exc:
+        if "503" not in str(exc):
+            raise
+        return None
+
+
+async def flood(sessions: int, logs: Path, *, idle_wait: float = 20.0,
+                late: int = 100) -> dict[str, Any]:
+    """Issue 35's row: ``sessions`` initializes from one address through two workers with the
+    default caps (2,500 sessions an address, 10,000 in all): what Redis holds after them,
+    and, ``idle_wait`` seconds later (the store's idle time is 18 s by default), whether
+    ``late`` more evict the oldest, whose ids must then be 404 at both workers."""
+    redis = Redis()
+    redis.wait()
+    try:
+        async with Pool("2 workers + Redis", redis, logs) as pool:
+            before, keys_before = redis.used_memory(), redis.keys()
+            made: list[Any] = []
+            refused = 0
+            t0 = time.perf_counter()
+            for start in range(0, sessions, 50):
+                batch = await asyncio.gather(*[
+                    try_session(pool.port) for _ in range(min(50, sessions - start))])
+                for s in batch:
+                    if s is None:
+                        refused += 1
+                    else:
+                        s.conn.abort()
+                        made.append(s)
+            took = time.perf_counter() - t0
+            held, keys_held = redis.used_memory(), redis.keys()
+            await asyncio.sleep(idle_wait)
+            later = [s for s in await asyncio.gather(*[
+                try_session(pool.port) for _ in range(late)]) if s is not None]
+            for s in later:
+                s.conn.abort()
+            first = made[0]
+            statuses = []
+            for _ in range(4):  # new connections spread over both workers
+                first.conn = await client_connection(pool.port)
+                resp = await first.call(rpc(first.take_id(), "ping"))
+                statuses.append(resp.status)
+                first.conn.abort()
+            after, keys_after = redis.used_memory(), redis.keys()
+    finally:
+        redis.close()
+    return {
+        "sessions": sessions, "created": len(made), "refused": refused, "seconds": took,
+        "used_memory_before": before, "used_memory_held": held, "keys_before": keys_before,
+        "keys_held": keys_held, "late_created": len(later), "first_session_statuses": statuses,
+        "used_memory_after_late": after, "keys_after_late": keys_after,
+    }
+
+
+async def client_connection(port: int) -> Connection:
+    return await Connection.open("127.0.0.1", port)
+
+
+async def subscriptions(count: int, uri_bytes: int, logs: Path) -> dict[str, Any]:
+    """Issue 35's row: ``count`` resources/subscribe of ``uri_bytes``-byte URIs in one session
+    through two workers: how long they take, what Redis receives and keeps for them."""
+    redis = Redis()
+    redis.wait()
+    try:
+        async with Pool("2 workers + Redis", redis, logs) as pool:
+            session = await open_session("127.0.0.1", pool.port)
+            stats = redis.command("INFO", "stats").decode()
+            received = int(next(line.split(":")[1] for line in stats.splitlines()
+                                if line.startswith("total_net_input_bytes:")))
+            before = redis.used_memory()
+            times = []
+            t0 = time.perf_counter()
+            for i in range(count):
+                pad = "x" * (uri_bytes - len(f"test://template/{i:04d}/data"))
+                uri = f"test://template/{i:04d}{pad}/data"
+                t = time.perf_counter()
+                resp = await session.call(rpc(session.take_id(), "resources/subscribe",
+                                              {"uri": uri}))
+                times.append(time.perf_counter() - t)
+                if resp.status != 200 or not any("result" in m for m in messages_of(resp)):
+                    raise RuntimeError(f"subscribe failed: {resp.status} {resp.body[:200]!r}")
+            took = time.perf_counter() - t0
+            stats = redis.command("INFO", "stats").decode()
+            received = int(next(line.split(":")[1] for line in stats.splitlines()
+                                if line.startswith("total_net_input_bytes:"))) - received
+            grown = redis.used_memory() - before
+            session.conn.abort()
+    finally:
+        redis.close()
+    return {
+        "count": count, "uri_bytes": uri_bytes, "seconds": took,
+        "first_ms": 1000 * sum(times[:16]) / 16, "last_ms": 1000 * sum(times[-16:]) / 16,
+        "redis_received": received, "used_memory_grown": grown,
+    }
+
+
 def section(result: dict[str, Any]) -> str:
     """The figures as a RESULTS.md section (also the report's, from benchmarks/run.py)."""
     t = result["throughput"]
@@ -414,10 +514,25 @@ def main() -> None:
     parser.add_argument("--call-sessions", type=int, default=200)
     parser.add_argument("--ttl", type=float, default=10.0)
     parser.add_argument("--out", default=str(HERE / "results" / "issue-21"))
+    parser.add_argument("--bounds", action="store_true",
+                        help="only issue 35's store rows: a flood of sessions from one "
+                        "address, and 256 subscriptions (bounds.json in --out)")
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    if args.bounds:
+        logs = out / "raw" / "server-logs"
+        logs.mkdir(parents=True, exist_ok=True)
+
+        async def bounds() -> dict[str, Any]:
+            return {"flood": await flood(6000, logs),
+                    "subscriptions": await subscriptions(256, 8000, logs)}
+
+        figures = asyncio.run(bounds())
+        (out / "bounds.json").write_text(json.dumps(figures, indent=1))
+        print(json.dumps(figures, indent=1))
+        return
     result = asyncio.run(bench(args.runs, 1.0, args.duration, args.sessions, args.ttl,
                                out / "raw" / "server-logs", args.call_sessions))
     result.update(

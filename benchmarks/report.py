@@ -76,7 +76,7 @@ INSPECT_RATIO = 0.90
 def load(raw: Path) -> dict[str, Any]:
     data: dict[str, Any] = {}
     for name in ("machine", "rps", "modern", "stream", "abandoned", "slow", "stopped",
-                 "resume", "profile", "budgets", "tasks", "inspect", "workers"):
+                 "slow-shapes", "resume", "profile", "budgets", "tasks", "inspect", "workers"):
         path = raw / f"{name}.json"
         if path.exists():
             data[name] = json.loads(path.read_text())
@@ -261,6 +261,18 @@ def targets(data: dict[str, Any]) -> list[list[str]]:
                              "not within the run" if cut is None else f"{cut:.2f} s",
                              verdict(cut is not None and cut <= limit),
                              "" if cut is None else margin(cut, limit, lower_is_better=True)])
+    for shape, result in data.get("slow-shapes", {}).get("shapes", {}).items():
+        for r in result["runs"]:
+            for field, what, limit in (
+                ("decided_at", "decided within the stall budget", STALL_BUDGET + CUT_GRACE),
+                ("cut_at", f"closed within the stall budget + {CLOSE_GRACE:g} s",
+                 STALL_BUDGET + CLOSE_GRACE + CLOSE_SAMPLING),
+            ):
+                at = r.get(field)
+                rows.append([f"slow reader, {shape}, run {r['run']}: {what}",
+                             "not within the run" if at is None else f"{at:.2f} s",
+                             verdict(at is not None and at <= limit),
+                             "" if at is None else margin(at, limit, lower_is_better=True)])
     if "budgets" in data:
         for row in data["budgets"]["summary"]:
             r = row["ratio"]
@@ -342,6 +354,8 @@ def render(data: dict[str, Any], *, quick: bool, command: str, plots: dict[str, 
         out.append(section_slow(data["slow"], plots))
     if "stopped" in data:
         out.append(section_slow(data["stopped"], plots, stopped=True))
+    if "slow-shapes" in data:
+        out.append(section_slow_shapes(data["slow-shapes"]))
     if "resume" in data:
         out.append(section_resume(data["resume"]))
     if "budgets" in data:
@@ -671,6 +685,29 @@ What the client got: {notes}.
     if "slow" in plots:
         text += f"\n![RSS over time for the slow reader]({plots['slow']})\n"
     return text
+
+
+def section_slow_shapes(data: dict[str, Any]) -> str:
+    rows = []
+    for shape, result in data["shapes"].items():
+        for r in result["runs"]:
+            def at(value: float | None) -> str:
+                return "never" if value is None else f"{value:.2f} s"
+
+            rows.append([shape, str(r["run"]), at(r.get("decided_at")), at(r.get("cut_at")),
+                         at(r.get("eof_at")), num(r["bytes_read"]),
+                         ", ".join(sorted(set(r["signals"]))) or "none"])
+    return f"""## Slow readers of each shape (issue 35)
+
+trio-mcp alone, defaults (stall budget {STALL_BUDGET:g} s below 2 KiB/s): one client calls
+`stream(n=5000, size=2000)` and reads 1 KiB/s in the shape named, for
+{data['duration']:g} s. "decided": trio-mcp's counters first showed the stream cut (polled
+every 0.1 s); "closed": the server's end of the connection left ESTABLISHED or was gone (a
+reset; /proc/net/tcp every 0.1 s); "reader saw the end": its read returned EOF or a reset,
+after what its own kernel held (TM-BP-CLOSE).
+
+{table(["shape", "run", "decided", "closed", "reader saw the end", "bytes read", "named events"], rows)}
+"""  # noqa: E501
 
 
 def section_resume(res: dict[str, Any]) -> str:

@@ -137,8 +137,8 @@ REQUIRES: dict[str, tuple[str, ...]] = {SDK: ("uvloop", "httptools")}
 #: Who stands in for a skipped contender in a benchmark that has no other of its kind.
 STAND_IN = {SDK: SDK_PLAIN}
 BENCHMARKS = (
-    "rps", "modern", "stream", "abandoned", "slow", "stopped", "resume", "profile", "budgets",
-    "tasks", "inspect", "workers",
+    "rps", "modern", "stream", "abandoned", "slow", "stopped", "slow-shapes", "resume",
+    "profile", "budgets", "tasks", "inspect", "workers",
 )
 
 #: trio-mcp's defaults that the targets refer to (ServerConfig / Retention).
@@ -1424,6 +1424,30 @@ async def bench_slow(cfg: Settings, logs: Path) -> dict[str, Any]:
     return await slow_reader(cfg, logs, "slow", cfg.slow_rate, cfg.slow_rcvbuf)
 
 
+#: Issue 35's slow readers: (bytes per read, seconds between reads, SO_RCVBUF asked; None:
+#: the kernel's autotuned default), each at 1 KiB/s, half the minimum rate (TM-BP-CLOSE).
+SLOW_SHAPES: dict[str, tuple[int, float, int | None]] = {
+    "bursts (1 KiB once a second, 4 KiB buffer)": (1024, 1.0, 4096),
+    "trickle (256 B every 0.25 s, 4 KiB buffer)": (256, 0.25, 4096),
+    "tiny buffer (1 KiB once a second, 1 KiB buffer)": (1024, 1.0, 1024),
+    "autotuned (1 KiB once a second, default buffer)": (1024, 1.0, None),
+    "autotuned, large bursts (4 KiB every 4 s)": (4096, 4.0, None),
+}
+
+
+async def bench_slow_shapes(cfg: Settings, logs: Path) -> dict[str, Any]:
+    """trio-mcp against readers of each of SLOW_SHAPES: when it decided to cut, when its end
+    of the connection closed, and when the reader saw the end (TM-BP-STALL, TM-BP-CLOSE)."""
+    shapes = {}
+    for name, (chunk, period, rcvbuf) in SLOW_SHAPES.items():
+        log(f"slow-shapes: {name}")
+        shapes[name] = await slow_reader(
+            cfg, logs, "slow-shapes", int(chunk / period), rcvbuf, period=period,
+            contenders=[TRIO_MCP],
+        )
+    return {"shapes": shapes, "duration": cfg.slow_duration}
+
+
 async def bench_stopped(cfg: Settings, logs: Path) -> dict[str, Any]:
     """A reader that reads nothing after its request, behind the kernel's default
     (autotuned) buffers, which take about 125 KB on loopback (TM-BP-PACE)."""
@@ -1431,12 +1455,15 @@ async def bench_stopped(cfg: Settings, logs: Path) -> dict[str, Any]:
 
 
 async def slow_reader(
-    cfg: Settings, logs: Path, name: str, rate: int, rcvbuf_asked: int | None
+    cfg: Settings, logs: Path, name: str, rate: int, rcvbuf_asked: int | None,
+    *, period: float = 0.25, contenders: Sequence[str] = (TRIO_MCP, SDK),
 ) -> dict[str, Any]:
-    """One client calls ``stream`` and reads ``rate`` bytes a second (0: nothing) for
-    ``slow_duration``: the server's RSS over time, and when it cut the connection."""
+    """One client calls ``stream`` and reads ``rate`` bytes a second (0: nothing), what is
+    there of ``rate`` x ``period`` bytes once every ``period``, for ``slow_duration``: the
+    server's RSS over time, when it decided to cut (trio-mcp's counters), when its end of the
+    connection closed, and when the client saw the end."""
     runs: list[dict[str, Any]] = []
-    contenders = lineup(cfg, [TRIO_MCP, SDK])
+    contenders = lineup(cfg, list(contenders))
     loop = asyncio.get_running_loop()
     for run in range(cfg.runs):
         for contender in rotate(contenders, run):
@@ -1466,32 +1493,36 @@ async def slow_reader(
                 decided_at: float | None = None
                 eof_at: float | None = None
                 t0 = time.perf_counter()
-                step = 0.25
-                per_step = int(rate * step)
-                next_sample = 0.0
+                step = 0.1
+                per_read = int(rate * period)
+                next_sample = next_read = 0.0
 
                 watcher = asyncio.create_task(
                     watch_close(srv.port, client_port, t0, states))
                 while (now := time.perf_counter() - t0) < cfg.slow_duration:
                     if now >= next_sample:
                         series.append((now, srv.rss_kib()))
-                        if decided_at is None and srv.stats_port is not None:
-                            # trio-mcp says when it decided to cut (its counters); the
-                            # socket state says when the connection really closed.
-                            counters = await srv.stats() or {}
-                            if counters.get("streams_cut", 0) > 0:
-                                decided_at = time.perf_counter() - t0
                         next_sample += 0.5
-                    if eof_at is None and per_step > 0:
-                        try:
-                            data = await asyncio.wait_for(loop.sock_recv(sock, per_step), step)
-                        except TimeoutError:
-                            data = None
-                        except OSError:
-                            data = b""
-                        if data == b"":
-                            eof_at = now
-                        elif data:
+                    if decided_at is None and srv.stats_port is not None:
+                        # trio-mcp says when it decided to cut (its counters); the
+                        # socket state says when the connection really closed.
+                        counters = await srv.stats() or {}
+                        if counters.get("streams_cut", 0) > 0:
+                            decided_at = time.perf_counter() - t0
+                    if eof_at is None and per_read > 0 and now >= next_read:
+                        next_read += period
+                        want = per_read
+                        while want > 0 and eof_at is None:
+                            try:
+                                data = await asyncio.wait_for(loop.sock_recv(sock, want), 0.02)
+                            except TimeoutError:
+                                break
+                            except OSError:
+                                data = b""
+                            if data == b"":
+                                eof_at = time.perf_counter() - t0
+                                break
+                            want -= len(data)
                             got += len(data)
                             for e in parser.feed(data):
                                 if e.event and e.event != "message":
@@ -1874,6 +1905,7 @@ async def main_async(args: argparse.Namespace) -> int:
         else:
             bench = {"rps": bench_rps, "modern": bench_modern, "stream": bench_stream,
                      "abandoned": bench_abandoned, "slow": bench_slow, "stopped": bench_stopped,
+                     "slow-shapes": bench_slow_shapes,
                      "resume": bench_resume, "budgets": bench_budgets,
                      "tasks": bench_tasks, "inspect": bench_inspect,
                      "workers": bench_workers}[name]

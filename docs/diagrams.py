@@ -1,4 +1,4 @@
-"""Regenerate the sequence diagrams of spec/ and the README from recorded traces.
+"""Regenerate the sequence diagrams of spec/ and docs/ from recorded traces.
 
     .venv/bin/python docs/diagrams.py           # record, write docs/traces/ and docs/diagrams/
     .venv/bin/python docs/diagrams.py --check   # write nothing; exit 1 if any file is stale

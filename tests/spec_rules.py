@@ -10,6 +10,8 @@ so the answers do not depend on which tests a pytest run happens to select.
 - :class:`CodeIndex` and :func:`code_references` find the names of trio_mcp that the rules
   put between backticks, and whether they still exist (read with ``ast`` too).
 - :func:`render_block` renders the rule table of ``spec/README.md``.
+- :func:`waiting_on_what_exists` finds the rules whose status waits for a feature (their
+  ``Depends`` field) that the code now has (tests/spec_features.py is the registry).
 
 Run it as a script to see or refresh that table::
 
@@ -28,6 +30,7 @@ import re
 import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Protocol
 
 import attrs
 
@@ -36,12 +39,14 @@ __all__ = [
     "AREAS",
     "CODE_CITATION_RE",
     "CODE_FIELDS",
+    "DEPENDS_STATUSES",
     "LEVELS",
     "REVISIONS",
     "RULE_ID_RE",
     "STATUSES",
     "CodeIndex",
     "CodeRef",
+    "FeatureLike",
     "Marker",
     "MarkerScan",
     "Rule",
@@ -53,6 +58,7 @@ __all__ = [
     "main",
     "render_block",
     "tests_by_rule",
+    "waiting_on_what_exists",
 ]
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -79,6 +85,8 @@ TESTED_APPLIES = ("server", "both")
 TESTED_STATUSES = ("implemented", "partial", "deviation")
 #: Statuses that must say why.
 REASON_STATUSES = ("planned", "not-implemented")
+#: Statuses that may name, in a Depends field, the features they wait for.
+DEPENDS_STATUSES = ("planned", "not-implemented", "partial")
 
 #: The fields of a rule, in the order they are written.
 FIELDS = (
@@ -89,6 +97,7 @@ FIELDS = (
     "We do",
     "Status",
     "Reason",
+    "Depends",
     "Since",
     "Until",
     "Discussion",
@@ -173,6 +182,12 @@ class Rule:
     @property
     def status(self) -> str | None:
         return self.fields.get("Status")
+
+    @property
+    def depends(self) -> tuple[str, ...]:
+        """The features the rule's status waits for (its Depends field, comma-separated)."""
+        value = self.fields.get("Depends") or ""
+        return tuple(name.strip() for name in value.split(",") if name.strip())
 
     @property
     def is_choice(self) -> bool:
@@ -770,6 +785,56 @@ def code_references(rules: Iterable[Rule], index: CodeIndex) -> list[CodeRef]:
 
 
 # -- the generated table --------------------------------------------------------------------
+
+
+class FeatureLike(Protocol):
+    """A feature of the registry (tests/spec_features.py): its name, what it is, and the code
+    whose existence says it has landed."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def what(self) -> str: ...
+
+    @property
+    def code(self) -> str: ...
+
+
+def waiting_on_what_exists(
+    rules: Iterable[Rule], features: Mapping[str, FeatureLike], index: CodeIndex
+) -> list[str]:
+    """Every rule whose Depends field is wrong, one line each: a feature the registry does
+    not know, a Depends on a rule kept in full (it waits for nothing), a feature whose code
+    the index cannot read as a reference into the package, and above all a feature whose code
+    exists now, so that the status, We do and Reason that waited for it are stale."""
+    problems = []
+    for name, feature in sorted(features.items()):
+        claimed = index.claim(feature.code)
+        if name != feature.name or claimed is None:
+            problems.append(f"feature {name!r}: {feature.code!r} is no code reference")
+    for rule in rules:
+        if rule.depends and rule.status not in DEPENDS_STATUSES:
+            problems.append(
+                f"{rule.where}: {rule.id} is {rule.status} and waits for nothing: drop its "
+                "Depends"
+            )
+        for name in rule.depends:
+            feature = features.get(name)
+            if feature is None:
+                problems.append(
+                    f"{rule.where}: {rule.id} depends on {name!r}, which tests/spec_features.py "
+                    "does not register"
+                )
+                continue
+            claimed = index.claim(feature.code)
+            if claimed is not None and index.resolve(claimed):
+                problems.append(
+                    f"{rule.where}: {rule.id} is {rule.status} for want of {name} "
+                    f"({feature.what}), which exists now (`{feature.code}`): update its Status, "
+                    "We do and Reason, and drop the Depends"
+                )
+    return problems
 
 
 def _summary(rules: Sequence[Rule]) -> list[str]:

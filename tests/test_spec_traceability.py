@@ -11,6 +11,7 @@ import functools
 import re
 from pathlib import Path
 
+import spec_features
 import spec_rules
 from spec_rules import Rule
 
@@ -151,6 +152,60 @@ def test_planned_and_not_implemented_rules_give_a_reason() -> None:
     ]
 
     assert [] == reasonless, _listing(reasonless)
+
+
+def test_no_rule_waits_for_a_feature_that_exists() -> None:
+    """
+    A rule kept in part or not at all may name in its Depends field the features its status
+    waits for (tests/spec_features.py registers them, each with the code that says it has
+    landed); once that code exists, the status, We do and Reason are stale, and this fails
+    naming the rule. Depends names registered features only, and only on a rule that is
+    planned, not-implemented or partial.
+    """
+    problems = spec_rules.waiting_on_what_exists(
+        rules(), spec_features.FEATURES, spec_rules.CodeIndex()
+    )
+
+    assert [] == problems, _listing(problems)
+
+
+def test_the_stale_status_check_finds_a_rule_left_behind_by_a_feature(tmp_path: Path) -> None:
+    """
+    Run on a rulebook of its own: a rule that waits for a feature whose code exists is
+    reported (as MU-CACHE-5 was, "no access control", when authorization had landed), one
+    that waits for a feature to come is not, and an unknown feature, a Depends on a rule
+    kept in full and a registry entry that names no code are reported too.
+    """
+    code = tmp_path / "pkg"
+    code.mkdir()
+    (code / "__init__.py").write_text("", encoding="utf-8")
+    (code / "_auth.py").write_text("class Authenticator:\n    pass\n", encoding="utf-8")
+    index = spec_rules.CodeIndex(code)
+    features = {
+        "auth": spec_features.Feature("auth", "authorization", "pkg._auth.Authenticator"),
+        "rate-limit": spec_features.Feature("rate-limit", "a rate limit", "pkg._limits.Limit"),
+        "bogus": spec_features.Feature("bogus", "nothing", "os.path"),
+    }
+    fields = {"Level": "MUST", "Applies to": "server", "Source": "MCP 2026-07-28 · x · y",
+              "Says": "x", "We do": "x", "Reason": "x"}
+    book = [
+        Rule(id="MU-CACHE-5", title="t", file="modern.md", line=1,
+             fields={**fields, "Status": "not-implemented", "Depends": "auth"}),
+        Rule(id="MU-TOOL-6", title="t", file="modern.md", line=2,
+             fields={**fields, "Status": "partial", "Depends": "rate-limit"}),
+        Rule(id="MU-TOOL-7", title="t", file="modern.md", line=3,
+             fields={**fields, "Status": "partial", "Depends": "rate-limit, warp-drive"}),
+        Rule(id="MU-TOOL-8", title="t", file="modern.md", line=4,
+             fields={**fields, "Status": "implemented", "Depends": "rate-limit"}),
+    ]
+
+    problems = spec_rules.waiting_on_what_exists(book, features, index)
+
+    assert 4 == len(problems), _listing(problems)
+    assert "feature 'bogus'" in problems[0]
+    assert "MU-CACHE-5 is not-implemented for want of auth" in problems[1]
+    assert "MU-TOOL-7 depends on 'warp-drive'" in problems[2]
+    assert "MU-TOOL-8 is implemented and waits for nothing" in problems[3]
 
 
 def test_rule_ids_cited_in_the_code_exist() -> None:

@@ -93,6 +93,13 @@ class ASGIResponder:
                 return None
         return self._probe.sample()
 
+    def reset_on_close(self) -> bool:
+        """Resettable (TM-BP-CLOSE): hypercorn's close of the connection, after a cut,
+        resets it (the option is set through the duplicate, on the socket both share)."""
+        if self._probe is None and self._addresses is not None:
+            self._probe = find_tcp_socket(*self._addresses)
+        return self._probe is not None and self._probe.reset_on_close()
+
     def release_tcp_probe(self) -> None:
         """Close the duplicate of the socket that ``tcp_sample`` holds (it would keep the
         connection open after hypercorn closed it); no lookup is made again."""

@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import importlib
+import importlib.util
 import logging
 import os
 import signal
+import socket
 import sys
-from collections.abc import Sequence
+import traceback
+from collections.abc import Callable, Iterable, Sequence
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 from ._allocator import ALLOCATORS, DEFAULT_ALLOCATOR, running_allocator, use_allocator
@@ -23,20 +28,95 @@ if TYPE_CHECKING:
 __all__ = ["load_server", "main"]
 
 
-def load_server(spec: str) -> Server:
-    """Import ``package.module:attribute`` and return the Server it names."""
+def load_server(spec: str, *, app_dir: str | None = None) -> Server:
+    """Import ``package.module:attribute`` and return the Server it names.
+
+    ``app_dir`` (the command line's ``--app-dir``, by default the working directory) goes
+    first on the import path, as uvicorn and hypercorn put it there: ``trio-mcp serve
+    hello:server`` next to hello.py finds it. What cannot be imported stops the command with
+    one line saying what and where (SystemExit); ``--log-level debug`` logs the traceback.
+    """
     from ._server import Server
 
     module_name, _, attr = spec.partition(":")
-    if not module_name:
+    if not module_name or not all(part.isidentifier() for part in module_name.split(".")):
         raise SystemExit(f"trio-mcp: expected package.module:server, got {spec!r}")
-    module = importlib.import_module(module_name)
-    obj = getattr(module, attr or "server", None)
+    if app_dir is not None:
+        where = os.path.abspath(app_dir)
+        if where not in sys.path:
+            sys.path.insert(0, where)
+    module = _import_module(module_name, app_dir)
+    attr = attr or "server"
+    obj = getattr(module, attr, None)
+    if obj is None:
+        found = sorted(k for k, v in vars(module).items() if isinstance(v, Server))
+        raise SystemExit(
+            f"trio-mcp: module {module_name!r} ({_module_file(module)}) has no attribute "
+            f"{attr!r}; "
+            + (f"its trio_mcp.Server: {', '.join(found)}" if found else "it holds no "
+               "trio_mcp.Server")
+        )
     if callable(obj) and not isinstance(obj, Server):
         obj = obj()
     if not isinstance(obj, Server):
         raise SystemExit(f"trio-mcp: {spec!r} is not a trio_mcp.Server")
     return obj
+
+
+def _import_module(name: str, app_dir: str | None) -> ModuleType:
+    """``importlib.import_module(name)``, its failures told in one line (the traceback
+    goes to the debug log)."""
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and (name == exc.name or name.startswith(exc.name + ".")):
+            where = "" if app_dir is None else (
+                f" in {os.path.abspath(app_dir)} (--app-dir, by default the working directory)"
+                " nor"
+            )
+            raise SystemExit(
+                f"trio-mcp: no module named {exc.name!r}{where} among the installed packages "
+                "(sys.path)"
+            ) from None
+        failure: BaseException = exc
+    except Exception as exc:
+        failure = exc
+    logging.getLogger("trio_mcp").debug("importing %s failed", name, exc_info=failure)
+    raise SystemExit(
+        f"trio-mcp: importing {name!r} raised {type(failure).__name__}: {failure}"
+        f"{_where_raised(failure)} (--log-level debug shows the traceback)"
+    ) from None
+
+
+def _where_raised(exc: BaseException) -> str:
+    """`` at file:line`` of the innermost frame of ``exc`` outside the import machinery."""
+    if isinstance(exc, SyntaxError) and exc.filename:
+        return f" at {exc.filename}:{exc.lineno}"
+    frames = [
+        f for f in traceback.extract_tb(exc.__traceback__)
+        if not f.filename.startswith("<frozen ") and f.filename != __file__
+    ]
+    return f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+
+
+def _module_file(module: ModuleType) -> str:
+    return getattr(module, "__file__", None) or "a namespace package"
+
+
+def _check_importable(spec: str, app_dir: str | None) -> None:
+    """Before starting workers: stop with load_server's message if the module cannot be
+    found at all (each worker imports it; a typo would restart them forever)."""
+    module_name = spec.partition(":")[0]
+    if app_dir is not None:
+        where = os.path.abspath(app_dir)
+        if where not in sys.path:
+            sys.path.insert(0, where)
+    try:
+        found = importlib.util.find_spec(module_name) if module_name else None
+    except (ImportError, ValueError):
+        found = None
+    if found is None:
+        _import_module(module_name, app_dir)  # says why, in one line
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -46,6 +126,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "server", nargs="?", default="trio_mcp.demo:server",
         help="package.module:attribute of a trio_mcp.Server (default: the built-in demo)",
+    )
+    serve.add_argument(
+        "--app-dir", default=".", metavar="DIR",
+        help="the directory the server's module is imported from, before the installed "
+        "packages (default: the working directory)",
     )
     serve.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks one)")
@@ -83,6 +168,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--workers", type=int, default=1, metavar="N",
         help="serve with N worker processes on one port (default 1); 2025-11-25 "
         "sessions need one process, the stateless 2026-07-28 revision spreads over all",
+    )
+    serve.add_argument(
+        "--shutdown-grace", type=_seconds, default=None, metavar="SECONDS",
+        help="on SIGINT or SIGTERM, how long running handlers may take to finish before they "
+        "are cancelled (default 10); a second Ctrl-C stops at once",
     )
     serve.add_argument(
         "--session-ttl", type=float, default=None, metavar="SECONDS",
@@ -169,6 +259,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _seconds(text: str) -> float:
+    """A duration option's value: a finite number of seconds, 0 or more."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text} is not 0 or more seconds")
+    return value
+
+
 def _inspect_address(text: str) -> tuple[str, int]:
     """``--inspect``'s value: (host, port); the host must be a loopback address (TM-SEC-INSPECT)."""
     from ._inspect import check_loopback
@@ -243,16 +344,10 @@ def main(argv: Sequence[str] | None = None, *, own_command_line: bool | None = N
         use_allocator(args.allocator)
         if args.gc_threshold > 0:
             use_collector_threshold(args.gc_threshold)
-    logging.getLogger("trio_mcp").info(
-        "small objects from %s (TM-SESS-ALLOCATOR)", running_allocator()
-    )
-    logging.getLogger("trio_mcp").info(
-        "young objects collected every %s (TM-SESS-GC)", use_collector_threshold(0) or "never"
-    )
     import trio
 
     from ._config import HttpParser, ResponseMode, ServerConfig
-    from ._serve import listening_socket, user_timeout
+    from ._serve import user_timeout
     from ._workers import secret_from_env
 
     if args.workers < 1:
@@ -260,7 +355,7 @@ def main(argv: Sequence[str] | None = None, *, own_command_line: bool | None = N
     if args.workers > 1 and args.worker_port is None:
         _run_pool(args, argv)
         return
-    server = load_server(args.server)
+    server = load_server(args.server, app_dir=args.app_dir)
     config = ServerConfig(
         path=args.path,
         response_mode=ResponseMode.JSON if args.json_response else ResponseMode.SSE,
@@ -271,28 +366,42 @@ def main(argv: Sequence[str] | None = None, *, own_command_line: bool | None = N
         store=args.store,
         http_parser=HttpParser(args.http_parser),
         **({} if args.session_ttl is None else {"session_idle_ttl": args.session_ttl}),
+        **({} if args.shutdown_grace is None else {"shutdown_grace": args.shutdown_grace}),
     )
-    sock = None
     stats_port = args.stats_port
-    if args.worker_port is not None:
+    worker = args.worker_port is not None
+    # Bound here, before serving, so that a port in use is one line naming it.
+    sock = _bind(
+        args.host, args.worker_port if worker else args.port,
+        user_timeout_ms=int(user_timeout(config) * 1000),
         # A worker of --workers: a listening socket of its own on the pool's port
-        # (TM-WORK-PROCESSES); its counters on a port of its own, next to the first worker's.
-        sock = listening_socket(
-            args.host, args.worker_port, user_timeout_ms=int(user_timeout(config) * 1000),
-            reuse_port=True,
-        )
-        if stats_port:
-            stats_port += args.worker_index
+        # (TM-WORK-PROCESSES).
+        reuse_port=worker,
+    )
+    _log_interpreter_settings()
+    if worker and stats_port:
+        # Each worker's counters on a port of its own, next to the first worker's.
+        stats_port += args.worker_index
+
+    inspect_host, inspect_port = _inspect_at(args)
 
     async def run() -> None:
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
 
             async def on_signal() -> None:
-                # TM-SESS-SHUTDOWN: SIGINT or SIGTERM starts the graceful shutdown.
+                # TM-SESS-SHUTDOWN: SIGINT or SIGTERM starts the graceful shutdown; a second
+                # one stops the process at once.
                 async for signum in signals:
-                    logging.getLogger("trio_mcp").info(
-                        "%s: shutting down", signal.Signals(signum).name
-                    )
+                    # A worker's parent sends SIGTERM after the terminal's SIGINT reached them
+                    # all: only a second SIGINT stops a worker at once.
+                    _stop_at_next_signal((signal.SIGINT,) if worker else _STOP_SIGNALS)
+                    if not worker:
+                        _say(
+                            f"{signal.Signals(signum).name}: shutting down: no new "
+                            "connections; running handlers get up to "
+                            f"{config.shutdown_grace:g} s to finish (--shutdown-grace), then "
+                            "are cancelled; Ctrl-C again stops at once"
+                        )
                     return
 
             async with trio.open_nursery() as nursery:
@@ -301,35 +410,99 @@ def main(argv: Sequence[str] | None = None, *, own_command_line: bool | None = N
                         host=args.host, port=args.port, config=config,
                         certfile=args.certfile, keyfile=args.keyfile,
                         shutdown_trigger=on_signal, stats_port=stats_port,
-                        http_server=args.http_server, sock=sock, task_status=task_status,
-                        **_inspect_options(args),
+                        http_server=args.http_server, sock=sock, announce=False,
+                        inspect_host=inspect_host, inspect_port=inspect_port,
+                        task_status=task_status,
                     )
                 )
-                for url in urls:
-                    if url.endswith("/"):
+                for index, url in enumerate(urls):
+                    if index == 0:
+                        if worker:
+                            continue  # the parent of the workers shows the endpoint, once
+                        what = server.name
+                    elif url.endswith("/stats"):
+                        what = "counters"
+                    else:
                         print(f"trio-mcp: serving the live task tree at {url}", flush=True)
                         continue
-                    if sock is not None and not url.endswith("/stats"):
-                        continue  # the parent of the workers shows the endpoint, once
-                    where = url if url.endswith("/stats") else f"{url}{config.path}"
-                    what = "counters" if url.endswith("/stats") else server.name
-                    if sock is not None:
+                    if worker:
                         what = f"worker {args.worker_index}'s {what}"
-                    print(f"trio-mcp: serving {what} at {where}", flush=True)
+                    print(f"trio-mcp: serving {what} at {url}", flush=True)
 
     with contextlib.suppress(KeyboardInterrupt):
         trio.run(run)
 
 
-def _inspect_options(args: argparse.Namespace) -> dict[str, object]:
-    """serve()'s inspector options from ``--inspect`` (a worker of --workers takes the port
-    after the previous worker's, as with --stats-port)."""
+def _log_interpreter_settings() -> None:
+    """The allocator and the collector's threshold, once the server is loaded and bound (a
+    mistake in either is then the only line printed)."""
+    log = logging.getLogger("trio_mcp")
+    log.info("small objects from %s (TM-SESS-ALLOCATOR)", running_allocator())
+    log.info(
+        "young objects collected every %s (TM-SESS-GC)", use_collector_threshold(0) or "never"
+    )
+
+
+def _say(line: str) -> None:
+    """A line for the person at the terminal, whatever the log level."""
+    print(f"trio-mcp: {line}", file=sys.stderr, flush=True)
+
+
+def _bind(host: str, port: int, *, user_timeout_ms: int | None, reuse_port: bool) -> socket.socket:
+    """``listening_socket``, its failures told in one line: a port in use names the port and
+    the option that picks another."""
+    from ._serve import listening_socket
+
+    try:
+        return listening_socket(
+            host, port, user_timeout_ms=user_timeout_ms, reuse_port=reuse_port
+        )
+    except OSError as exc:
+        where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        if exc.errno == errno.EADDRINUSE:
+            raise SystemExit(
+                f"trio-mcp: port {port} is already in use on {host} (another server "
+                "listens there); choose another with --port PORT, or --port 0 for a free one"
+            ) from None
+        if exc.errno == errno.EACCES:
+            raise SystemExit(
+                f"trio-mcp: not allowed to listen on {where} (ports below 1024 need "
+                "privileges); choose another with --port PORT"
+            ) from None
+        raise SystemExit(f"trio-mcp: cannot listen on {where}: {exc.strerror or exc}") from None
+
+
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def _stop_at_next_signal(
+    signums: Sequence[signal.Signals] = _STOP_SIGNALS, on_stop: Callable[[], None] | None = None
+) -> None:
+    """After the first SIGINT or SIGTERM: the next of ``signums`` ends the process at once,
+    whatever it is doing, with the status of a process the signal killed (``on_stop``
+    first). A plain signal handler, not trio's: it runs even while a handler blocks the
+    event loop."""
+
+    def stop(signum: int, frame: object) -> None:
+        if on_stop is not None:
+            on_stop()
+        _say(f"{signal.Signals(signum).name} again: stopping at once")
+        sys.stdout.flush()
+        os._exit(128 + signum)
+
+    for signum in signums:
+        signal.signal(signum, stop)
+
+
+def _inspect_at(args: argparse.Namespace) -> tuple[str, int | None]:
+    """serve()'s inspector host and port from ``--inspect`` (a worker of --workers takes the
+    port after the previous worker's, as with --stats-port); no port without it."""
     if args.inspect is None:
-        return {}
+        return "127.0.0.1", None
     host, port = args.inspect
     if args.worker_port is not None and port:
         port += args.worker_index
-    return {"inspect_host": host, "inspect_port": port}
+    return host, port
 
 
 def _run_pool(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
@@ -338,13 +511,16 @@ def _run_pool(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
     import trio
 
     from ._config import ServerConfig
-    from ._serve import listening_socket
     from ._workers import WorkerPool, child_command, secret_from_env
 
-    config = ServerConfig()
+    config = ServerConfig(
+        **({} if args.shutdown_grace is None else {"shutdown_grace": args.shutdown_grace}),
+    )
+    _check_importable(args.server, args.app_dir)
     # The port, held for the workers: bound, never listening, so that the kernel hands no
     # connection to it, only to the workers' own sockets.
-    sock = listening_socket(args.host, args.port, user_timeout_ms=None, reuse_port=True)
+    sock = _bind(args.host, args.port, user_timeout_ms=None, reuse_port=True)
+    _log_interpreter_settings()
     host, port = sock.getsockname()[:2]
     scheme = "https" if args.certfile else "http"
     shown = f"[{host}]" if ":" in host else host
@@ -356,7 +532,6 @@ def _run_pool(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
         port=port, count=args.workers, secret=secret,
         grace=config.shutdown_grace + 10.0,
     )
-    log = logging.getLogger("trio_mcp")
 
     async def run() -> None:
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
@@ -377,13 +552,25 @@ def _run_pool(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
                     f"{args.workers} workers", flush=True,
                 )
                 async for signum in signals:
-                    log.info("%s: stopping the workers", signal.Signals(signum).name)
+                    _stop_at_next_signal(on_stop=lambda: _kill(pool.pids.values()))
+                    _say(
+                        f"{signal.Signals(signum).name}: stopping the {args.workers} workers: "
+                        "each gives its running handlers up to "
+                        f"{config.shutdown_grace:g} s to finish (--shutdown-grace); Ctrl-C "
+                        "again stops at once"
+                    )
                     break
                 nursery.cancel_scope.cancel()
 
     with contextlib.suppress(KeyboardInterrupt):
         trio.run(run)
     sock.close()
+
+
+def _kill(pids: Iterable[int]) -> None:
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def _auth_config(args: argparse.Namespace) -> AuthConfig | None:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from .protocol import Retention
-from .protocol._modern import CacheHint
+from .protocol._modern import CACHEABLE_METHODS, CacheHint
 
 if TYPE_CHECKING:
     from ._ports import TokenVerifier
@@ -171,6 +171,12 @@ class ServerConfig:
     """The caching hints of modern cacheable results (MU-CACHE-1, TM-CACHE-DEFAULT): by
     default ``ttlMs: 0`` and ``private``, fresh for no time and for no one else, since the
     lists change and list_changed reaches only clients that listen for it."""
+    cache_hints: Mapping[str, CacheHint] = attrs.field(factory=dict)
+    """Hints for some of the cacheable methods (``server/discover``, ``tools/list``,
+    ``prompts/list``, ``resources/list``, ``resources/templates/list``, ``resources/read``),
+    in place of ``cache_hint``: lists that are the same for every caller may be
+    ``public`` while reads that depend on the caller stay ``private`` (TM-CACHE-DEFAULT).
+    Whatever they say, the result of an MRTR retry is never cacheable (MU-CACHE-6)."""
     request_state_ttl: float = 600.0
     """How long a modern requestState stays valid after it is issued (TM-MRTR-STATE)."""
     request_state_key: bytes | None = attrs.field(default=None, repr=False)
@@ -256,6 +262,9 @@ class ServerConfig:
     default, costs one attribute check at each point it would be told."""
 
     def __attrs_post_init__(self) -> None:
+        unknown = sorted(set(self.cache_hints) - CACHEABLE_METHODS)
+        if unknown:
+            raise ValueError(f"cache_hints names methods that are not cacheable: {unknown}")
         if self.request_state_key is not None and len(self.request_state_key) < 32:
             raise ValueError("request_state_key must be at least 32 bytes (HMAC-SHA256)")
         if self.secret is not None and len(self.secret) < 32:

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import itertools
+import logging
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
@@ -18,11 +19,13 @@ import attrs
 
 from ._content import message_dict
 from ._ports import ClientCapabilityError, ClientTimeoutError, RequestPort, SessionPort
-from .protocol import LocalProtocolError, Notification, RemoteProtocolError, Request, RequestId
+from .protocol import Notification, RemoteProtocolError, Request, RequestId
 from .protocol._auth import Principal
 from .protocol._logging import LOG_LEVELS, log_allows
 from .protocol._mrtr import INPUT_CAPABILITY, InputRequest
 from .protocol._versions import revision_at_least
+
+_log = logging.getLogger("trio_mcp.server")
 
 __all__ = [
     "LOG_LEVELS",
@@ -341,7 +344,11 @@ class SessionContext:
         """Ask the user to fill in a form (``elicitation/create``, form mode).
 
         Needs the client's ``elicitation`` capability with form mode. ``key`` names the
-        question in a 2026-07-28 InputRequiredResult (default: ``elicitation-N``).
+        question in a 2026-07-28 InputRequiredResult (default: ``elicitation-N``). The
+        answer may be a decline or a cancel (``ElicitationResult.action``): handle it
+        (MU-ELIC-4). Never ask for a password, an API key, a token or payment details in a
+        form (MU-ELIC-2): send the user to a URL instead, with ``ask`` and an
+        ``InputRequest("elicitation/create", {"mode": "url", ...})`` (MU-ELIC-3).
         """
         self._require("elicitation", "form")
         question = elicitation_request(message, requested_schema)
@@ -388,6 +395,7 @@ class Context(SessionContext):
         self._request_port = port
         self._request = request
         self._last_progress = -math.inf
+        self._warned_progress = False
         meta = (request.params or {}).get("_meta")
         self._meta: Mapping[str, Any] = meta if isinstance(meta, Mapping) else {}
 
@@ -433,9 +441,10 @@ class Context(SessionContext):
         """Report progress, if the request asked for it with a progressToken.
 
         U-PROG-4 / MU-PROG-2 (MUST): progress increases with every notification; a value
-        that does not is refused with LocalProtocolError. U-PROG-7/U-PROG-11: nothing goes
-        out without a token, or after the request finished or was cancelled. Returns
-        whether a notification was sent.
+        that does not is dropped (the call goes on), and the first such report of a request
+        is logged as a warning. U-PROG-7/U-PROG-11: nothing goes out without a token, or
+        after the request finished or was cancelled. Returns whether a notification was
+        sent.
         """
         token = self.progress_token
         if token is None or self._request_port.finished:
@@ -443,9 +452,16 @@ class Context(SessionContext):
         if isinstance(progress, bool) or not isinstance(progress, int | float):
             raise TypeError(f"progress must be a number, not {progress!r}")
         if not progress > self._last_progress:
-            raise LocalProtocolError(
-                f"progress must increase: {progress!r} after {self._last_progress!r}"
-            )
+            # The rule binds the server, and the mistake is the handler's: the client must
+            # not see it, and the call's result is worth more than one progress report.
+            if not self._warned_progress:
+                self._warned_progress = True
+                _log.warning(
+                    "%s reported progress %r after %r: progress must increase (U-PROG-4), so "
+                    "that notification was dropped (and any more like it in this request)",
+                    self._handler_name(), progress, self._last_progress,
+                )
+            return False
         self._last_progress = progress
         params: dict[str, Any] = {"progressToken": token, "progress": progress}
         if total is not None:
@@ -453,6 +469,18 @@ class Context(SessionContext):
         if message is not None:
             params["message"] = message
         return await self.send_notification("notifications/progress", params)
+
+    def _handler_name(self) -> str:
+        """The handler, for log lines: ``tool 'greet'``, ``prompt 'x'``, or the method."""
+        params = self._request.params or {}
+        for method, kind, key in (
+            ("tools/call", "tool", "name"), ("prompts/get", "prompt", "name"),
+            ("resources/read", "resource", "uri"),
+        ):
+            value = params.get(key)
+            if self._request.method == method and isinstance(value, str):
+                return f"{kind} {value[:100]!r}"
+        return self._request.method
 
     def close_sse_stream(self) -> bool:
         """Close this request's SSE connection now; the client resumes it with GET and

@@ -129,6 +129,11 @@ class HttpResponder:
     def release_tcp_probe(self) -> None:
         self._probing = False
 
+    def reset_on_close(self) -> bool:
+        """Resettable (TM-BP-CLOSE): the connection's close, which follows a cut, resets it."""
+        probe = self._connection.probe()
+        return probe is not None and probe.reset_on_close()
+
     def send_room(self) -> int:
         """SendRoom: what the socket takes now, less what framing a chunk (and, under TLS,
         its records) adds."""
@@ -467,23 +472,28 @@ async def serve_relay_port(
     """TM-STORE-STREAMS: with a shared session store, a port of this worker's own, at
     ``config.relay_host``, where other workers relay the resumes of streams this worker
     holds. It is the endpoint again, on trio-mcp's own server whatever serves the public
-    side, with every check of the endpoint (and its connection guard); its address is kept
-    in the store."""
+    side, with every check of the endpoint (and its connection guard), for requests that
+    carry a relay seal in place of a token (T-AUTH-17); its address is kept in the store."""
     listeners = await trio.open_tcp_listeners(0, host=config.relay_host)
     host, port = listeners[0].socket.getsockname()[:2]
     runtime.manager.advertise(host, port)
-    await HttpServer(runtime, config).serve(listeners, task_status=task_status)
+    await HttpServer(runtime, config, relay_port=True).serve(listeners, task_status=task_status)
 
 
 class HttpServer:
     """Serves a Runtime over HTTP/1.1 on listeners this server owns (TM-HTTP-OWN)."""
 
-    def __init__(self, runtime: Runtime, config: ServerConfig) -> None:
+    def __init__(
+        self, runtime: Runtime, config: ServerConfig, *, relay_port: bool = False
+    ) -> None:
         self.runtime = runtime
         self.config = config
         #: The parser of every connection (TM-HTTP-PARSER), settled once: ValueError here
         #: when the one asked for is not installed.
         self.parser = resolve_parser(config.http_parser)
+        #: Whether this is a worker's relay port (serve_relay_port): it serves only requests
+        #: other workers relayed, sealed (T-AUTH-17).
+        self.relay_port = relay_port
         self.connections: set[_Connection] = set()
         self._emptied = trio.Event()
         self._stopping = False
@@ -679,7 +689,7 @@ class HttpServer:
         if connection.eof:
             responder.gone()
         try:
-            await self.runtime.serve_guarded(request, responder)
+            await self.runtime.serve_guarded(request, responder, relay_port=self.relay_port)
         finally:
             connection.responder = None
         if not responder.finished:

@@ -116,7 +116,11 @@ class PromptRegistry:
         #: Set at the first registration (the capability stays declared after that).
         self.enabled = False
 
-    def add(self, prompt: PromptDef) -> None:
+    def add(self, prompt: PromptDef, *, replace: bool = False) -> None:
+        """Register ``prompt``; a name already taken is refused unless ``replace``."""
+        old = self.prompts.get(prompt.name)
+        if old is not None and not replace:
+            raise _schema.already_registered("prompt", prompt.name, old.fn)
         self.prompts[prompt.name] = prompt
         self.enabled = True
 

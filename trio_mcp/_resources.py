@@ -222,8 +222,13 @@ class ResourceRegistry:
         #: server whose last resource goes away still answers resources/list (with nothing).
         self.enabled = False
 
-    def add(self, resource: ResourceDef) -> None:
+    def add(self, resource: ResourceDef, *, replace: bool = False) -> None:
+        """Register ``resource``; a URI already taken is refused unless ``replace``."""
         table = self.fixed if resource.template is None else self.templates
+        old = table.get(resource.uri)
+        if old is not None and not replace:
+            kind = "resource" if resource.template is None else "resource template"
+            raise _schema.already_registered(kind, resource.uri, old.fn)
         table[resource.uri] = resource
         self.enabled = True
 

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import collections.abc
+import dataclasses
 import enum
 import functools
 import inspect
@@ -25,10 +26,14 @@ from typing import Any
 import attrs
 
 __all__ = [
+    "SUPPORTED_TYPES",
     "ArgumentError",
     "Param",
     "Signature",
+    "UnsupportedType",
+    "already_registered",
     "convert_arguments",
+    "defined_at",
     "derive_signature",
     "dump_value",
     "validate",
@@ -93,12 +98,101 @@ def _strip(tp: Any) -> Any:
             return tp
 
 
-def _annotated_description(tp: Any) -> str | None:
-    if typing.get_origin(tp) is typing.Annotated:
-        for meta in tp.__metadata__:
-            if isinstance(meta, str):
-                return meta
-    return None
+#: What a parameter may be annotated with, for the messages that refuse the rest.
+SUPPORTED_TYPES = (
+    "str, int, float, bool, None, Literal[...], Enum, list[T], tuple[...], dict[str, T], "
+    "unions (X | Y, Optional[X]), TypedDict and attrs classes; Annotated[T, \"a description\"] "
+    "or Annotated[T, Field(description=...)] describes one"
+)
+
+
+class UnsupportedType(TypeError):
+    """An annotation trio-mcp cannot turn into a JSON Schema it enforces."""
+
+
+def _is_dataclass_type(tp: Any) -> bool:
+    return isinstance(tp, type) and dataclasses.is_dataclass(tp)
+
+
+def _is_pydantic_model(tp: Any) -> bool:
+    """A pydantic model class, told without importing pydantic."""
+    return isinstance(tp, type) and any(
+        base.__name__ == "BaseModel" and base.__module__.startswith("pydantic")
+        for base in tp.__mro__
+    )
+
+
+def _unsupported(tp: Any, where: str, why: str = "") -> UnsupportedType:
+    name = _type_repr(tp)
+    if _is_dataclass_type(tp):
+        why = (
+            f"dataclasses are not supported (yet): make {name} an attrs class "
+            "(@attrs.define, whose fields become the object's properties) or a TypedDict"
+        )
+    elif _is_pydantic_model(tp):
+        why = (
+            f"pydantic models are not supported (yet): describe {name} as a TypedDict or an "
+            "attrs class, or give the tool input_schema= and take a dict"
+        )
+    return UnsupportedType(
+        f"unsupported annotation {name} for {where}: {why + '; ' if why else ''}"
+        f"supported are {SUPPORTED_TYPES}"
+    )
+
+
+#: The pydantic ``Field`` arguments whose meaning the schema carries; any other would be
+#: silently dropped, so it is refused.
+_FIELD_KEYWORDS = frozenset({"description", "title"})
+
+
+def _annotated_keywords(tp: Any, where: str) -> dict[str, str]:
+    """The schema keywords an ``Annotated`` type's metadata gives: a string is the
+    description, and so is a pydantic ``Field(description=...)`` or a ``Doc(...)``
+    (PEP 727), ``Field`` may give a title too. Metadata that asks for more (constraints,
+    defaults, aliases) is refused rather than dropped: the schema would promise what no one
+    checks."""
+    if typing.get_origin(tp) is not typing.Annotated:
+        return {}
+    found: dict[str, str] = {}
+    for meta in tp.__metadata__:
+        if isinstance(meta, str):
+            found.setdefault("description", meta)
+            continue
+        kind = type(meta)
+        module = kind.__module__ or ""
+        if kind.__name__ == "Doc" and isinstance(getattr(meta, "documentation", None), str):
+            found.setdefault("description", meta.documentation)
+        elif module.startswith("pydantic") and kind.__name__ == "FieldInfo":
+            given = getattr(meta, "_attributes_set", None)
+            keys = set(given) if isinstance(given, dict) else set()
+            extra = sorted(keys - _FIELD_KEYWORDS) + [_constraint(m) for m in meta.metadata]
+            if extra:
+                raise UnsupportedType(
+                    f"Field({', '.join(extra)}) on {where}: trio-mcp takes only description= "
+                    "and title= from Field; give a default in the signature, and check "
+                    "constraints in the tool (raise ToolError)"
+                )
+            for key in ("description", "title"):
+                value = getattr(meta, key, None)
+                if isinstance(value, str):
+                    found.setdefault(key, value)
+        elif module.startswith(("pydantic", "annotated_types")):
+            raise UnsupportedType(
+                f"{meta!r} on {where}: constraints in Annotated are not enforced by trio-mcp; "
+                "check the value in the tool (raise ToolError)"
+            )
+    return found
+
+
+def _constraint(meta: Any) -> str:
+    """``ge=0`` for annotated_types' ``Ge(ge=0)``, as it was written in ``Field``."""
+    if dataclasses.is_dataclass(meta) and not isinstance(meta, type):
+        return ", ".join(f"{f.name}={getattr(meta, f.name)!r}" for f in dataclasses.fields(meta))
+    return repr(meta)
+
+
+def _annotated_description(tp: Any, where: str = "a parameter") -> str | None:
+    return _annotated_keywords(tp, where).get("description")
 
 
 def _is_union(origin: Any) -> bool:
@@ -168,8 +262,7 @@ class _SchemaBuilder:
         args = typing.get_args(tp)
         if origin is typing.Annotated:
             inner = self.schema(args[0], where)
-            desc = _annotated_description(tp)
-            return {**inner, "description": desc} if desc is not None else inner
+            return {**inner, **_annotated_keywords(tp, where)}
         if origin in (typing.Required, typing.NotRequired):
             return self.schema(args[0], where)
         if isinstance(tp, typing.NewType):
@@ -211,12 +304,11 @@ class _SchemaBuilder:
             if not args:
                 return {"type": "object"}
             if _strip(args[0]) is not str:
-                raise TypeError(
-                    f"unsupported annotation {_type_repr(tp)} for {where}: "
-                    "JSON object keys are strings, so mapping keys must be str"
+                raise _unsupported(
+                    tp, where, "JSON object keys are strings, so mapping keys must be str"
                 )
             return {"type": "object", "additionalProperties": self.schema(args[1], where)}
-        raise TypeError(f"unsupported annotation {_type_repr(tp)} for {where}")
+        raise _unsupported(tp, where)
 
     def _literal(self, values: tuple[Any, ...], tp: Any, where: str) -> dict[str, Any]:
         for value in values:
@@ -409,6 +501,24 @@ def _callable_name(fn: Callable[..., Any]) -> str:
     return type(fn).__name__
 
 
+def defined_at(fn: Callable[..., Any]) -> str:
+    """Where ``fn`` was written, for messages: ``module.qualname`` (file:line when known)."""
+    target = fn.func if isinstance(fn, functools.partial) else fn
+    name = f"{getattr(target, '__module__', '?')}.{getattr(target, '__qualname__', '?')}"
+    code = getattr(target, "__code__", None)
+    if code is not None:
+        return f"{name} at {code.co_filename}:{code.co_firstlineno}"
+    return name
+
+
+def already_registered(kind: str, key: str, fn: Callable[..., Any]) -> ValueError:
+    """The error for a second registration under ``key`` without ``replace=True``."""
+    return ValueError(
+        f"{kind} {key!r} is already registered (by {defined_at(fn)}); give this one "
+        f"another name, or pass replace=True to replace it"
+    )
+
+
 def _is_context(tp: Any, context_type: type) -> bool:
     tp = _strip(tp)
     origin = typing.get_origin(tp)
@@ -451,8 +561,10 @@ def _output_schema(
         top = builder.schema(annotation, "return annotation")
     except TypeError:
         # In auto mode an unmappable return type (e.g. a content block) just means
-        # "no structured output"; only an explicit request makes it an error.
-        if structured_output is None:
+        # "no structured output"; only an explicit request makes it an error. A dataclass
+        # or a pydantic model would fail at every call instead (its values are no JSON
+        # here), so it is refused now.
+        if structured_output is None and not _names_a_model(annotation):
             return None, False
         raise
     defs = builder.defs
@@ -480,6 +592,17 @@ def _output_schema(
     if defs:
         wrapped["$defs"] = defs
     return wrapped, True
+
+
+def _names_a_model(tp: Any) -> bool:
+    """Whether ``tp`` is, or holds, a dataclass or a pydantic model."""
+    stack = [tp]
+    while stack:
+        t = _strip(stack.pop())
+        if _is_dataclass_type(t) or _is_pydantic_model(t):
+            return True
+        stack.extend(a for a in typing.get_args(t) if a is not Ellipsis)
+    return False
 
 
 def derive_signature(
@@ -523,8 +646,9 @@ def derive_signature(
                 )
             context_param = param.name
             continue
-        prop = builder.schema(annotation, f"parameter {param.name!r} of {fn_name}")
-        param_desc = _annotated_description(annotation)
+        where = f"parameter {param.name!r} of {fn_name}"
+        prop = builder.schema(annotation, where)
+        param_desc = _annotated_description(annotation, where)
         if param_desc is None:
             param_desc = doc_params.get(param.name, "")
         if param_desc:

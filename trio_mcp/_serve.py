@@ -9,6 +9,7 @@ import logging
 import math
 import os
 import socket
+import sys
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -64,7 +65,12 @@ def listening_socket(
             sock.setsockopt(socket.IPPROTO_TCP, TCP_USER_TIMEOUT, user_timeout_ms)
         except OSError:  # not Linux: the stall detector alone applies
             logger.debug("TCP_USER_TIMEOUT is not available here")
-    sock.bind((host.strip("[]"), port))
+    try:
+        sock.bind((host.strip("[]"), port))
+    except OSError as exc:
+        sock.close()
+        # The address in the message: the bare errno text does not say which port is taken.
+        raise OSError(exc.errno, f"{exc.strerror}: {host}:{port}") from None
     sock.set_inheritable(True)
     return sock
 
@@ -130,12 +136,17 @@ async def serve(
     sock: socket.socket | None = None,
     inspect_port: int | None = None,
     inspect_host: str = "127.0.0.1",
+    announce: bool = True,
     task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve ``server`` over HTTP until cancelled, or until ``shutdown_trigger`` returns.
 
     T-SEC-4 (SHOULD): the default bind is loopback only. ``task_status.started`` reports
-    the bound URLs (port 0 picks a free port), so this works with ``nursery.start``.
+    the URLs served (port 0 picks a free port), so this works with ``nursery.start``: the
+    MCP endpoint first, with its path (``http://127.0.0.1:8000/mcp``), then the counters'
+    and the inspector's when asked for. With ``announce`` (the default) each is logged at
+    start-up (INFO, logger ``trio_mcp.serve``), and written to stderr when the program has
+    not configured logging.
 
     ``http_server`` chooses the HTTP server: ``"trio-mcp"`` (the default), trio-mcp's own
     HTTP/1.1 server, which owns its connections (TM-HTTP-OWN); or ``"hypercorn"``, which
@@ -162,16 +173,42 @@ async def serve(
     if inspect_port is not None:
         check_loopback(inspect_host)
         inspect_at = (inspect_host, inspect_port)
+    if http_server not in HTTP_SERVERS:
+        raise ValueError(f"http_server is one of {', '.join(HTTP_SERVERS)}, not {http_server!r}")
+    status: trio.TaskStatus[list[str]] = _Announcing(
+        task_status, server.name if announce else None
+    )
     if http_server == "hypercorn":
         await _serve_hypercorn(
             server, host, port, cfg, certfile, keyfile, shutdown_trigger, stats_port, sock,
-            task_status, inspect_at=inspect_at,
+            status, inspect_at=inspect_at,
         )
         return
     await _serve_own(
         server, host, port, cfg, certfile, keyfile, shutdown_trigger, stats_port, sock,
-        task_status, inspect_at=inspect_at,
+        status, inspect_at=inspect_at,
     )
+
+
+class _Announcing:
+    """The caller's task status, which also tells the URLs served (when given a name)."""
+
+    def __init__(self, inner: trio.TaskStatus[list[str]], name: str | None) -> None:
+        self._inner = inner
+        self._name = name
+
+    def started(self, value: list[str] | None = None) -> None:
+        assert value is not None
+        if self._name is not None:
+            for index, url in enumerate(value):
+                what = self._name if index == 0 else (
+                    "counters" if url.endswith("/stats") else "the live task tree"
+                )
+                logger.info("serving %s at %s", what, url)
+                if not logger.hasHandlers():
+                    # No logging configured: the URL would be lost, so it goes to stderr.
+                    print(f"trio-mcp: serving {what} at {url}", file=sys.stderr, flush=True)
+        self._inner.started(value)
 
 
 async def _serve_own(
@@ -216,7 +253,7 @@ async def _serve_own(
         await nursery.start(lambda task_status: http.serve(
             [listener], ssl_context=ssl_context, task_status=task_status
         ), name="HttpServer.serve")
-        urls = [f"{scheme}://{shown}:{bound[1]}"]
+        urls = [f"{scheme}://{shown}:{bound[1]}{cfg.path}"]
         if stats_port is not None:
             urls += await nursery.start(_serve_stats, runtime, stats_port, stopped)
         if inspect_at is not None:
@@ -332,12 +369,13 @@ async def _serve_hypercorn(
     started = False
     try:
         async with app.running(), trio.open_nursery() as nursery:
-            urls: list[str] = await nursery.start(
+            bound: list[str] = await nursery.start(
                 lambda task_status: hypercorn_serve(
                     asgi, hc, shutdown_trigger=graceful, task_status=task_status
                 )
             )
             started = True
+            urls = [url + cfg.path for url in bound]
             if stats_port is not None:
                 urls += await nursery.start(_serve_stats, app.runtime, stats_port, stopped)
             if inspect_at is not None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import typing
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from . import _prompts, _resources
 from ._completion import GenericHandler, SpecificHandler
@@ -20,6 +20,10 @@ from .protocol import Notification, Request
 from .protocol._tasks import TaskSupport
 
 if TYPE_CHECKING:
+    import socket
+
+    from trio import TaskStatus
+
     from ._config import ServerConfig
 
 __all__ = ["Server", "ToolError"]
@@ -65,6 +69,10 @@ class Server:
 
     # -- registration -------------------------------------------------------------------
 
+    @typing.overload
+    def tool(self, fn: F, /) -> F: ...
+
+    @typing.overload
     def tool(
         self,
         name: str | None = None,
@@ -79,11 +87,30 @@ class Server:
         headers: Mapping[str, str] | None = None,
         scopes: Iterable[str] = (),
         task: TaskSupport | str = TaskSupport.FORBIDDEN,
-    ) -> Callable[[F], F]:
-        """Register an async function as a tool.
+        replace: bool = False,
+    ) -> Callable[[F], F]: ...
+
+    def tool(
+        self,
+        name: str | F | None = None,
+        *,
+        title: str | None = None,
+        description: str | None = None,
+        annotations: Mapping[str, Any] | None = None,
+        structured_output: bool | None = None,
+        input_schema: Mapping[str, Any] | None = None,
+        meta: Mapping[str, Any] | None = None,
+        requires: Mapping[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
+        scopes: Iterable[str] = (),
+        task: TaskSupport | str = TaskSupport.FORBIDDEN,
+        replace: bool = False,
+    ) -> F | Callable[[F], F]:
+        """Register an async function as a tool: ``@server.tool`` or ``@server.tool(...)``.
 
         The name, description and ``inputSchema`` come from the function's name, docstring
         and signature unless given. A parameter annotated ``Context`` receives the context.
+        A name already registered is refused (ValueError) unless ``replace`` (U-TOOL-13).
         ``requires`` names client capabilities the tool cannot run without, as a
         ClientCapabilities object (``{"sampling": {}}``): a 2026-07-28 client that did not
         declare them is refused with -32021 before the tool runs (ML-META-3). ``headers``
@@ -94,7 +121,17 @@ class Server:
         run as a task (the tasks extension, TM-TASK-DECIDE): "forbidden" (the default),
         "optional" (when the client allows it and the call outlasts ``task_after``) or
         "required" (a client without the extension is refused with -32021).
+
+        ``input_schema``, a hand-written JSON Schema, is enforced as written (TM-TOOL-INPUT),
+        and so is an elicitation's ``requested_schema`` against its answer. A schema without
+        ``$schema`` is JSON Schema 2020-12; one may name draft-03, draft-04, draft-06,
+        draft-07, 2019-09 or 2020-12 in ``$schema`` (MJ-SCHEMA-4); any other dialect is
+        refused by name when a value is checked against it.
         """
+        if callable(name):
+            # @server.tool without parentheses: the function itself, with every default.
+            self.add_tool(name)
+            return name
 
         def decorate(fn: F) -> F:
             self.add_tool(
@@ -110,6 +147,7 @@ class Server:
                 headers=headers,
                 scopes=scopes,
                 task=task,
+                replace=replace,
             )
             return fn
 
@@ -130,7 +168,9 @@ class Server:
         headers: Mapping[str, str] | None = None,
         scopes: Iterable[str] = (),
         task: TaskSupport | str = TaskSupport.FORBIDDEN,
+        replace: bool = False,
     ) -> None:
+        """Register ``fn`` as a tool (the arguments of :meth:`tool`)."""
         tool = make_tool(
             fn,
             name=name,
@@ -144,7 +184,7 @@ class Server:
             headers=headers,
             task=task,
         )
-        self._dispatcher.tools.add(tool)
+        self._dispatcher.tools.add(tool, replace=replace)
         self._set_scopes("tool", tool.name, scopes)
         self._list_changed("tools")
 
@@ -168,15 +208,25 @@ class Server:
         annotations: Mapping[str, Any] | None = None,
         meta: Mapping[str, Any] | None = None,
         scopes: Iterable[str] = (),
+        replace: bool = False,
     ) -> Callable[[F], F]:
-        """Register an async function as the resource at ``uri``.
+        """Register an async function as the resource at ``uri``:
+        ``@server.resource("file:///notes.txt")``.
 
         A ``{var}`` in ``uri`` makes it a URI template (RFC 6570 level 1): the function's
         parameters are the variables (str, int or float), taken from the URI being read.
         It returns a str (text), bytes (a base64 blob), a ``Blob``/``EmbeddedResource``, a
         list of these, or any JSON value. Raise ``ResourceNotFound`` for a URI that names
-        nothing. A parameter annotated ``Context`` receives the context.
+        nothing. A parameter annotated ``Context`` receives the context. A URI already
+        registered is refused (ValueError) unless ``replace``.
         """
+        if not isinstance(uri, str):
+            # @server.resource without its URI would otherwise register nothing, silently.
+            raise TypeError(
+                "@server.resource needs the resource's URI: "
+                '@server.resource("file:///notes.txt"), or a template such as '
+                '@server.resource("notes://{name}")'
+            )
 
         def decorate(fn: F) -> F:
             self.add_resource(
@@ -189,6 +239,7 @@ class Server:
                 annotations=annotations,
                 meta=meta,
                 scopes=scopes,
+                replace=replace,
             )
             return fn
 
@@ -206,7 +257,9 @@ class Server:
         annotations: Mapping[str, Any] | None = None,
         meta: Mapping[str, Any] | None = None,
         scopes: Iterable[str] = (),
+        replace: bool = False,
     ) -> None:
+        """Register ``fn`` as the resource at ``uri`` (the arguments of :meth:`resource`)."""
         self._dispatcher.resources.add(
             _resources.make_resource(
                 fn,
@@ -217,7 +270,8 @@ class Server:
                 mime_type=mime_type,
                 annotations=annotations,
                 meta=meta,
-            )
+            ),
+            replace=replace,
         )
         self._set_scopes("resource", uri, scopes)
         self._list_changed("resources")
@@ -242,6 +296,10 @@ class Server:
         modern listeners on their listen stream. Returns how many got it."""
         return self._broadcast("notifications/resources/updated", {"uri": uri})
 
+    @typing.overload
+    def prompt(self, fn: F, /) -> F: ...
+
+    @typing.overload
     def prompt(
         self,
         name: str | None = None,
@@ -250,18 +308,37 @@ class Server:
         description: str | None = None,
         meta: Mapping[str, Any] | None = None,
         scopes: Iterable[str] = (),
-    ) -> Callable[[F], F]:
-        """Register an async function as a prompt.
+        replace: bool = False,
+    ) -> Callable[[F], F]: ...
+
+    def prompt(
+        self,
+        name: str | F | None = None,
+        *,
+        title: str | None = None,
+        description: str | None = None,
+        meta: Mapping[str, Any] | None = None,
+        scopes: Iterable[str] = (),
+        replace: bool = False,
+    ) -> F | Callable[[F], F]:
+        """Register an async function as a prompt: ``@server.prompt`` or
+        ``@server.prompt(...)``. A name already registered is refused (ValueError) unless
+        ``replace``.
 
         Its arguments come from the signature (they are strings; a default makes one
         optional) and their descriptions from the docstring's ``Args:``. It returns a str
         (one user message), a ``UserMessage``/``AssistantMessage``, a content block, a list
         of these, or a ``PromptResult``.
         """
+        if callable(name):
+            # @server.prompt without parentheses: the function itself, with every default.
+            self.add_prompt(name)
+            return name
 
         def decorate(fn: F) -> F:
             self.add_prompt(
-                fn, name=name, title=title, description=description, meta=meta, scopes=scopes
+                fn, name=name, title=title, description=description, meta=meta, scopes=scopes,
+                replace=replace,
             )
             return fn
 
@@ -276,11 +353,13 @@ class Server:
         description: str | None = None,
         meta: Mapping[str, Any] | None = None,
         scopes: Iterable[str] = (),
+        replace: bool = False,
     ) -> None:
+        """Register ``fn`` as a prompt (the arguments of :meth:`prompt`)."""
         prompt = _prompts.make_prompt(
             fn, name=name, title=title, description=description, meta=meta
         )
-        self._dispatcher.prompts.add(prompt)
+        self._dispatcher.prompts.add(prompt, replace=replace)
         self._set_scopes("prompt", prompt.name, scopes)
         self._list_changed("prompts")
 
@@ -331,6 +410,11 @@ class Server:
         ``notifications/roots/list_changed``. It receives a ``SessionContext`` (to answer
         on that session's standalone stream) and the notification's params, and runs as a
         task of the session."""
+        if not isinstance(method, str):
+            raise TypeError(
+                "@server.on_notification needs the notification's method: "
+                '@server.on_notification("notifications/roots/list_changed")'
+            )
 
         def decorate(fn: NotificationHook) -> NotificationHook:
             self._dispatcher.add_hook(method, fn)
@@ -394,11 +478,67 @@ class Server:
 
         return ASGIApp(self, config or ServerConfig.from_environment(), bind_hosts=list(bind))
 
-    async def serve(self, *args: Any, **kwargs: Any) -> None:
-        """Serve over HTTP with hypercorn; see :func:`trio_mcp.serve` for the arguments."""
+    async def serve(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 8000,
+        config: ServerConfig | None = None,
+        http_server: Literal["trio-mcp", "hypercorn"] = "trio-mcp",
+        certfile: str | None = None,
+        keyfile: str | None = None,
+        shutdown_trigger: Callable[[], Awaitable[None]] | None = None,
+        stats_port: int | None = None,
+        inspect_port: int | None = None,
+        inspect_host: str = "127.0.0.1",
+        sock: socket.socket | None = None,
+        announce: bool = True,
+        task_status: TaskStatus[list[str]] | None = None,
+    ) -> None:
+        """Serve this server over Streamable HTTP until cancelled, or until
+        ``shutdown_trigger`` returns; ``await nursery.start(server.serve, port=0)`` returns
+        once it listens, with the URLs it serves.
+
+        Args:
+            host: the address to listen on; the default, loopback, is reachable from this
+                machine only (T-SEC-4).
+            port: the port; 0 picks a free one (the URLs reported say which).
+            config: the limits and settings (``ServerConfig``); its ``path`` is the
+                endpoint's, ``/mcp`` by default.
+            http_server: ``"trio-mcp"`` (the default), trio-mcp's own HTTP/1.1 server, or
+                ``"hypercorn"``, which hosts the ASGI app (and speaks HTTP/2 over TLS).
+            certfile: a PEM certificate chain: serve HTTPS (with ``keyfile``).
+            keyfile: the PEM private key of ``certfile``.
+            shutdown_trigger: an async function whose return starts the graceful shutdown:
+                streams are told to retry, running handlers get ``config.shutdown_grace``
+                (10 s) to finish, then they are cancelled (TM-SESS-SHUTDOWN).
+            stats_port: also serve the counters on ``127.0.0.1:stats_port``: JSON at
+                ``/stats``, the Prometheus format at ``/metrics``.
+            inspect_port: also serve the live task tree on ``inspect_host:inspect_port``
+                (loopback only, TM-SEC-INSPECT).
+            inspect_host: the inspector's loopback address.
+            sock: a bound socket to serve instead of binding ``host`` and ``port``.
+            announce: log each URL served at start-up (INFO, logger ``trio_mcp.serve``; to
+                stderr when the program has not configured logging).
+            task_status: given by ``nursery.start``: reports the URLs served, the MCP
+                endpoint first, with its path (``http://127.0.0.1:8000/mcp``), then those
+                of the counters and the inspector.
+
+        Raises:
+            OSError: the address cannot be bound (a port in use names itself).
+            ValueError: ``inspect_host`` is not a loopback address, or ``http_server`` is
+                not one of the two.
+        """
+        import trio
+
         from ._serve import serve
 
-        await serve(self, *args, **kwargs)
+        await serve(
+            self, host=host, port=port, config=config, certfile=certfile, keyfile=keyfile,
+            shutdown_trigger=shutdown_trigger, stats_port=stats_port, http_server=http_server,
+            sock=sock, inspect_port=inspect_port, inspect_host=inspect_host, announce=announce,
+            task_status=trio.TASK_STATUS_IGNORED if task_status is None else task_status,
+        )
 
     # -- the App the runtime serves (trio_mcp._ports.App) ------------------------------------
 
@@ -440,6 +580,17 @@ class Server:
             uri = params.get("uri")
             found = self._dispatcher.resources.find(uri) if isinstance(uri, str) else None
             key = ("resource", found[0].uri if found else None)
+        elif method == "completion/complete":
+            # U-COMP-5: completing a prompt's or a resource template's arguments needs what
+            # using them needs: suggestions may tell what the primitive holds.
+            ref = params.get("ref")
+            ref = ref if isinstance(ref, Mapping) else {}
+            if ref.get("type") == "ref/prompt":
+                key = ("prompt", ref.get("name"))
+            elif ref.get("type") == "ref/resource":
+                key = ("resource", ref.get("uri"))
+            else:
+                return frozenset()
         else:
             return frozenset()
         return self._scopes.get(key, frozenset())  # type: ignore[arg-type]

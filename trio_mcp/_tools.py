@@ -151,7 +151,11 @@ class ToolRegistry:
     def __init__(self) -> None:
         self.tools: dict[str, ToolDef] = {}
 
-    def add(self, tool: ToolDef) -> None:
+    def add(self, tool: ToolDef, *, replace: bool = False) -> None:
+        """Register ``tool``; a name already taken is refused unless ``replace`` (U-TOOL-13)."""
+        old = self.tools.get(tool.name)
+        if old is not None and not replace:
+            raise _schema.already_registered("tool", tool.name, old.fn)
         self.tools[tool.name] = tool
 
     def remove(self, name: str) -> None:
@@ -297,4 +301,10 @@ def _tool_result(tool: ToolDef, value: Any) -> dict[str, Any]:
     structured = {"result": data} if sig.wrap_output else data
     _check_output(tool, structured)
     # U-TOOL-5 (SHOULD): structured content also goes out as serialized JSON text.
-    return {"content": to_content_list(json_text(structured)), "structuredContent": structured}
+    # TM-TOOL-WRAP: a value that is no object is wrapped for structuredContent only; the
+    # text is the value itself (5, not {"result": 5}; a string as it is).
+    if sig.wrap_output:
+        text = data if isinstance(data, str) else json_text(data)
+    else:
+        text = json_text(structured)
+    return {"content": to_content_list(text), "structuredContent": structured}

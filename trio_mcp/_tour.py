@@ -173,7 +173,7 @@ async def open_tour(
             task_status=task_status,
         )
     )
-    return Tour(url=urls[0] + TOUR_CONFIG.path, page=urls[-1], record=record)
+    return Tour(url=urls[0], page=urls[-1], record=record)
 
 
 # -- the narrator -------------------------------------------------------------------------------

@@ -19,7 +19,9 @@ import trio
 
 from ._config import SECRET_ENV
 
-__all__ = ["SECRET_ENV", "WorkerExit", "WorkerPool", "child_command", "secret_from_env"]
+__all__ = [
+    "SECRET_ENV", "WorkerExit", "WorkerPool", "child_command", "restart_delay", "secret_from_env",
+]
 
 logger = logging.getLogger("trio_mcp.workers")
 
@@ -29,6 +31,16 @@ FIRST_BACKOFF = 0.5
 MAX_BACKOFF = 30.0
 #: A worker that ran this long before dying is not counted as failing in a row.
 STEADY_AFTER = 60.0
+
+
+def restart_delay(last: float | None, ran: float) -> float:
+    """TM-WORK-PROCESSES: how long to wait before starting again a worker that died after
+    running ``ran`` seconds, ``last`` being the wait before it was started (None when it was
+    not a restart): FIRST_BACKOFF for the first death in a row, or after a worker that ran
+    STEADY_AFTER or more; doubled for each further death in a row, up to MAX_BACKOFF."""
+    if last is None or ran >= STEADY_AFTER:
+        return FIRST_BACKOFF
+    return min(last * 2, MAX_BACKOFF)
 
 
 def secret_from_env() -> bytes | None:
@@ -85,7 +97,7 @@ class WorkerPool:
             task_status.started()
 
     async def _keep(self, index: int) -> None:
-        backoff = FIRST_BACKOFF
+        delay: float | None = None
         env = {**os.environ, SECRET_ENV: self.secret.hex()}
         while True:
             started = trio.current_time()
@@ -110,8 +122,8 @@ class WorkerPool:
                 "worker %d (pid %d) exited with %d after %.1f s; starting it again",
                 index, process.pid, process.returncode, ran,
             )
-            backoff = FIRST_BACKOFF if ran >= STEADY_AFTER else min(backoff * 2, MAX_BACKOFF)
-            await trio.sleep(backoff if ran < STEADY_AFTER else FIRST_BACKOFF)
+            delay = restart_delay(delay, ran)
+            await trio.sleep(delay)
 
     async def _stop(self, process: trio.Process) -> None:
         if process.returncode is None:

@@ -186,7 +186,7 @@ async def run(args: argparse.Namespace) -> None:
             )
         )
         ready = {
-            "url": urls[0] + config.path,
+            "url": urls[0],
             "stats_url": next((u for u in urls if u.endswith("/stats")), None),
             "inspect_url": next((u for u in urls[1:] if u.endswith("/")), None),
             "pid": os.getpid(),

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 import trio
@@ -20,8 +20,10 @@ from support.client import (
     rpc_request,
 )
 from support.fixtures import LiveServer, StartServer
-from support.modern import call_tool, messages_of, modern_headers
+from support.modern import call_tool, messages_of, modern_headers, modern_request
 from support.oauth import AuthServer, new_key, start_protected
+
+from trio_mcp import Server
 
 pytestmark = pytest.mark.usefixtures("no_server_errors")
 
@@ -89,7 +91,7 @@ async def test_protected_resource_metadata_names_the_authorization_server(
 
 @pytest.mark.spec(
     "T-AUTH-6", "T-AUTH-8", "T-AUTH-9", "T-AUTH-10", "T-AUTH-11", "T-AUTH-18", "T-SEC-5", "T-SEC-6",
-    "MT-SEC-5",
+    "MT-SEC-5", "T-SEC-13",
 )
 async def test_a_request_without_a_token_gets_401_naming_the_metadata(
     live_server: StartServer, nursery: trio.Nursery
@@ -263,7 +265,7 @@ async def test_another_principal_cannot_use_a_request_state(
     assert "answered accept" == results[1]["result"]["content"][0]["text"]
 
 
-@pytest.mark.spec("T-AUTH-12", "T-AUTH-15", "TM-AUTH-VERIFY")
+@pytest.mark.spec("T-AUTH-12", "T-AUTH-15", "TM-AUTH-VERIFY", "MT-AUTH-6")
 async def test_introspection_accepts_an_active_token_and_refuses_a_revoked_one(
     live_server: StartServer, nursery: trio.Nursery
 ) -> None:
@@ -348,6 +350,147 @@ async def test_broader_scopes_imply_narrower_ones_and_offline_access_is_never_as
     assert 200 == called.status
     assert ["mcp", "mcp:admin", "mcp:all"] == metadata.json()["scopes_supported"]
     assert "offline_access" not in challenge(refused)["scope"]
+
+
+@pytest.mark.spec("MT-AUTH-1")
+async def test_offline_access_is_neither_required_nor_named_in_a_403(
+    live_server: StartServer, nursery: trio.Nursery
+) -> None:
+    """offline_access among the scopes every request needs (as --auth-scope may put it) is
+    no requirement of the resource: a token without it is served, and a 403 for a tool's
+    scope names the scopes the call needs, never offline_access."""
+    live, issuer = await start_protected(
+        live_server, nursery,
+        scopes_supported=["mcp", "mcp:admin", "offline_access"],
+        required_scopes={"mcp", "offline_access"},
+    )
+    plain = issuer.mint(audience=live.url, scope="mcp")
+    with trio.fail_after(TIMEOUT):
+        sid = await initialize(live, plain)
+        refused = await request(
+            live.url, "POST", post_headers(session_id=sid, extra=bearer(plain)),
+            dumps(rpc_request("tools/call", {"name": "reset", "arguments": {}})),
+        )
+    assert 403 == refused.status
+    assert "mcp mcp:admin" == challenge(refused)["scope"]
+
+
+def _guarded_server() -> Server:
+    """A resource, a resource template and a prompt that need the admin scope."""
+    server = Server("guarded")
+
+    @server.resource("secret://plans", mime_type="text/plain", scopes=["mcp:admin"])
+    async def plans() -> str:
+        return "the plans"
+
+    @server.resource("secret://vault/{room}", mime_type="text/plain", scopes=["mcp:admin"])
+    async def vault(room: str) -> str:
+        return f"the vault of {room}"
+
+    @server.prompt(scopes=["mcp:admin"])
+    async def launch(code: Literal["alpha-7", "alpha-9", "beta-1"]) -> str:
+        """Launch with a code."""
+        return f"launch {code}"
+
+    return server
+
+
+@pytest.mark.spec("U-RES-7", "U-RES-8", "U-COMP-5", "MU-CACHE-5")
+async def test_scoped_resources_prompts_and_their_completions_need_their_scopes(
+    live_server: StartServer, nursery: trio.Nursery
+) -> None:
+    """A resource, a resource template and a prompt that need mcp:admin are refused 403 to
+    a token without it, before their function runs, and so are completions of the prompt's
+    and the template's arguments (a suggestion may give away what they hold); with the
+    scope all are served."""
+    live, issuer = await start_protected(live_server, nursery, server=_guarded_server())
+    plain = issuer.mint(audience=live.url, scope="mcp")
+    admin = issuer.mint(audience=live.url, scope="mcp mcp:admin")
+    asks = [
+        modern_request("resources/read", {"uri": "secret://plans"}),
+        modern_request("resources/read", {"uri": "secret://vault/east"}),
+        modern_request("prompts/get", {"name": "launch", "arguments": {"code": "alpha-7"}}),
+        modern_request("completion/complete", {
+            "ref": {"type": "ref/prompt", "name": "launch"},
+            "argument": {"name": "code", "value": "alpha"}}),
+        modern_request("completion/complete", {
+            "ref": {"type": "ref/resource", "uri": "secret://vault/{room}"},
+            "argument": {"name": "room", "value": "e"}}),
+    ]
+    with trio.fail_after(TIMEOUT):
+        answers = {}
+        for who, token in (("plain", plain), ("admin", admin)):
+            answers[who] = [
+                await request(live.url, "POST", modern_headers(m, extra=bearer(token)), dumps(m))
+                for m in asks
+            ]
+    assert [403] * len(asks) == [r.status for r in answers["plain"]]
+    assert all("mcp:admin" in challenge(r)["scope"] for r in answers["plain"])
+    assert [200] * len(asks) == [r.status for r in answers["admin"]], [
+        r.body for r in answers["admin"]]
+    completed = messages_of(answers["admin"][3])[0]["result"]["completion"]["values"]
+    assert ["alpha-7", "alpha-9"] == completed
+
+
+@pytest.mark.spec("MT-AUTH-3", "MT-AUTH-4", "MT-AUTH-5", "T-AUTH-20", "T-AUTH-9")
+async def test_every_scope_an_operation_needs_is_named_in_one_challenge(
+    live_server: StartServer, nursery: trio.Nursery
+) -> None:
+    """A call of the admin tool under a token with no scope, with only the scope every
+    request needs, or with only the admin one, gets the same 403 each time, naming both
+    scopes at once: never one scope now and the other on the retry."""
+    live, issuer = await start(live_server, nursery)
+    with trio.fail_after(TIMEOUT):
+        scopes = []
+        for held in ("", "mcp", "mcp:admin"):
+            token = issuer.mint(audience=live.url, scope=held)
+            message = call_tool("reset", {}, id=f"reset-{held or 'none'}")
+            refused = await request(
+                live.url, "POST", modern_headers(message, extra=bearer(token)), dumps(message)
+            )
+            assert 403 == refused.status, (held, refused.body)
+            scopes.append(challenge(refused)["scope"])
+    assert ["mcp mcp:admin"] * 3 == scopes
+
+
+@pytest.mark.spec("MU-CACHE-5", "MU-CACHE-7", "MU-TOOL-7", "U-TOOL-8", "MU-TOOL-6", "MJ-ERR-1")
+async def test_a_primitive_is_refused_by_its_scopes_never_by_its_cache_scope(
+    live_server: StartServer, nursery: trio.Nursery
+) -> None:
+    """In the 2026-07-28 era, with authorization and no caching settings: tools/list is the
+    same for every token (the admin tool is listed to a token without its scope) and, like
+    server/discover, private and fresh for no time; the admin tool's call under that token
+    is refused 403 insufficient_scope before it runs, and runs under a token with it."""
+    live, issuer = await start(live_server, nursery)
+    plain = issuer.mint(audience=live.url, scope="mcp")
+    admin = issuer.mint(audience=live.url, scope="mcp mcp:admin")
+    with trio.fail_after(TIMEOUT):
+        listed = {}
+        for who, token in (("plain", plain), ("admin", admin)):
+            message = modern_request("tools/list")
+            answer = await request(live.url, "POST", modern_headers(message, extra=bearer(token)),
+                                   dumps(message))
+            listed[who] = messages_of(answer)[0]["result"]
+        message = modern_request("server/discover")
+        discover = messages_of(await request(
+            live.url, "POST", modern_headers(message, extra=bearer(plain)), dumps(message)
+        ))[0]["result"]
+        calls = {}
+        for who, token in (("plain", plain), ("admin", admin)):
+            message = call_tool("reset", {}, id=f"reset-{who}")
+            calls[who] = await request(
+                live.url, "POST", modern_headers(message, extra=bearer(token)), dumps(message)
+            )
+    assert listed["plain"]["tools"] == listed["admin"]["tools"]
+    assert "reset" in [tool["name"] for tool in listed["plain"]["tools"]]
+    for result in (listed["plain"], listed["admin"], discover):
+        assert (0, "private") == (result["ttlMs"], result["cacheScope"])
+    assert 403 == calls["plain"].status
+    assert "insufficient_scope" == challenge(calls["plain"])["error"]
+    # MJ-ERR-1: decided after the body was read, the refusal carries the request's id.
+    assert "reset-plain" == calls["plain"].json()["id"]
+    assert 200 == calls["admin"].status
+    assert "reset" == messages_of(calls["admin"])[0]["result"]["content"][0]["text"]
 
 
 @pytest.mark.spec("T-AUTH-27", "TM-AUTH-ERA")

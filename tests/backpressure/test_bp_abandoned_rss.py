@@ -82,7 +82,7 @@ def _start(tmp_path: Path) -> tuple[subprocess.Popen[str], str, str, str]:
         proc.kill()
         raise AssertionError(f"the server did not start: {line!r}")
     allocator, url, stats_url = json.loads(line[len("READY ") :])
-    return proc, allocator, url + "/mcp", stats_url
+    return proc, allocator, url, stats_url
 
 
 def _rss_kib(pid: int) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import json
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import trio
@@ -70,7 +71,7 @@ async def test_graceful_shutdown_closes_streams_with_retry_and_bounds_handlers()
                 served.set()
 
             [url] = await nursery.start(run)
-            session = await open_session(url + config.path)
+            session = await open_session(url)
             streams: dict[str, list[SSEEvent]] = {"get": [], "quick": [], "forever": []}
             ended: dict[str, bool] = {}
             nursery.start_soon(read_all, session, "GET", None, streams["get"], ended)
@@ -120,7 +121,7 @@ async def test_stats_endpoint_answers_json_on_loopback() -> None:
                 )
             )
             mcp_url, stats_url = urls
-            session = await open_session(mcp_url + config.path)
+            session = await open_session(mcp_url)
             answer = await request(stats_url, "GET")
             post = await request(stats_url, "POST")
             trigger.set()
@@ -157,7 +158,7 @@ async def test_stats_port_serves_the_counters_as_prometheus_metrics() -> None:
                 )
             )
             mcp_url, stats_url = urls
-            session = await open_session(mcp_url + config.path)
+            session = await open_session(mcp_url)
             await session.call("ping")
             await session.call("tools/list")
             await session.call("no/such-method-" + "x" * 40)
@@ -209,8 +210,8 @@ async def test_under_serve_the_kernel_aborts_a_write_nobody_watches() -> None:
                     shutdown_trigger=trigger.wait, task_status=task_status,
                 )
             )
-            port = int(url.rsplit(":", 1)[1])
-            session = await open_session(url + config.path)
+            port = urlsplit(url).port or 0
+            session = await open_session(url)
             call = rpc_request("tools/call", {"name": "echo", "arguments": {"text": "x" * BIG}})
             async with open_slow(
                 ("127.0.0.1", port), "POST", config.path, session.headers(), json_body(call)
@@ -252,7 +253,7 @@ async def test_a_closed_plain_connection_leaves_no_deadline_behind() -> None:
             )
             before = lingering()
             for _ in range(20):
-                answer = await request(urls[0] + config.path, "GET")
+                answer = await request(urls[0], "GET")
                 assert answer.status in (400, 405, 406)
             await trio.sleep(0.1)
             after = lingering()

@@ -112,14 +112,18 @@ def test_cli_main_given_its_own_argv_never_restarts_the_caller() -> None:
     code = (
         "import os\n"
         "print('start', os.getpid(), flush=True)\n"
+        "from trio_mcp._allocator import running_allocator\n"
         "from trio_mcp._cli import main\n"
-        "main(['serve', 'no_such_module_here:server', '--log-level', 'info'])\n"
+        "try:\n"
+        "    main(['serve', 'no_such_module_here:server', '--log-level', 'info'])\n"
+        "finally:\n"
+        "    print('allocator', running_allocator(), flush=True)\n"
     )
     done = _python(code, check=False)
     assert 0 != done.returncode  # the module does not exist: it got past the allocator step
-    assert "No module named 'no_such_module_here'" in done.stderr
+    assert "no module named 'no_such_module_here'" in done.stderr
     assert 1 == done.stdout.count("start"), done.stdout
-    assert "small objects from pymalloc" in done.stderr
+    assert "allocator pymalloc" in done.stdout
 
 
 def _serve(*extra: str) -> tuple[subprocess.Popen[str], str, list[str]]:

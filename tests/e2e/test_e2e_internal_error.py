@@ -25,10 +25,12 @@ async def test_a_failure_outside_any_handler_gets_500_with_nothing_revealed(
     500 with a -32603 error and no detail, and the next request is served."""
     real_serve = Runtime.serve
 
-    async def serve(self: Runtime, http: HttpRequest, responder: object) -> None:
+    async def serve(
+        self: Runtime, http: HttpRequest, responder: object, **options: bool
+    ) -> None:
         if b"boom" in http.body:
             raise RuntimeError("a secret detail")
-        await real_serve(self, http, responder)  # type: ignore[arg-type]
+        await real_serve(self, http, responder, **options)  # type: ignore[arg-type]
 
     monkeypatch.setattr(Runtime, "serve", serve)
     with trio.fail_after(TIMEOUT), caplog.at_level(logging.ERROR, logger="trio_mcp"):

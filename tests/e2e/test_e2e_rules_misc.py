@@ -42,7 +42,7 @@ async def test_serve_left_to_its_defaults_listens_on_loopback_alone_for_both_era
     with trio.fail_after(TIMEOUT):
         [base] = await nursery.start(functools.partial(serve, demo, port=0))
         parts = urlsplit(base)
-        url = f"{base}/mcp"
+        url = base
         discover = modern_request("server/discover", id="bind-1")
         modern = await post(url, discover)
         legacy = await open_session(url)

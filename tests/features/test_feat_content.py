@@ -153,22 +153,24 @@ async def test_content_tools_have_no_output_schema(autojump_clock, mem):
         assert tools["point"]["outputSchema"]["properties"].keys() == {"x", "y"}
 
 
-@pytest.mark.spec("U-TOOL-5", "U-TOOL-6")
+@pytest.mark.spec("U-TOOL-5", "U-TOOL-6", "TM-TOOL-WRAP")
 @pytest.mark.parametrize(
-    ("tool", "structured"),
-    [("point", {"x": 1, "y": 2}), ("number", {"result": 42})],
+    ("tool", "structured", "text"),
+    [("point", {"x": 1, "y": 2}, '{"x": 1, "y": 2}'), ("number", {"result": 42}, "42")],
 )
-async def test_structured_results_also_come_as_json_text(autojump_clock, mem, tool, structured):
-    """A structured result conforms to the tool's outputSchema and is also sent as its
-    serialized JSON in a text block, for clients that do not read structuredContent."""
+async def test_structured_results_also_come_as_json_text(
+    autojump_clock, mem, tool, structured, text
+):
+    """A structured result conforms to the tool's outputSchema and is also sent as JSON in
+    a text block, for clients that do not read structuredContent: an object as itself, a
+    value that is no object (wrapped as {"result": ...} for structuredContent) as the
+    value alone."""
     ms = await mem(content_server())
     s = await ms.open_session()
     with trio.fail_after(10):
         result = await s.result("tools/call", {"name": tool})
         assert result["structuredContent"] == structured
-        import json
-
-        assert [json.loads(c["text"]) for c in result["content"]] == [structured]
+        assert [{"type": "text", "text": text}] == result["content"]
 
 
 @pytest.mark.spec("U-TOOL-6", "TM-TOOL-SCHEMA")
@@ -274,7 +276,8 @@ async def test_tool_names_are_case_sensitive(autojump_clock, mem):
 
 @pytest.mark.spec("U-TOOL-13")
 async def test_a_tool_name_is_listed_once(autojump_clock, mem):
-    """A second tool under a taken name replaces the first: the name is listed once."""
+    """A second tool under a taken name, registered with replace=True, replaces the first:
+    the name is listed once."""
     server = Server("unique")
 
     async def first() -> str:
@@ -286,7 +289,7 @@ async def test_a_tool_name_is_listed_once(autojump_clock, mem):
         return "second"
 
     server.add_tool(first, name="tool")
-    server.add_tool(second, name="tool")
+    server.add_tool(second, name="tool", replace=True)
     ms = await mem(server)
     s = await ms.open_session()
     with trio.fail_after(10):

@@ -57,10 +57,16 @@ async def test_progress_goes_on_the_request_stream_before_the_response(autojump_
 
 
 @pytest.mark.spec("U-PROG-4")
-@pytest.mark.parametrize("values", [[1, 1], [5, 3], [0, -1]])
-async def test_progress_must_increase(autojump_clock, mem, values):
-    """Progress must increase with every notification: a report that does not is refused
-    (the handler's bug becomes an internal error), and only the increasing ones went out."""
+@pytest.mark.parametrize(
+    ("values", "sent"),
+    [([1, 1], [1]), ([5, 3], [5]), ([0, -1], [0]), ([2, 1, 1, 3, 2.5, 4], [2, 3, 4])],
+)
+async def test_progress_that_does_not_increase_is_dropped_and_the_call_finishes(
+    autojump_clock, mem, caplog, values, sent
+):
+    """Progress must increase with every notification: a report that does not is dropped
+    (it returns False), the call still finishes with its result, only increasing values go
+    out, and the server logs one warning for the request, naming the tool and the values."""
     server, _ = progress_server()
     ms = await mem(server)
     s = await ms.open_session()
@@ -69,9 +75,36 @@ async def test_progress_must_increase(autojump_clock, mem, values):
             "tools/call",
             {"name": "steps", "arguments": {"values": values}, "_meta": {"progressToken": "t"}},
         )
-        assert answer["error"]["code"] == -32603
-        assert "progress must increase" in answer["error"]["message"]
-        assert [m["params"]["progress"] for m in before] == values[:1]
+    warnings = [
+        r.getMessage() for r in caplog.records
+        if r.name == "trio_mcp.server" and r.levelname == "WARNING"
+    ]
+
+    assert ",".join(str(v in sent and v not in values[:i]) for i, v in enumerate(values)) == (
+        answer["result"]["content"][0]["text"]
+    )
+    assert sent == [m["params"]["progress"] for m in before]
+    [warning] = warnings
+    assert warning.startswith("tool 'steps' reported progress ")
+    assert "progress must increase (U-PROG-4)" in warning
+
+
+@pytest.mark.spec("U-PROG-4")
+async def test_each_request_warns_of_its_own_progress_mistake(autojump_clock, mem, caplog):
+    """The warning is once per request: two calls that each report a value that does not
+    increase give two warnings, not one per report."""
+    server, _ = progress_server()
+    ms = await mem(server)
+    s = await ms.open_session()
+    with trio.fail_after(10):
+        for token in ("a", "b"):
+            await s.call(
+                "tools/call",
+                {"name": "steps", "arguments": {"values": [3, 2, 1, 0]},
+                 "_meta": {"progressToken": token}},
+            )
+
+    assert 2 == sum("must increase" in r.getMessage() for r in caplog.records)
 
 
 @pytest.mark.spec("U-PROG-7", "U-PROG-8")

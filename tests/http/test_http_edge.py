@@ -122,10 +122,12 @@ async def serve_with_side_ports(
             task_status=task_status,
         )
     )
-    base, stats, inspector = urls
-    return base + "/mcp", int(stats.rsplit(":", 1)[1].split("/")[0]), int(
-        inspector.rsplit(":", 1)[1].split("/")[0]
-    )
+    endpoint, stats, inspector = urls
+
+    def port(url: str) -> int:
+        return int(url.split("://", 1)[1].split("/", 1)[0].rsplit(":", 1)[1])
+
+    return endpoint, port(stats), port(inspector)
 
 
 @pytest.mark.spec("TM-SEC-ISOLATE")

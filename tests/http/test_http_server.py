@@ -16,6 +16,7 @@ import ssl
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import attrs
 import h11
@@ -756,7 +757,7 @@ async def run_serve(
         returned.set()
 
     [url] = await nursery.start(run)
-    return Served(port=int(url.rsplit(":", 1)[1]), trigger=trigger, returned=returned)
+    return Served(port=urlsplit(url).port or 0, trigger=trigger, returned=returned)
 
 
 async def open_tls(port: int, certfile: Path) -> trio.SSLStream[trio.SocketStream]:

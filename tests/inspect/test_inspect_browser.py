@@ -2,7 +2,7 @@
 # (tests/support/webdriver.py), opens the page of a server started with an inspector on free
 # loopback ports, while the test drives sessions over HTTP and reads the rendered DOM. It takes
 # a screenshot; with TRIO_MCP_WRITE_DOCS=1 in the environment it writes it over the one
-# README.md shows (docs/inspect.png), which is otherwise left alone, so that a run of the
+# docs/architecture.md shows (docs/inspect.png), which is otherwise left alone, so that a run of the
 # tests leaves the git tree as it was.
 #
 # Chromium missing is a failure, not a skip: .ci/run installs it.
@@ -77,7 +77,7 @@ async def test_page_shows_sessions_handlers_and_cut_views_live(
             server, port=0, config=config, inspect_port=0, task_status=task_status
         )
     )
-    url, page = urls[0] + "/mcp", urls[-1]
+    url, page = urls[0], urls[-1]
     with open_browser(width=1400, height=1500) as browser:
         with trio.fail_after(120):
             await trio.to_thread.run_sync(lambda: browser.get(page))

@@ -36,7 +36,7 @@ async def start(
         )
     )
     assert urls[-1].endswith("/")
-    return urls[0] + "/mcp", urls[-1]
+    return urls[0], urls[-1]
 
 
 async def tree(inspector: str) -> dict[str, Any]:

@@ -336,13 +336,59 @@ async def test_every_error_echoes_the_request_id(
         message = make(rid)
         response = await post(live.url, message, headers=headers(message) if headers else None)
 
+    sent = error_of(response, rid)["code"]
     assert status == response.status, (label, response.body)
-    assert code == error_of(response, rid)["code"], label
+    assert code == sent, label
     no_session(response)
-    # MJ-ERR-5 / MJ-ERR-6: nothing from the legacy sub-range, only the spec's own codes
-    # from the reserved one.
-    assert not -32019 <= code <= -32000
-    assert not -32099 <= code <= -32020 or code in (-32020, -32021, -32022)
+    assert not _reserved_code(sent), (label, sent)
+
+
+def _reserved_code(code: int) -> bool:
+    """MJ-ERR-5 / MJ-ERR-6: a code no modern answer may carry: the legacy implementation
+    sub-range, or a code of -32020…-32099 the spec does not define."""
+    return -32019 <= code <= -32000 or (-32099 <= code <= -32020
+                                        and code not in (-32020, -32021, -32022))
+
+
+#: Codes a handler may raise, from every part of the reserved range and around it.
+RAISED_CODES = [-32000, -32001, -32002, -32010, -32019, -32020, -32021, -32022, -32023,
+                -32042, -32050, -32099, -32100, -32603, -31001, -1, 42]
+
+
+def _raising_server() -> Server:
+    server = Server("raising")
+
+    @server.tool()
+    async def fail(code: int) -> str:
+        """Fail with a JSON-RPC error of the given code."""
+        raise RemoteProtocolError("Failed on purpose.", code=code)
+
+    return server
+
+
+@pytest.mark.spec("MJ-ERR-5", "MJ-ERR-6", "MJ-ERR-8")
+async def test_no_modern_error_carries_a_reserved_code_whatever_a_handler_raises(
+    live_server: StartServer,
+) -> None:
+    """A handler that raises a code of the legacy sub-range (-32000…-32019) or one of
+    -32020…-32099 the spec does not define is answered -32603 in the modern era (a missing
+    resource's -32002, -32602); -32020…-32022 and codes outside the reserved range are sent
+    as raised. The same handler answers a legacy session with the code it raised, which
+    2025-11-25 leaves to implementations."""
+    with trio.fail_after(TIMEOUT):
+        live = await live_server(_raising_server())
+        modern = [await post(live.url, call_tool("fail", {"code": c}, id=f"c{c}"))
+                  for c in RAISED_CODES]
+        session = await open_session(live.url)
+        legacy = [await session.call("tools/call", {"name": "fail", "arguments": {"code": c}})
+                  for c in RAISED_CODES]
+
+    sent = [error_of(r, f"c{c}")["code"] for r, c in zip(modern, RAISED_CODES, strict=True)]
+    assert [] == [(c, s) for c, s in zip(RAISED_CODES, sent, strict=True) if _reserved_code(s)]
+    expected = {-32002: -32602, **{c: -32603 for c in RAISED_CODES
+                                    if c != -32002 and _reserved_code(c)}}
+    assert [expected.get(c, c) for c in RAISED_CODES] == sent
+    assert RAISED_CODES == [m["error"]["code"] for m in legacy]
 
 
 def _url_elicitation_server() -> Server:
@@ -707,6 +753,13 @@ def _hand_built_server() -> Server:
         answers = await ctx.ask({"sign_in": question})
         return str(answers["sign_in"])
 
+    @server.tool()
+    async def recall(ctx: Context, context: str = "thisServer") -> str:
+        """Ask the client's model with the context of this server included, or not."""
+        answer = await ctx.sample("What did we say?", 50, include_context=context or None,
+                                  key="recall")
+        return answer.text or ""
+
     return server
 
 
@@ -717,10 +770,12 @@ HAND_BUILT: list[tuple[str, str, dict[str, Any], dict[str, Any], str, str, Any]]
      {"sampling": {"tools": {}}}, "sampling/createMessage", "tools", WEATHER_TOOLS),
     ("elicitation-url", "sign_in", {"elicitation": {}},
      {"elicitation": {"url": {}}}, "elicitation/create", "mode", "url"),
+    ("sampling-context", "recall", {"sampling": {}},
+     {"sampling": {"context": {}}}, "sampling/createMessage", "includeContext", "thisServer"),
 ]
 
 
-@pytest.mark.spec("MU-SAMP-1", "MU-ELIC-1", "ML-META-3", "MU-MRTR-2")
+@pytest.mark.spec("MU-SAMP-1", "MU-ELIC-1", "ML-META-3", "MU-MRTR-2", "MU-ELIC-3", "MU-SAMP-2")
 @pytest.mark.parametrize(
     ("label", "tool", "short", "enough", "method", "field", "value"),
     HAND_BUILT,
@@ -736,7 +791,9 @@ async def test_a_hand_built_question_needs_the_part_of_the_capability_it_uses(
     field: str,
     value: Any,
 ) -> None:
-    """ctx.ask with tools (or URL mode) is -32021 unless sampling.tools (elicitation.url)."""
+    """ctx.ask with tools (or URL mode), and ctx.sample with include_context, are -32021
+    unless the client declares sampling.tools (elicitation.url, sampling.context); declared,
+    the question goes out as asked."""
     with trio.fail_after(TIMEOUT):
         live = await live_server(_hand_built_server())
         refused = await post(live.url, call_tool(tool, id=f"{label}-1", capabilities=short))
@@ -752,6 +809,18 @@ async def test_a_hand_built_question_needs_the_part_of_the_capability_it_uses(
     [question] = result["inputRequests"].values()
     assert method == question["method"]
     assert value == question["params"][field]
+
+
+@pytest.mark.spec("MU-SAMP-2")
+async def test_ctx_sample_leaves_include_context_out_by_default(live_server: StartServer) -> None:
+    """A sampling question asked without include_context carries no includeContext (it
+    defaults to "none"), and needs no sampling.context."""
+    with trio.fail_after(TIMEOUT):
+        live = await live_server(_hand_built_server())
+        asked = await post(live.url, call_tool("recall", {"context": ""}, id="r",
+                                               capabilities={"sampling": {}}))
+    [question] = asked.json()["result"]["inputRequests"].values()
+    assert "includeContext" not in question["params"]
 
 
 # -- the envelope's other fields -------------------------------------------------------------------

@@ -14,7 +14,7 @@ from support.client import Response
 from support.fixtures import StartServer, wait_until
 from support.modern import META_SERVER_INFO, call_tool, messages_of, modern_request, post
 
-from trio_mcp import Context, Server, ServerConfig
+from trio_mcp import CacheHint, CacheScope, Context, Server, ServerConfig
 
 TIMEOUT = 10
 
@@ -98,12 +98,15 @@ ROUND_TRIPS = [
      "roots/list", ROOTS, "Roots: file:///test/root"),
     ("declined", "test_input_required_result_elicitation", ELICIT, "user_name",
      "elicitation/create", {"action": "decline"}, "No name given (decline)."),
+    ("cancelled", "test_input_required_result_elicitation", ELICIT, "user_name",
+     "elicitation/create", {"action": "cancel"}, "No name given (cancel)."),
 ]
 
 
 @pytest.mark.spec(
     "MU-TOOL-5", "MU-MRTR-2", "MU-MRTR-5", "MU-MRTR-12", "MU-MRTR-13", "MU-CACHE-4",
     "MJ-RES-4", "TM-MRTR-STATE", "TM-MRTR-RERUN", "ML-STATE-3", "MJ-PAT-1", "ML-META-4",
+    "MU-ELIC-4",
 )
 @pytest.mark.parametrize(
     ("label", "tool", "caps", "key", "method", "answer", "text"),
@@ -296,7 +299,9 @@ async def test_nothing_is_left_waiting_for_an_answer_so_nothing_needs_a_timeout(
 # -- refused state -------------------------------------------------------------------------------
 
 
-@pytest.mark.spec("MU-MRTR-3", "MT-SEC-6", "TM-MRTR-ERRORS", "TM-MRTR-STATE", "MJ-ERR-1")
+@pytest.mark.spec(
+    "MU-MRTR-3", "MT-SEC-6", "TM-MRTR-ERRORS", "TM-MRTR-STATE", "MJ-ERR-1", "MU-MRTR-14"
+)
 @pytest.mark.parametrize("how", ["answers changed", "tag flipped", "truncated", "not a string",
                                  "empty", "garbage"])
 async def test_a_tampered_request_state_is_refused_in_band(
@@ -455,3 +460,80 @@ def test_a_request_state_key_shorter_than_32_bytes_is_refused() -> None:
     """A requestState key is an HMAC-SHA256 key of at least 32 bytes."""
     with pytest.raises(ValueError, match="32 bytes"):
         ServerConfig(request_state_key=b"short")
+
+
+# -- caching ----------------------------------------------------------------------------------
+
+
+PUBLIC_MINUTE = CacheHint(ttl_ms=60_000, scope=CacheScope.PUBLIC)
+
+
+def _noted_server() -> Server:
+    """A resource whose text depends on who the client says it is (by elicitation), and
+    one that depends on nothing."""
+    server = Server("cache-tests")
+
+    @server.resource("test://note", mime_type="text/plain")
+    async def note(ctx: Context) -> str:
+        answer = await ctx.elicit("Who are you?", NAME_FORM, key="who")
+        return f"private note of {(answer.content or {}).get('name')}"
+
+    @server.resource("test://motd", mime_type="text/plain")
+    async def motd() -> str:
+        return "hello, everyone"
+
+    return server
+
+
+def _read(uri: str, rid: str, **params: Any) -> dict[str, Any]:
+    return modern_request("resources/read", {"uri": uri, **params}, id=rid, capabilities=ELICIT)
+
+
+def _hints(result: dict[str, Any]) -> tuple[Any, Any]:
+    return result.get("ttlMs"), result.get("cacheScope")
+
+
+@pytest.mark.spec("MU-CACHE-6", "MU-CACHE-1", "TM-CACHE-DEFAULT")
+async def test_the_result_of_an_mrtr_retry_is_never_cacheable(live_server: StartServer) -> None:
+    """With a public hint of a minute configured, a plain read carries it, but a read that
+    completes by retrying with inputResponses, with or without the requestState, carries
+    ttlMs 0 and private: it depends on answers no cache key holds."""
+    config = ServerConfig(cache_hint=PUBLIC_MINUTE)
+    with trio.fail_after(TIMEOUT):
+        live = await live_server(_noted_server(), config)
+        plain = result_of(await post(live.url, _read("test://motd", "p")), "p")
+        _, state = asked(result_of(await post(live.url, _read("test://note", "r1")), "r1"))
+        answer = {"who": accept(name="Alice")}
+        both = result_of(await post(live.url, _read(
+            "test://note", "r2", inputResponses=answer, requestState=state)), "r2")
+        answers_only = result_of(await post(live.url, _read(
+            "test://note", "r3", inputResponses=answer)), "r3")
+
+    assert (60_000, "public") == _hints(plain)
+    assert "private note of Alice" == both["contents"][0]["text"]
+    assert "private note of Alice" == answers_only["contents"][0]["text"]
+    for retried in (both, answers_only):
+        assert (0, "private") == _hints(retried), retried
+
+
+@pytest.mark.spec("TM-CACHE-DEFAULT", "MU-CACHE-3")
+async def test_each_cacheable_method_may_have_hints_of_its_own(live_server: StartServer) -> None:
+    """cache_hints gives tools/list a public hint while resources/read keeps the default
+    (0, private) and server/discover the server-wide one; a method that is not cacheable is
+    refused when the configuration is made."""
+    config = ServerConfig(
+        cache_hint=CacheHint(ttl_ms=5),
+        cache_hints={"tools/list": PUBLIC_MINUTE, "resources/read": CacheHint()},
+    )
+    with trio.fail_after(TIMEOUT):
+        live = await live_server(_noted_server(), config)
+        tools = result_of(await post(live.url, modern_request("tools/list", id="t")), "t")
+        read = result_of(await post(live.url, _read("test://motd", "m")), "m")
+        discover = result_of(await post(live.url, modern_request("server/discover", id="d")),
+                             "d")
+
+    assert (60_000, "public") == _hints(tools)
+    assert (0, "private") == _hints(read)
+    assert (5, "private") == _hints(discover)
+    with pytest.raises(ValueError, match="tools/call"):
+        ServerConfig(cache_hints={"tools/call": PUBLIC_MINUTE})

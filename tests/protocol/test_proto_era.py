@@ -797,6 +797,14 @@ def test_value_without_both_lowercase_markers_is_literal(value: str) -> None:
 
 
 @pytest.mark.spec("MT-HDR-21")
+def test_markers_around_nothing_are_the_empty_value() -> None:
+    """=?base64??= holds both markers and the Base64 of the empty string between them: it is
+    the empty value, which is what encoding "" gives."""
+    assert "" == decode_header_value("=?base64??=")
+    assert "=?base64??=" == _b64("")
+
+
+@pytest.mark.spec("MT-HDR-21")
 def test_overlapping_markers_are_a_literal_value() -> None:
     """=?base64?= holds no prefix-payload-suffix (the markers would share its "?"), so it is
     the literal text, as a client that encodes only true sentinel values sends it."""
@@ -808,3 +816,63 @@ def test_overlapping_markers_are_a_literal_value() -> None:
 def test_base64_of_any_text_round_trips(text: str) -> None:
     """Standard padded Base64 of any text's UTF-8, in the markers, decodes back to the text."""
     assert text == decode_header_value(_b64(text))
+
+
+# -- what a -32020 says: what goes in the header and where its value comes from -------------
+
+VERSION = "params._meta.io.modelcontextprotocol/protocolVersion"
+
+
+@pytest.mark.spec("MT-HDR-16", "TM-TASK-HEADERS", "J-ERR-4")
+@pytest.mark.parametrize(
+    ("headers", "method", "params", "says", "data"),
+    [
+        ([("Mcp-Method", "tools/list")], "tools/list", {},
+         f"the MCP-Protocol-Version header is missing; it repeats {VERSION}",
+         {"header": "MCP-Protocol-Version", "source": VERSION, "expected": MODERN}),
+        ([("MCP-Protocol-Version", "2026-01-01"), ("Mcp-Method", "tools/list")],
+         "tools/list", {}, f"MCP-Protocol-Version does not repeat {VERSION}",
+         {"header": "MCP-Protocol-Version", "source": VERSION, "expected": MODERN}),
+        ([("MCP-Protocol-Version", MODERN)], "tools/list", {},
+         "the Mcp-Method header is missing; it repeats the body's method",
+         {"header": "Mcp-Method", "source": "method", "expected": "tools/list"}),
+        ([("MCP-Protocol-Version", MODERN), ("Mcp-Method", "tools/LIST")], "tools/list", {},
+         "Mcp-Method does not repeat the body's method exactly",
+         {"header": "Mcp-Method", "source": "method", "expected": "tools/list"}),
+        (_modern_headers("tasks/get"), "tasks/get", {"taskId": "t-123"},
+         "the Mcp-Name header is missing; a tasks/get request repeats its params.taskId there",
+         {"header": "Mcp-Name", "source": "params.taskId", "expected": "t-123"}),
+        (_modern_headers("tools/call", name="other"), "tools/call", {"name": "echo"},
+         "Mcp-Name does not repeat params.name (a value that is not ASCII goes as "
+         "=?base64?<padded Base64 of its UTF-8>?=)",
+         {"header": "Mcp-Name", "source": "params.name", "expected": "echo"}),
+        (_modern_headers("resources/read", name="=?base64?!!?="), "resources/read",
+         {"uri": "x://y"},
+         "the Mcp-Name header is not valid =?base64?<padded Base64 of its UTF-8>?=",
+         {"header": "Mcp-Name", "source": "params.uri", "expected": "x://y"}),
+    ],
+)
+def test_a_header_refusal_names_the_header_and_where_its_value_comes_from(
+    headers: list[tuple[str, str]], method: str, params: dict[str, Any], says: str,
+    data: dict[str, Any],
+) -> None:
+    """Each -32020 for a routing header says in one sentence what is wrong and which part of
+    the body the header repeats; its data names the header, that source and the value
+    expected, so the client can fix its request."""
+    refusal = _refusal(_headers(*headers), _body(method, **params))
+
+    assert ErrorCode.HEADER_MISMATCH == refusal.code
+    assert 400 == refusal.http_status
+    assert f"Header mismatch: {says}." == refusal.message
+    assert len(refusal.message) <= 160
+    assert data == refusal.data
+
+
+def test_a_long_expected_value_is_not_echoed() -> None:
+    """The expected value goes into data only when short: a client that sends a long name
+    does not get it back doubled."""
+    refusal = _refusal(
+        _headers(*_modern_headers("tools/call", name="x")), _body("tools/call", name="y" * 5000)
+    )
+
+    assert {"header": "Mcp-Name", "source": "params.name"} == refusal.data

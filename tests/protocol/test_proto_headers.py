@@ -287,11 +287,15 @@ def test_loopback_origins_pass(origin: str) -> None:
     ],
 )
 def test_foreign_origin_is_403(origin: str) -> None:
-    """A present Origin that is not allowed gets 403 Forbidden."""
+    """A present Origin that is not allowed gets 403 Forbidden, whose message says where
+    the allowed origins come from."""
     exc = _refusal(LOOPBACK_POLICY, _headers(host="127.0.0.1", origin=origin))
 
     assert 403 == exc.http_status
     assert ErrorCode.INVALID_REQUEST == exc.code
+    assert "accepted are loopback ones and ServerConfig.allowed_origins (--allow-origin)" in (
+        str(exc)
+    )
 
 
 @pytest.mark.spec("T-SEC-2", "TM-SEC-ORIGIN")
@@ -374,10 +378,12 @@ def test_loopback_host_passes_on_loopback_bind(host: str) -> None:
     ],
 )
 def test_foreign_host_on_loopback_bind_is_421(host: str) -> None:
-    """A loopback server answers a foreign Host (DNS rebinding) with 421."""
+    """A loopback server answers a foreign Host (DNS rebinding) with 421, naming the Host
+    names it answers."""
     exc = _refusal(LOOPBACK_POLICY, _headers(host=host))
 
     assert 421 == exc.http_status
+    assert "a server bound to loopback answers only 127.0.0.1, ::1, localhost." in str(exc)
     assert ErrorCode.INVALID_REQUEST == exc.code
 
 

@@ -19,6 +19,7 @@ from trio_mcp.protocol import (
     dumps,
     parse_message,
 )
+from trio_mcp.protocol._errors import RETIRED_CODES
 from trio_mcp.protocol._jsonrpc import error_response, loads_body
 
 
@@ -301,11 +302,19 @@ def test_error_codes_are_plain_integers() -> None:
 
 @pytest.mark.spec("TM-RPC-CODES")
 def test_own_error_codes_are_outside_the_reserved_range() -> None:
-    """trio-mcp's own codes, -31001 and -31002, lie outside -32768..-32000."""
-    own = [ErrorCode.RESUMPTION_FAILED, ErrorCode.SERVER_BUSY]
+    """trio-mcp's own codes, -31001, -31002 and -31004, lie outside -32768..-32000."""
+    own = [ErrorCode.RESUMPTION_FAILED, ErrorCode.SERVER_BUSY, ErrorCode.STORE_UNAVAILABLE]
 
-    assert [-31001, -31002] == [int(c) for c in own]
+    assert [-31001, -31002, -31004] == [int(c) for c in own]
     assert [] == [c for c in own if -32768 <= c <= -32000]
+
+
+@pytest.mark.spec("TM-RPC-CODES")
+def test_a_retired_code_is_never_given_another_meaning() -> None:
+    """-31003, no longer sent, is the value of no ErrorCode: a client written against the
+    trio-mcp that sent it cannot misread a new error as the old one."""
+    assert -31003 in RETIRED_CODES
+    assert [] == [code for code in ErrorCode if code in RETIRED_CODES]
 
 
 #: The codes JSON-RPC 2.0 and MCP define, which may lie in the reserved range.
@@ -317,7 +326,9 @@ def test_every_code_of_our_own_lies_outside_the_reserved_range() -> None:
     """Each ErrorCode the specs do not define lies outside -32768..-32000."""
     own = [code for code in ErrorCode if code not in SPEC_CODES]
 
-    assert {ErrorCode.RESUMPTION_FAILED, ErrorCode.SERVER_BUSY} <= set(own)
+    assert {
+        ErrorCode.RESUMPTION_FAILED, ErrorCode.SERVER_BUSY, ErrorCode.STORE_UNAVAILABLE
+    } == set(own)
     assert [] == [code for code in own if -32768 <= code <= -32000]
 
 

@@ -30,11 +30,13 @@ from trio_mcp.protocol._modern import (
     META_SERVER_INFO,
     META_SUBSCRIPTION_ID,
     MODERN_METHODS,
+    NOT_CACHEABLE,
     ListenFilter,
     check_param_headers,
     complete_result,
     discover_result,
     error_status,
+    is_retry,
     method_not_found,
     missing_capability,
     modern_error,
@@ -583,6 +585,27 @@ def test_cache_hint_refuses_what_is_not_a_non_negative_integer(ttl: Any) -> None
         CacheHint(ttl_ms=ttl)
 
 
+@pytest.mark.spec("MU-CACHE-6")
+@pytest.mark.parametrize(
+    ("params", "retry"),
+    [
+        ({"uri": "test://a"}, False),
+        ({"uri": "test://a", "inputResponses": {}}, True),
+        ({"uri": "test://a", "requestState": "s"}, True),
+        ({"uri": "test://a", "inputResponses": {"k": {}}, "requestState": "s"}, True),
+        ({"uri": "test://a", "requestState": None}, True),
+    ],
+)
+def test_a_request_carrying_input_responses_or_request_state_is_a_retry(
+    params: dict[str, Any], retry: bool
+) -> None:
+    """A request is an MRTR retry, whose result no cache may keep, when it carries either
+    field, whatever its value; and what such a result carries is fresh for no time and
+    private."""
+    assert retry == is_retry(params)
+    assert (0, CacheScope.PRIVATE) == (NOT_CACHEABLE.ttl_ms, NOT_CACHEABLE.scope)
+
+
 @pytest.mark.spec("TM-CACHE-DEFAULT", "MU-CACHE-2")
 def test_cache_hint_defaults_to_immediately_stale_and_private() -> None:
     """Without a choice, results are fresh for 0 ms and private."""
@@ -797,3 +820,30 @@ def test_stamp_subscription_adds_the_listen_id_to_meta(sub_id: str | int) -> Non
 
     assert {"uri": "test://a", "_meta": {"app/k": 1, META_SUBSCRIPTION_ID: sub_id}} == out
     assert {"uri": "test://a", "_meta": {"app/k": 1}} == params
+
+
+@pytest.mark.spec("MT-HDR-16", "MT-HDR-12")
+@pytest.mark.parametrize(
+    ("arguments", "headers", "says"),
+    [
+        ({"region": "eu"}, [], "Mcp-Param-Region is missing; it repeats argument 'region', "
+         "which the tool's inputSchema marks with x-mcp-header"),
+        ({}, [("Mcp-Param-Region", "eu")],
+         "Mcp-Param-Region is sent but argument 'region' is not; the header goes only with it"),
+        ({"region": "eu"}, [("Mcp-Param-Region", "us")],
+         "Mcp-Param-Region does not repeat argument 'region', which the tool's inputSchema "
+         "marks with x-mcp-header"),
+    ],
+)
+def test_a_param_header_refusal_names_the_argument_it_repeats(
+    arguments: dict[str, Any], headers: list[tuple[str, str]], says: str
+) -> None:
+    """A refused Mcp-Param header says which argument it repeats and that the tool's
+    inputSchema marks it with x-mcp-header; its data names the header, the argument and
+    the value expected."""
+    refusal = _param_refusal({"Region": ("region",)}, arguments, _headers(*headers))
+
+    assert ErrorCode.HEADER_MISMATCH == refusal.code
+    assert f"Header mismatch: {says}." == refusal.message
+    assert {"header": "Mcp-Param-Region", "source": "arguments.region",
+            **({"expected": "eu"} if arguments else {})} == refusal.data

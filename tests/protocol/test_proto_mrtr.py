@@ -14,7 +14,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from trio_mcp.protocol import ErrorCode, InputRequest, RemoteProtocolError, Request
-from trio_mcp.protocol._jsonschema import schema_problems
+from trio_mcp.protocol._jsonschema import DIALECTS, schema_problems
 from trio_mcp.protocol._mrtr import (
     Binding,
     RequestStateCodec,
@@ -558,6 +558,22 @@ def test_unsupported_dialect_is_a_problem() -> None:
 
     assert 1 == len(problems)
     assert "dialect" in problems[0] or "$schema" in problems[0]
+
+
+@pytest.mark.spec("MJ-SCHEMA-4")
+@pytest.mark.parametrize("name", sorted(DIALECTS))
+def test_every_documented_dialect_is_served_and_named_in_the_documentation(name: str) -> None:
+    """Each dialect trio_mcp documents (DIALECTS) is named in Server.tool's documentation,
+    and a schema naming it is validated by it, not refused as unknown: documentation and
+    code say the same."""
+    from trio_mcp import Server
+
+    schema = {"$schema": DIALECTS[name], "type": "integer"}
+
+    assert name in " ".join((Server.tool.__doc__ or "").split())
+    assert [] == schema_problems(3, schema)
+    assert 1 == len(schema_problems("x", schema))
+    assert "2020-12" in DIALECTS
 
 
 @pytest.mark.spec("TM-MRTR-VALIDATE")

@@ -92,7 +92,7 @@ def test_create_result_is_flat_with_iso_times() -> None:
     assert "2026-12-02T18:00:00.250Z" == iso_time(1796234400.25)
 
 
-@pytest.mark.spec("TK-GET", "TM-TASK-GETTYPE")
+@pytest.mark.spec("TK-GET", "TM-TASK-GETTYPE", "TK-GETSTATES", "TK-TYPE")
 def test_get_result_carries_what_the_status_carries() -> None:
     """tasks/get is resultType "complete": input_required lists its questions, completed its
     result, failed its error, the others nothing more; notifications/tasks carries the same

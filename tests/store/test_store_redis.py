@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import random
+import time
 from typing import Any
 
 import attrs
@@ -26,6 +27,9 @@ from support.fixtures import LiveServer, StartServer, wait_until
 from support.redis import RedisServer
 
 from trio_mcp import Context, Server, ServerConfig
+from trio_mcp._trio._relay import RELAY_HEADER
+from trio_mcp.protocol import HttpRequest
+from trio_mcp.protocol._headers import Headers
 
 TIMEOUT = 15
 SECRET = bytes(range(32))
@@ -255,9 +259,11 @@ async def test_a_session_created_at_one_worker_called_at_another_resumes_at_a_th
 async def test_a_resume_is_relayed_once_and_a_gone_holder_is_an_explicit_failure(
     live_server: StartServer, redis_url: str
 ) -> None:
-    """A resume already relayed once is not relayed again, and one whose holder is gone
+    """A resume already relayed once (it reaches B's relay port, sealed by a worker, yet
+    names A's stream: a stale address) is not relayed again, and one whose holder is gone
     with no copy of its stream in the store: both get 409 and -31001 (holder-gone), never
-    a replay from nothing."""
+    a replay from nothing. A client's own relay header on the public port changes
+    nothing: its resume is relayed to A and served."""
     a, b = await _two_workers(live_server, redis_url)
     with trio.fail_after(TIMEOUT):
         session = await open_session(a.url)
@@ -266,14 +272,21 @@ async def test_a_resume_is_relayed_once_and_a_gone_holder_is_an_explicit_failure
             line.split(":", 1)[1].strip()
             for line in response.body.decode().splitlines() if line.startswith("id:")
         )
-        looped = await request(b.url, "GET", session.headers(
-            [("last-event-id", event_id), ("trio-mcp-relayed", "1")]
-        ))
+        resume = session.headers([("last-event-id", event_id)])
+        sealed = HttpRequest(
+            method="GET", path="/mcp",
+            headers=Headers([(k.encode(), v.encode()) for k, v in resume]),
+        )
+        seal = b.manager.relay_seal.seal(sealed, time.time())
+        b_relay = await b.manager.store.locate(b.manager.store.origin)
+        looped = await request(f"http://{b_relay}/mcp", "GET", [*resume, (RELAY_HEADER, seal)])
+        claimed = await request(b.url, "GET", [*resume, (RELAY_HEADER, seal)])
         # A's relay port, as the store knows it, becomes one nobody listens on; and the
         # cursor names a stream of A of which Redis has no copy.
         await a.manager.store.advertise("127.0.0.1:1", 5.0)
         uncopied = a.manager.codec.event_id(session.id, 999, 5)
         gone = await request(b.url, "GET", session.headers([("last-event-id", uncopied)]))
+    assert 200 == claimed.status, claimed.body
     for refused in (looped, gone):
         assert 409 == refused.status, refused.body
         error = refused.json()["error"]
@@ -498,7 +511,7 @@ async def test_redis_down_is_503_with_a_retry_hint_and_the_server_recovers_by_it
     live_server: StartServer, redis_server: RedisServer
 ) -> None:
     """While Redis is down, requests whose session must be read (held here longer than
-    store_recheck) and new sessions get 503, Retry-After and -31003; nothing is
+    store_recheck) and new sessions get 503, Retry-After and -31004; nothing is
     acknowledged. When it is back (empty: it kept nothing), the old session is 404 and a new
     one is served, with no restart."""
     a, _ = await _two_workers(live_server, redis_server.url, store_recheck=0.2)
@@ -520,7 +533,7 @@ async def test_redis_down_is_503_with_a_retry_hint_and_the_server_recovers_by_it
     for refused in (down, fresh):
         assert 503 == refused.status, refused.body
         assert refused.header("retry-after") is not None
-        assert -31003 == refused.json()["error"]["code"]
+        assert -31004 == refused.json()["error"]["code"]
     assert fresh.header("mcp-session-id") is None
     assert 404 == after.status
     assert a.manager.stats.store_failures >= 2

@@ -11,7 +11,7 @@ from support.fixtures import wait_until
 
 from trio_mcp._trio._mirror import StreamMirror
 from trio_mcp._trio._redis import RedisStore
-from trio_mcp._trio._store import ClaimKind
+from trio_mcp._trio._store import ClaimKind, SessionRecord, StoreLimits
 from trio_mcp.protocol import EventLog
 
 TIMEOUT = 15
@@ -24,6 +24,14 @@ class _Source:
     id: str
     log: EventLog = attrs.field(factory=EventLog)
     closed: bool = False
+
+
+def _record(session_id: str) -> SessionRecord:
+    return SessionRecord(
+        id=session_id, version="2025-11-25", client_info={}, client_capabilities={},
+        server_capabilities={}, client_state_bytes=0, peer="127.0.0.1", principal="",
+        unit="a:127.0.0.1",
+    )
 
 
 @pytest.mark.spec("TM-STORE-STREAMS", "TM-BP-BOUNDED")
@@ -44,6 +52,8 @@ async def test_changes_beyond_the_copy_queue_are_lost_explicitly_never_skipped(
     with trio.fail_after(TIMEOUT):
         async with trio.open_nursery() as nursery:
             await nursery.start(store.run, lambda control: None)
+            # Copies are a live session's (TM-STORE-BOUND): its record comes first.
+            await store.create(_record("s1"), 60, StoreLimits(None, None, 60))
             nursery.start_soon(mirror.run)
             await wait_until(lambda: mirror.pending == 0, poll=0.01)
             before = await store.claim(

@@ -8,12 +8,14 @@ from typing import Any
 
 import pytest
 import trio
-from support.fixtures import LiveServer, StartServer, wait_until
-from support.modern import call_tool, messages_of, modern_request, post
+from support.fixtures import LiveServer, StartServer, start_live, wait_until
+from support.modern import call_tool, messages_of, modern_headers, modern_request, post
 from support.redis import RedisServer
 from support.task_tools import tasks_server
 
 from trio_mcp import ServerConfig
+from trio_mcp._trio._redis import RedisStore
+from trio_mcp._trio._store import StoredTask
 
 TIMEOUT = 20
 TASKS = "io.modelcontextprotocol/tasks"
@@ -75,25 +77,42 @@ async def test_a_task_is_read_answered_and_cancelled_through_the_other_worker(
     assert not b.app.runtime.tasks.runs  # type: ignore[union-attr]
 
 
-@pytest.mark.spec("TM-STORE-TASKS")
+async def _forget_address(shared_redis: RedisServer, worker: LiveServer) -> None:
+    """Remove ``worker``'s relay address from the store, as its expiry would."""
+    shared_redis.command(b"DEL", f"trio-mcp:relay:{worker.manager.store.origin}".encode())
+
+
+def _error(response: Any) -> dict[str, Any]:
+    (message,) = messages_of(response)
+    assert "error" in message, message
+    error: dict[str, Any] = message["error"]
+    return error
+
+
+@pytest.mark.spec("TM-STORE-TASKS", "TK-STATES", "TM-STORE-DOWN")
 async def test_when_a_tasks_worker_is_gone_the_store_answers_for_it(
-    live_server: StartServer, redis_url: str, shared_redis: RedisServer
+    nursery: trio.Nursery, http_server: str, redis_url: str, shared_redis: RedisServer
 ) -> None:
-    """When the worker running a task cannot be reached, another worker answers from what
-    the store kept: a task still working is failed (and stays failed), a completed one keeps
-    its result, and an id the store never saw is reported lost (-32602, holder-gone)."""
-    a, b = await _workers(live_server, redis_url)
+    """When the worker running a task has stopped and its address has expired, another
+    worker answers from what the store kept: a task still working is failed (and stays
+    failed), a completed one keeps its result, and an id the store never saw is reported
+    lost (-32602, holder-gone), in-band."""
+    config = ServerConfig(store=redis_url, secret=SECRET, workers=2)
+    b = await start_live(nursery, tasks_server(), config, http_server=http_server)
     with trio.fail_after(TIMEOUT):
-        running = _result(await post(a.url, call_tool("job", {"seconds": 60},
-                                                      capabilities=WITH_TASKS)))
-        quick = _result(await post(a.url, call_tool("job", {"seconds": 0, "size": 3},
-                                                    capabilities=WITH_TASKS)))
-        await _until(b.url, quick["taskId"], "completed")
-        keys = [f"trio-mcp:task:{t['taskId']}".encode() for t in (running, quick)]
-        # Kept in order, after the change: the completed task's last state is there.
-        await wait_until(lambda: all(b'"completed"' in shared_redis.command(b"GET", k)
-                                     for k in keys[1:]), poll=0.01)
-        await a.manager.store.advertise("127.0.0.1:1", 5.0)  # A's relay port, unreachable
+        async with trio.open_nursery() as a_nursery:
+            a = await start_live(a_nursery, tasks_server(), config, http_server=http_server)
+            running = _result(await post(a.url, call_tool("job", {"seconds": 60},
+                                                          capabilities=WITH_TASKS)))
+            quick = _result(await post(a.url, call_tool("job", {"seconds": 0, "size": 3},
+                                                        capabilities=WITH_TASKS)))
+            await _until(b.url, quick["taskId"], "completed")
+            keys = [f"trio-mcp:task:{t['taskId']}".encode() for t in (running, quick)]
+            # Kept in order, after the change: the completed task's last state is there.
+            await wait_until(lambda: all(b'"completed"' in shared_redis.command(b"GET", k)
+                                         for k in keys[1:]), poll=0.01)
+            a_nursery.cancel_scope.cancel()  # A stops, and its running task with it
+        await _forget_address(shared_redis, a)
         failed = _result(await _task(b.url, "tasks/get", running["taskId"]))
         again = _result(await _task(b.url, "tasks/get", running["taskId"]))
         cancel = _result(await _task(b.url, "tasks/cancel", running["taskId"]))
@@ -105,6 +124,175 @@ async def test_when_a_tasks_worker_is_gone_the_store_answers_for_it(
     assert "complete" == cancel["resultType"]
     assert "completed" == completed["status"]
     assert "xxx" == completed["result"]["content"][0]["text"]
-    (message,) = messages_of(unknown)
-    assert -32602 == message["error"]["code"]
-    assert "holder-gone" == message["error"]["data"]["reason"]
+    assert 200 == unknown.status
+    assert -32602 == _error(unknown)["code"]
+    assert "holder-gone" == _error(unknown)["data"]["reason"]
+
+
+@pytest.mark.spec("TM-STORE-TASKS", "TK-STATES")
+async def test_a_worker_out_of_reach_for_a_moment_keeps_its_tasks(
+    live_server: StartServer, redis_url: str, shared_redis: RedisServer
+) -> None:
+    """A worker whose address is still kept but does not answer (a refused connection) may
+    be alive: a task of it that the store holds as running is not declared failed, the
+    request is to be retried (503, Retry-After, -31002) and the store is left as it was; an
+    end the store holds is answered as it is. Once the worker answers again, its task goes
+    on to its own end, which every worker then reports."""
+    a, b = await _workers(live_server, redis_url)
+    with trio.fail_after(TIMEOUT):
+        running = _result(await post(a.url, call_tool("job", {"seconds": 1.5},
+                                                      capabilities=WITH_TASKS)))
+        quick = _result(await post(a.url, call_tool("job", {"seconds": 0, "size": 3},
+                                                    capabilities=WITH_TASKS)))
+        key = f"trio-mcp:task:{quick['taskId']}".encode()
+        await wait_until(lambda: b'"completed"' in shared_redis.command(b"GET", key),
+                         poll=0.01)
+        address = await a.manager.store.locate(a.manager.store.origin)
+        assert address is not None
+        await a.manager.store.advertise("127.0.0.1:1", 5.0)  # A's port, refusing
+        refused = await _task(b.url, "tasks/get", running["taskId"])
+        update = await _task(b.url, "tasks/update", running["taskId"], inputResponses={})
+        completed = _result(await _task(b.url, "tasks/get", quick["taskId"]))
+        kept = shared_redis.command(b"GET", f"trio-mcp:task:{running['taskId']}".encode())
+        await a.manager.store.advertise(address, 5.0)  # A answers again
+        done = await _until(b.url, running["taskId"], "completed", "failed")
+    for answer in (refused, update):
+        assert 503 == answer.status, answer.body
+        assert answer.header("retry-after") == "1"
+        assert -31002 == _error(answer)["code"]
+        assert "holder-unreachable" == _error(answer)["data"]["reason"]
+    assert b'"working"' in kept and b'"failed"' not in kept
+    assert "completed" == completed["status"]
+    assert "completed" == done["status"]
+
+
+@pytest.mark.spec("TM-STORE-TASKS", "TK-STATES")
+async def test_a_worker_taken_for_gone_ends_its_task_as_the_store_says(
+    live_server: StartServer, redis_url: str, shared_redis: RedisServer
+) -> None:
+    """A worker alive but taken for gone (its address lapsed in the store) has its running
+    task declared failed by another worker. The store never gives that end up: the worker,
+    once it finds its address had lapsed, ends the task the same way and cancels its work,
+    so that both workers report one end, failed, and its own later change cannot replace
+    it."""
+    a, b = await _workers(live_server, redis_url)
+    with trio.fail_after(TIMEOUT):
+        running = _result(await post(a.url, call_tool("job", {"seconds": 60},
+                                                      capabilities=WITH_TASKS)))
+        task_id = running["taskId"]
+        key = f"trio-mcp:task:{task_id}".encode()
+        await wait_until(lambda: b'"working"' in shared_redis.command(b"GET", key), poll=0.01)
+        address = await a.manager.store.locate(a.manager.store.origin)
+        assert address is not None
+        await _forget_address(shared_redis, a)
+        declared = _result(await _task(b.url, "tasks/get", task_id))
+        # A says where it is again (its next tick), finds its address had lapsed, and
+        # takes the end the store holds.
+        assert await a.manager.store.advertise(address, 5.0)
+        await a.app.runtime.reconcile_tasks()  # type: ignore[union-attr]
+        at_a = _result(await _task(a.url, "tasks/get", task_id))
+        via_b = _result(await _task(b.url, "tasks/get", task_id))
+        run = a.app.runtime.tasks.runs[task_id]  # type: ignore[union-attr]
+        await wait_until(lambda: run.settled.is_set(), poll=0.01)
+        # A change of A's after the end (here: the same end, written again) leaves it.
+        a.app.runtime.tasks.kept(run)  # type: ignore[union-attr]
+        await trio.sleep(0.1)
+    assert "failed" == declared["status"]
+    assert {k: v for k, v in declared.items() if k != "_meta"} == {
+        k: v for k, v in at_a.items() if k != "_meta"}
+    assert declared["error"] == via_b["error"] and "failed" == via_b["status"]
+    assert run.scope.cancel_called
+    assert b'"failed"' in shared_redis.command(b"GET", key)
+
+
+@pytest.mark.spec("TM-STORE-TASKS", "TK-STATES")
+async def test_the_store_never_replaces_the_end_of_a_task(redis_url: str) -> None:
+    """RedisStore.save_task keeps every change of a running task, but once the store holds
+    an end (completed, failed or cancelled), whichever worker wrote it, a later write is
+    refused and that end is returned: a terminal state never moves."""
+    store = RedisStore(redis_url)
+
+    def task(status: str) -> StoredTask:
+        return StoredTask(task_id="o~t", owner="", task={"taskId": "o~t", "status": status})
+
+    with trio.fail_after(TIMEOUT):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(store.run, lambda control: None)
+            written = [await store.save_task(task(s), 60) for s in ("working", "input_required")]
+            failed = await store.save_task(task("failed"), 60)
+            refused = await store.save_task(task("completed"), 60)
+            again = await store.save_task(task("working"), 60)
+            kept = await store.load_task("o~t")
+            nursery.cancel_scope.cancel()
+    assert [None, None, None] == [*written, failed]
+    assert refused is not None and "failed" == refused.task["status"]
+    assert again is not None and "failed" == again.task["status"]
+    assert kept is not None and "failed" == kept.task["status"]
+
+
+@pytest.mark.spec("TK-GATE", "TM-TASK-ORDER", "TM-STORE-TASKS")
+@pytest.mark.parametrize("holder", ["reachable", "gone"])
+async def test_a_task_of_another_worker_meets_the_gates_first(
+    live_server: StartServer, redis_url: str, shared_redis: RedisServer, holder: str
+) -> None:
+    """A tasks/* request for a task another worker runs meets the same gates, in the same
+    order, as one for a task of this worker: the headers (-32020), then the extension
+    (-32021), before anything is relayed or read from the store, whether that worker
+    answers or is gone."""
+    a, b = await _workers(live_server, redis_url)
+    with trio.fail_after(TIMEOUT):
+        running = _result(await post(a.url, call_tool("job", {"seconds": 60},
+                                                      capabilities=WITH_TASKS)))
+        task_id = running["taskId"]
+        key = f"trio-mcp:task:{task_id}".encode()
+        await wait_until(lambda: b'"working"' in shared_redis.command(b"GET", key), poll=0.01)
+        if holder == "gone":
+            await _forget_address(shared_redis, a)
+        undeclared = await post(b.url, modern_request("tasks/get", {"taskId": task_id},
+                                                      capabilities={}))
+        message = modern_request("tasks/get", {"taskId": task_id}, capabilities=WITH_TASKS)
+        nameless = await post(b.url, message, headers=[
+            (k, v) for k, v in modern_headers(message) if k.lower() != "mcp-name"])
+        stored = shared_redis.command(b"GET", key)
+    assert 400 == undeclared.status
+    assert -32021 == _error(undeclared)["code"]
+    assert {"extensions": {TASKS: {}}} == _error(undeclared)["data"]["requiredCapabilities"]
+    assert 400 == nameless.status and -32020 == _error(nameless)["code"]
+    assert b'"working"' in stored  # nothing was declared for the refused requests
+    assert a.app.runtime.tasks.runs[task_id].status is not None  # type: ignore[union-attr]
+
+
+@pytest.mark.spec("TM-STORE-DOWN", "TM-STORE-TASKS")
+async def test_a_store_that_cannot_be_read_is_503_not_a_lost_task(
+    live_server: StartServer, redis_url: str, shared_redis: RedisServer
+) -> None:
+    """When the worker of a task is gone and the store does not answer for the task (here:
+    its key holds what Redis refuses to GET), the request gets 503 with Retry-After and
+    -31004, as any request the store fails: never "the task is lost"."""
+    a, b = await _workers(live_server, redis_url)
+    with trio.fail_after(TIMEOUT):
+        origin = a.manager.store.origin
+        task_id = f"{origin}~{'y' * 32}"
+        shared_redis.command(b"HSET", f"trio-mcp:task:{task_id}".encode(), b"f", b"v")
+        await _forget_address(shared_redis, a)
+        refused = await _task(b.url, "tasks/get", task_id)
+    assert 503 == refused.status, refused.body
+    assert "1" == refused.header("retry-after")
+    assert -31004 == _error(refused)["code"]
+
+
+@pytest.mark.spec("TK-DURABLE", "TK-CREATE")
+async def test_a_task_created_at_one_worker_is_read_at_once_at_another(
+    live_server: StartServer, redis_url: str
+) -> None:
+    """Twenty tasks created at worker A, each read at worker B the moment its
+    CreateTaskResult arrives, with no wait between: every tasks/get resolves, at the
+    status the task has, never as an unknown task."""
+    a, b = await _workers(live_server, redis_url)
+    with trio.fail_after(TIMEOUT):
+        seen = []
+        for _ in range(20):
+            created = _result(await post(a.url, call_tool("job", {"seconds": 30},
+                                                          capabilities=WITH_TASKS)))
+            seen.append(_result(await _task(b.url, "tasks/get", created["taskId"])))
+    assert ["working"] * 20 == [task["status"] for task in seen]

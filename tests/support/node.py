@@ -26,6 +26,7 @@ __all__ = [
     "conformance_cli",
     "install_conformance",
     "install_conformance_next",
+    "install_inspector",
     "install_ts_client",
     "node",
     "node_env",
@@ -46,6 +47,11 @@ CONFORMANCE_PACKAGE = "@modelcontextprotocol/conformance"
 TS_CLIENT_PACKAGE = "@modelcontextprotocol/client"
 TS_CLIENT_VERSION = "2.4.0"
 TS_CLIENT_CACHE = ROOT / ".cache" / "ts-client"
+#: The MCP Inspector, whose command-line mode the README's quick start shows
+#: (tests/test_readme.py runs that command).
+INSPECTOR_PACKAGE = "@modelcontextprotocol/inspector"
+INSPECTOR_VERSION = "2.12.0"
+INSPECTOR_CACHE = ROOT / ".cache" / "inspector"
 
 
 def _wheel_dir() -> Path:
@@ -132,6 +138,16 @@ def install_ts_client() -> Path:
     """Install the TypeScript SDK v2 client (TS_CLIENT_VERSION) into .cache/ts-client/
     unless it is there already; return its node_modules directory."""
     return _install_package(TS_CLIENT_CACHE, TS_CLIENT_VERSION, TS_CLIENT_PACKAGE)
+
+
+def install_inspector() -> Path:
+    """Install the MCP Inspector (INSPECTOR_VERSION) into .cache/inspector/ unless it is
+    there already; return the script that `npx @modelcontextprotocol/inspector` runs."""
+    modules = _install_package(INSPECTOR_CACHE, INSPECTOR_VERSION, INSPECTOR_PACKAGE)
+    manifest = json.loads(
+        modules.joinpath(*INSPECTOR_PACKAGE.split("/"), "package.json").read_text()
+    )
+    return modules.joinpath(*INSPECTOR_PACKAGE.split("/"), manifest["bin"]["mcp-inspector"])
 
 
 def conformance_cli(node_modules: Path) -> Path:

@@ -63,6 +63,13 @@ class AuthServer:
     #: The headers of each of those requests, names lower-cased.
     seen_headers: list[dict[str, str]] = attrs.field(factory=list)
     authorizations: list[dict[str, str]] = attrs.field(factory=list)
+    #: A slow key-set endpoint: each GET /jwks waits this long, and then for ``jwks_gate``
+    #: if one is set (a test opens it), before it answers.
+    jwks_delay: float = 0.0
+    jwks_gate: trio.Event | None = None
+    #: GET /jwks being answered now, and the most ever at once.
+    jwks_in_flight: int = 0
+    jwks_most_in_flight: int = 0
 
     def jwks(self) -> dict[str, Any]:
         return {"keys": [public_jwk(self.key, self.kid)]}
@@ -144,7 +151,15 @@ class AuthServer:
         if path == "/.well-known/oauth-authorization-server":
             await _json(send, 200, self.metadata())
         elif path == "/jwks":
-            await _json(send, 200, self.jwks())
+            self.jwks_in_flight += 1
+            self.jwks_most_in_flight = max(self.jwks_most_in_flight, self.jwks_in_flight)
+            try:
+                await trio.sleep(self.jwks_delay)
+                if self.jwks_gate is not None:
+                    await self.jwks_gate.wait()
+                await _json(send, 200, self.jwks())
+            finally:
+                self.jwks_in_flight -= 1
         elif path == "/register" and method == "POST":
             request = json.loads(body)
             client_id = f"client-{secrets.token_hex(4)}"
@@ -297,12 +312,19 @@ def scoped_server() -> Server:
 
 
 async def start_protected(
-    live_server: Any, nursery: trio.Nursery, *, introspect: bool = False, **fields: Any
+    live_server: Any,
+    nursery: trio.Nursery,
+    *,
+    introspect: bool = False,
+    server: Server | None = None,
+    verifier_options: Mapping[str, Any] | None = None,
+    **fields: Any,
 ) -> tuple[Any, AuthServer]:
-    """An authorization server, and scoped_server() behind it on a live server of the test's
-    HTTP server (``live_server``): JWTs checked against the issuer's keys (or, with
-    ``introspect``, introspection as the client "rs"), scopes "mcp" and "mcp:admin", "mcp"
-    required; ``fields`` replace any of AuthConfig's."""
+    """An authorization server, and ``server`` (scoped_server() unless given) behind it on a
+    live server of the test's HTTP server (``live_server``): JWTs checked against the
+    issuer's keys (or, with ``introspect``, introspection as the client "rs"), scopes "mcp"
+    and "mcp:admin", "mcp" required; ``verifier_options`` replace the JWT verifier's
+    (``min_refresh`` is 0); ``fields`` replace any of AuthConfig's."""
     from support.fixtures import free_port
     from trio_mcp import AuthConfig, IntrospectionVerifier, JWTVerifier, ServerConfig
 
@@ -318,7 +340,7 @@ async def start_protected(
     else:
         verifier = JWTVerifier(
             issuer=issuer.issuer, audience=resource, jwks_uri=f"{issuer.issuer}/jwks",
-            min_refresh=0.0,
+            **{"min_refresh": 0.0, **(verifier_options or {})},
         )
     settings: dict[str, Any] = {
         "resource": resource,
@@ -328,5 +350,7 @@ async def start_protected(
         "required_scopes": {"mcp"},
         **fields,
     }
-    live = await live_server(scoped_server(), ServerConfig(auth=AuthConfig(**settings)), port=port)
+    live = await live_server(
+        server or scoped_server(), ServerConfig(auth=AuthConfig(**settings)), port=port
+    )
     return live, issuer

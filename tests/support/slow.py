@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import socket
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
@@ -216,9 +217,11 @@ class PacedResponder:
     write returns when its last piece is in the pipe. With ``wake``, a write that found the
     pipe full waits until that fraction of it is free, as Linux wakes a writer blocked on a
     full socket only once a third of its send buffer is free: progress then comes in bursts,
-    seconds apart for a slow reader. Like hypercorn's, a write is shielded from
-    cancellation, and it returns, without an error, once the connection is closed.
-    Everything that entered the pipe reaches the client, which decodes it as SSE.
+    seconds apart for a slow reader. With ``period``, the reader reads in bursts: ``rate`` x
+    ``period`` bytes at each multiple of ``period`` (of trio's clock), nothing between. Like
+    hypercorn's, a write is shielded from cancellation, and it returns, without an error,
+    once the connection is closed. Everything that entered the pipe reaches the client,
+    which decodes it as SSE.
     """
 
     def __init__(
@@ -228,8 +231,10 @@ class PacedResponder:
         buffer: int = 0,
         piece: int = 256,
         wake: float = 0.0,
+        period: float = 0.0,
     ) -> None:
         self.rate = rate
+        self.period = period
         self.capacity = max(buffer, piece)
         self.piece = piece
         self.wake = wake
@@ -309,6 +314,9 @@ class PacedResponder:
         now = trio.current_time()
         if self.rate is None:
             self._unread = 0.0
+        elif self.rate > 0 and self.period:
+            ticks = math.floor(now / self.period) - math.floor(self._checked / self.period)
+            self._unread = max(0.0, self._unread - self.rate * self.period * ticks)
         elif self.rate > 0:
             self._unread = max(0.0, self._unread - self.rate * (now - self._checked))
         self._checked = now
@@ -327,7 +335,13 @@ class PacedResponder:
             blocked = True
             excess = self._unread + max(n, self.wake * self.capacity) - self.capacity
             rate_changed = self._rate_changed
-            with trio.move_on_after(excess / self.rate if self.rate else float("inf")):
+            wait = excess / self.rate if self.rate else float("inf")
+            if self.rate and self.period:
+                # Until the burst that frees enough.
+                now = trio.current_time()
+                bursts = math.ceil(excess / (self.rate * self.period))
+                wait = (math.floor(now / self.period) + bursts) * self.period - now
+            with trio.move_on_after(wait):
                 await _either(self.connection_closed, rate_changed)
 
     def _receive(self, data: bytes) -> None:

@@ -1,6 +1,6 @@
 # Recorded timelines (issue 23): scenarios that drive a real server over loopback, as the
 # tests do, with a TraceRecorder installed, so that the sequence diagrams of spec/ and the
-# README are drawn from what the runtime did, not by hand.
+# docs are drawn from what the runtime did, not by hand.
 #
 # Each scenario moves one step at a time: a tool waits on a Gate, and the driver waits for
 # what it expects (the client read an event, the server saw the connection go) before the

@@ -4,6 +4,8 @@ before and after a call became a task."""
 
 from __future__ import annotations
 
+import base64
+import itertools
 import re
 from typing import Any
 
@@ -79,7 +81,7 @@ async def create(url: str, name: str, arguments: dict[str, Any] | None = None) -
     return result
 
 
-@pytest.mark.spec("TK-CREATE", "TK-WIRE", "TK-NOSTATE", "TK-IDS")
+@pytest.mark.spec("TK-CREATE", "TK-WIRE", "TK-NOSTATE")
 async def test_a_required_task_tool_answers_a_flat_create_result_at_once(
     live_server: StartServer,
 ) -> None:
@@ -102,7 +104,44 @@ async def test_a_required_task_tool_answers_a_flat_create_result_at_once(
     assert "requestState" not in again
 
 
-@pytest.mark.spec("TK-GET", "TK-FAILED", "TK-STATES")
+#: How many task ids the entropy test reads over HTTP.
+ID_SAMPLE = 48
+
+
+def _common_prefix(x: str, y: str) -> int:
+    return next((i for i, (a, b) in enumerate(zip(x, y, strict=False)) if a != b),
+                min(len(x), len(y)))
+
+
+@pytest.mark.spec("TK-IDS")
+async def test_task_ids_are_192_random_bits_that_share_no_pattern(
+    live_server: StartServer,
+) -> None:
+    """Task ids made one after another share nothing a third party could extrapolate:
+    each is 192 bits (32 base64url characters), every one of the 192 bit positions takes
+    both values across the sample (a counter, a clock or a padded sequence keeps its high
+    bits fixed), the bits are about half ones (a sequence is mostly zeros), and no two ids
+    share a prefix longer than chance allows. A pseudo-random generator seeded with little
+    would pass too; the ids come from `secrets` (TK-IDS)."""
+    with trio.fail_after(TIMEOUT):
+        live = await live_server(tasks_server())
+        ids = [(await create(live.url, "job"))["taskId"] for _ in range(ID_SAMPLE)]
+
+    raw = [base64.urlsafe_b64decode(task_id) for task_id in ids]
+    assert {24} == {len(r) for r in raw}
+    bits = [int.from_bytes(r, "big") for r in raw]
+    fixed = [i for i in range(192) if len({(b >> i) & 1 for b in bits}) == 1]
+    ones = sum(b.bit_count() for b in bits) / (192 * len(bits))
+    shared = max(_common_prefix(x, y) for x, y in itertools.combinations(ids, 2))
+    assert len(set(ids)) == len(ids)
+    assert [] == fixed
+    assert 0.45 < ones < 0.55, ones
+    # Two random ids share a first character with probability 1/64; 48 ids make 1,128
+    # pairs, so a shared prefix of 4 characters (1 in 2^24 per pair) is all but impossible.
+    assert shared < 4, shared
+
+
+@pytest.mark.spec("TK-GET", "TK-FAILED", "TK-STATES", "TK-GETSTATES", "TK-TYPE")
 async def test_outcomes_map_to_completed_or_failed(live_server: StartServer) -> None:
     """A result and a tool error complete the task (the result inlined); a JSON-RPC error
     fails it, with the error inlined and no result."""
@@ -122,7 +161,7 @@ async def test_outcomes_map_to_completed_or_failed(live_server: StartServer) -> 
     assert "broken" in failed["error"]["message"] and failed["statusMessage"]
 
 
-@pytest.mark.spec("TK-UPDATE", "TK-INPUT", "TK-ACK")
+@pytest.mark.spec("TK-UPDATE", "TK-INPUT", "TK-ACK", "TM-MOD-STATUS", "TK-GETSTATES")
 async def test_a_question_inside_a_task_waits_for_tasks_update(live_server: StartServer) -> None:
     """A handler's question makes the task input_required with the question inlined; an
     update with unknown keys only is acknowledged and changes nothing; a wrong answer is
@@ -148,14 +187,14 @@ async def test_a_question_inside_a_task_waits_for_tasks_update(live_server: Star
     assert {"resultType": "complete"} == {
         k: v for k, v in result_of(ignored).items() if k != "_meta"}
     assert "input_required" == still["status"] and ["who"] == list(still["inputRequests"])
-    assert -32602 == error_of(wrong)["code"]
+    assert (200, -32602) == (wrong.status, error_of(wrong)["code"])  # TM-MOD-STATUS
     assert {"resultType": "complete"} == {k: v for k, v in result_of(right).items() if k != "_meta"}
     # Applied before the ack: the very next get shows it (TM-TASK-CONSISTENT).
     assert after["status"] in ("working", "completed") and "inputRequests" not in after
     assert [{"type": "text", "text": "hi Ada"}] == done["result"]["content"]
 
 
-@pytest.mark.spec("TK-CANCEL", "TM-TASK-CANCEL")
+@pytest.mark.spec("TK-CANCEL", "TM-TASK-CANCEL", "TK-GETSTATES")
 async def test_cancel_is_terminal_at_once_idempotent_and_frees_the_work(
     live_server: StartServer,
 ) -> None:
@@ -177,7 +216,8 @@ async def test_cancel_is_terminal_at_once_idempotent_and_frees_the_work(
 
 
 @pytest.mark.spec(
-    "TK-GATE", "TK-UNKNOWN", "TM-TASK-ORDER", "TK-REQUIRED", "TK-NOLIST", "TM-TASK-NOLIST"
+    "TK-GATE", "TK-UNKNOWN", "TM-TASK-ORDER", "TK-REQUIRED", "TK-NOLIST", "TM-TASK-NOLIST",
+    "TM-MOD-STATUS",
 )
 async def test_gates_come_before_the_lookup(live_server: StartServer) -> None:
     """Without the extension tasks/* get 400 -32021 naming it, before any lookup; with it an
@@ -196,12 +236,14 @@ async def test_gates_come_before_the_lookup(live_server: StartServer) -> None:
     for response in (*gated, required):
         assert 400 == response.status
         assert (-32021, requirement) == (error_of(response)["code"], error_of(response)["data"])
-    assert -32602 == error_of(unknown)["code"]
-    assert [-32601, -32601] == [error_of(r)["code"] for r in removed]
+    # TM-MOD-STATUS: an id that names no task is the request's params, answered in-band.
+    assert (200, -32602) == (unknown.status, error_of(unknown)["code"])
+    # TK-NOLIST / TM-TASK-NOLIST: no such methods, as any the server does not have: 404.
+    assert [(404, -32601), (404, -32601)] == [(r.status, error_of(r)["code"]) for r in removed]
     assert 0 == runtime_of(live).statistics()["tasks_created"]
 
 
-@pytest.mark.spec("TK-HEADERS")
+@pytest.mark.spec("TK-HEADERS", "TM-TASK-HEADERS")
 async def test_mcp_name_must_name_the_task(live_server: StartServer) -> None:
     """tasks/get, tasks/update and tasks/cancel carry the task id in Mcp-Name: another value,
     or none, gets 400 -32020."""
@@ -374,7 +416,7 @@ async def test_a_task_belongs_to_the_principal_that_created_it(
             ack = await stream.next_message()
         own = result_of(await as_(alice, "tasks/get", task_id))
 
-    assert [-32602, -32602, -32602] == [error_of(r)["code"] for r in foreign]
+    assert [(200, -32602)] * 3 == [(r.status, error_of(r)["code"]) for r in foreign]
     assert [] == ack["params"]["notifications"]["taskIds"]
     assert "working" == own["status"]
 
@@ -522,3 +564,80 @@ async def test_a_task_its_client_was_never_told_of_is_withdrawn_at_once() -> Non
     assert run.scope.cancel_called and run.task_id not in manager.runs
     assert again is not None  # the owner's one slot was given back
     assert (1, 2) == (manager.stats.withdrawn, manager.stats.created)
+
+
+def _rekeying_server() -> Server:
+    server = Server("rekeying")
+    form = {"type": "object", "properties": {"name": {"type": "string"}}}
+
+    @server.tool(task="required")
+    async def twice(ctx: Context, change: bool = False) -> str:
+        """Asks "who" once, then under the same key again: the same question, or another."""
+        first = await ctx.elicit("Name?", form, key="who")
+        second = await ctx.elicit("Other name?" if change else "Name?", form, key="who")
+        return f"{(first.content or {}).get('name')} / {(second.content or {}).get('name')}"
+
+    return server
+
+
+@pytest.mark.spec("TK-KEYS", "TK-INPUT")
+async def test_a_key_answered_is_never_asked_again_nor_given_to_another_question(
+    live_server: StartServer,
+) -> None:
+    """Inside a task, a question asked again under a key already answered gets that answer
+    at once: the key is not sent to the client a second time. Another question under that
+    key is the handler's error (the task fails, -32603): the client's answer was to the
+    first question, and a key names one question for the task's whole life."""
+    answer = {"who": {"action": "accept", "content": {"name": "Ada"}}}
+    with trio.fail_after(TIMEOUT):
+        live = await live_server(_rekeying_server())
+        results = {}
+        for change in (False, True):
+            task_id = (await create(live.url, "twice", {"change": change}))["taskId"]
+            asked = await until_status(live.url, task_id, "input_required")
+            await task_request(live.url, "tasks/update", task_id, inputResponses=answer)
+            results[change] = (asked, await until_status(
+                live.url, task_id, "completed", "failed"))
+
+    same_asked, same = results[False]
+    assert ["who"] == list(same_asked["inputRequests"])
+    assert "completed" == same["status"]
+    assert [{"type": "text", "text": "Ada / Ada"}] == same["result"]["content"]
+    _, other = results[True]
+    assert "failed" == other["status"] and -32603 == other["error"]["code"]
+
+
+@pytest.mark.spec("TK-NOPROGRESS", "TM-TASK-STREAMLESS")
+async def test_a_tasks_listener_hears_its_transitions_and_never_its_progress_or_logs(
+    live_server: StartServer,
+) -> None:
+    """A task that reports progress and logs after it became a task, listened to with
+    taskIds and the lowest log level, puts only notifications/tasks on the listen stream:
+    its progress and its log messages go nowhere."""
+    server = Server("chatty")
+    gate = trio.Event()
+
+    @server.tool(task="required")
+    async def chatty(ctx: Context) -> str:
+        """Waits for the listener, then reports progress and logs."""
+        await gate.wait()
+        await ctx.report_progress(1, 2)
+        await ctx.log("info", "half way")
+        await ctx.report_progress(2, 2)
+        return "done"
+
+    with trio.fail_after(TIMEOUT):
+        live = await live_server(server)
+        task_id = (await create(live.url, "chatty"))["taskId"]
+        listen = modern_request(
+            "subscriptions/listen", {"notifications": {"taskIds": [task_id]}},
+            capabilities=WITH_TASKS, log_level="debug", progress_token="p",
+        )
+        async with open_modern(live.url, listen) as stream:
+            ack = await stream.next_message()
+            gate.set()
+            done = await stream.next_message()
+
+    assert [task_id] == ack["params"]["notifications"]["taskIds"]
+    assert "notifications/tasks" == done["method"], done
+    assert "completed" == done["params"]["status"]

@@ -1,4 +1,4 @@
-# The sequence diagrams of spec/ and the README are drawn from recorded traces
+# The sequence diagrams of spec/ and docs/ are drawn from recorded traces
 # (docs/traces/, docs/diagrams/); this fails when the runtime or the renderer has changed
 # what the scenarios record or draw, and the committed files were not regenerated.
 from __future__ import annotations
@@ -24,15 +24,16 @@ def test_a_scenario_records_the_same_trace_twice() -> None:
     assert record(scenario) == record(scenario)
 
 
-def test_the_readme_and_reattachment_md_embed_the_generated_diagrams() -> None:
-    """README.md shows every scenario's SVG, spec/reattachment.md the drop-and-resume one,
-    and no hand-drawn mermaid sequence diagram is left in spec/reattachment.md."""
+def test_the_docs_and_reattachment_md_embed_the_generated_diagrams() -> None:
+    """The pages of docs/ show every scenario's SVG, spec/reattachment.md the
+    drop-and-resume one, and no hand-drawn mermaid sequence diagram is left in
+    spec/reattachment.md."""
     root = outputs(SCENARIOS[0])[1].parents[2]
-    readme = (root / "README.md").read_text(encoding="utf-8")
+    docs = "".join(p.read_text(encoding="utf-8") for p in sorted((root / "docs").glob("*.md")))
     reattachment = (root / "spec" / "reattachment.md").read_text(encoding="utf-8")
 
     for scenario in SCENARIOS:
-        assert f"docs/diagrams/{scenario.name}.svg" in readme, scenario.name
+        assert f"](diagrams/{scenario.name}.svg)" in docs, scenario.name
     assert "../docs/diagrams/drop-and-resume.svg" in reattachment
     assert "sequenceDiagram" not in reattachment
     for scenario in SCENARIOS:

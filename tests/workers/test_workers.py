@@ -154,12 +154,13 @@ async def test_a_multi_round_request_may_continue_on_any_worker(pool: Any) -> No
             assert ["step2"] == list(second["result"]["inputRequests"]), second
 
 
-@pytest.mark.spec("TM-WORK-LEGACY")
+@pytest.mark.spec("TM-WORK-LEGACY", "ML-COMPAT-2")
 async def test_a_legacy_initialize_is_refused_naming_the_revision_the_workers_serve(
     pool: Any,
 ) -> None:
-    """Without a session store the workers share, a 2025-11-25 initialize gets 400 and
-    -32022 naming 2026-07-28, not a session that half of its requests would not find."""
+    """Without a session store the workers share, a 2025-11-25 initialize gets -32022
+    naming 2026-07-28, in-band under 200 (a 4xx would send the client to the old
+    transport, T-COMPAT-2), not a session that half of its requests would not find."""
     p = pool(2)
     await _wait_for_workers(p, 2)
     with trio.fail_after(TIMEOUT):
@@ -167,7 +168,7 @@ async def test_a_legacy_initialize_is_refused_naming_the_revision_the_workers_se
             p.url, "POST", post_headers(),
             json.dumps(rpc_request("initialize", initialize_params(), id=1)).encode(),
         )
-    assert 400 == response.status, response.body
+    assert 200 == response.status, response.body
     body = response.json()
     assert 1 == body["id"]
     assert -32022 == body["error"]["code"]
@@ -296,7 +297,7 @@ async def test_under_hypercorn_w_2_the_environment_shares_sessions_and_keys(
     assert [200] * 40 == statuses
 
 
-@pytest.mark.spec("TM-WORK-LEGACY")
+@pytest.mark.spec("TM-WORK-LEGACY", "ML-COMPAT-2")
 async def test_under_hypercorn_w_2_without_a_store_legacy_sessions_are_refused() -> None:
     """With $TRIO_MCP_WORKERS=2 and no store, hypercorn's workers refuse a legacy
     initialize as `--workers` does, rather than lose half of the session's requests."""
@@ -310,7 +311,7 @@ async def test_under_hypercorn_w_2_without_a_store_legacy_sessions_are_refused()
     finally:
         proc.terminate()
         await trio.to_thread.run_sync(proc.wait)
-    assert 400 == response.status
+    assert 200 == response.status
     assert -32022 == response.json()["error"]["code"]
 
 

@@ -61,10 +61,19 @@ def _scopes_of(claims: Mapping[str, Any]) -> frozenset[str]:
 
 class JWTVerifier:
     """Verifies JWT access tokens (RFC 9068) signed by ``issuer``, whose keys are at
-    ``jwks_uri`` (fetched without blocking, cached, fetched again for a key id it has not
-    seen, at most once per ``min_refresh`` seconds) or given as ``jwks``. The token must name
-    ``audience`` (this server's resource URI, RFC 8707), be current within ``leeway``
-    seconds, and carry ``sub``."""
+    ``jwks_uri`` (fetched without blocking, cached for ``max_age``, fetched again for a key
+    id it has not seen, at most once per ``min_refresh`` seconds) or given as ``jwks``. The
+    token must name ``audience`` (this server's resource URI, RFC 8707), be current within
+    ``leeway`` seconds, and carry ``sub``.
+
+    One fetch at a time, outside anything a request with a known key waits for
+    (TM-AUTH-VERIFY): a token whose key is held is verified at once, whatever fetch is in
+    progress; one that needs the fetch waits for the one in progress and shares its result.
+    While ``run()`` runs (the Runtime runs it), fetches are tasks of its own: refreshing a
+    key set older than ``max_age`` keeps no request waiting, and a client that leaves does
+    not cancel the fetch others wait for. Without it, the request that needs a fetch makes
+    it, and the others wait for that one.
+    """
 
     def __init__(
         self,
@@ -77,6 +86,7 @@ class JWTVerifier:
         leeway: float = 30.0,
         min_refresh: float = 30.0,
         max_age: float = 3600.0,
+        fetch_timeout: float = 10.0,
         ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         if (jwks_uri is None) == (jwks is None):
@@ -90,10 +100,20 @@ class JWTVerifier:
         self.leeway = leeway
         self.min_refresh = min_refresh
         self.max_age = max_age
+        self.fetch_timeout = fetch_timeout
         self._ssl_context = ssl_context
         self._keys: dict[str | None, jwt.PyJWK] = {}
-        self._fetched_at = -math.inf
-        self._lock = trio.Lock()
+        #: When the key set held was fetched (monotonic seconds; -inf: never).
+        self._loaded_at = -math.inf
+        #: When the last fetch ended, whatever its outcome (a cancelled one is no attempt):
+        #: the next one for an unknown key id waits ``min_refresh`` from then.
+        self._attempted_at = -math.inf
+        #: Set when the fetch in progress ends (None: none is).
+        self._fetching: trio.Event | None = None
+        #: Where fetches run while run() runs.
+        self._nursery: trio.Nursery | None = None
+        #: Fetches begun, whatever their outcome (for tests and the inspector).
+        self.fetches = 0
         if jwks is not None:
             self._load(jwks)
 
@@ -104,30 +124,82 @@ class JWTVerifier:
             raise InvalidToken(f"the issuer's key set does not parse: {exc}") from exc
         self._keys = {k.key_id: k for k in keys}
 
-    async def _refresh(self, *, unknown: bool) -> None:
-        if self.jwks_uri is None:
-            return
-        async with self._lock:
-            now = time.monotonic()
-            age = now - self._fetched_at
-            if age < self.min_refresh or (not unknown and age < self.max_age):
-                return  # another task fetched it meanwhile, or it is fresh enough
-            self._fetched_at = now
+    async def run(self) -> None:
+        """Host the key-set fetches until cancelled (TM-AUTH-VERIFY)."""
+        async with trio.open_nursery() as nursery:
+            if self._nursery is None:
+                self._nursery = nursery
             try:
-                got = await fetch(self.jwks_uri, ssl_context=self._ssl_context)
+                await trio.sleep_forever()
+            finally:
+                if self._nursery is nursery:
+                    self._nursery = None
+
+    async def _fetch(self, done: trio.Event) -> None:
+        """Fetch the key set once, within ``fetch_timeout``; ``done`` is set when it ends,
+        however it ends."""
+        assert self.jwks_uri is not None
+        self.fetches += 1
+        completed = False
+        try:
+            try:
+                got = await fetch(
+                    self.jwks_uri, timeout=self.fetch_timeout, ssl_context=self._ssl_context
+                )
                 if got.status != 200:
                     raise FetchError(f"status {got.status}")
                 self._load(json.loads(got.body))
-            except (FetchError, ValueError) as exc:
+                self._loaded_at = time.monotonic()
+            except (FetchError, ValueError, InvalidToken) as exc:
                 logger.warning("could not fetch the key set at %s: %s", self.jwks_uri, exc)
+            completed = True
+        finally:
+            if completed:
+                self._attempted_at = time.monotonic()
+            if self._fetching is done:
+                self._fetching = None
+            done.set()
 
-    async def _key(self, kid: str | None) -> jwt.PyJWK:
-        await self._refresh(unknown=False)
-        if kid not in self._keys and (kid is not None or len(self._keys) != 1):
-            await self._refresh(unknown=True)
+    async def _refresh(self) -> trio.Event:
+        """Begin a fetch (none is in progress): a task of run()'s if it runs, else made here
+        and now. The event is set when it ends."""
+        assert self._fetching is None
+        done = self._fetching = trio.Event()
+        if self._nursery is not None:
+            self._nursery.start_soon(self._fetch, done, name="trio-mcp jwks fetch")
+        else:
+            await self._fetch(done)
+        return done
+
+    def _held(self, kid: str | None) -> jwt.PyJWK | None:
         key = self._keys.get(kid)
         if key is None and kid is None and len(self._keys) == 1:
             [key] = self._keys.values()
+        return key
+
+    async def _key(self, kid: str | None) -> jwt.PyJWK:
+        began = time.monotonic()
+        while self.jwks_uri is not None:
+            key = self._held(kid)
+            now = time.monotonic()
+            may_fetch = self._fetching is None and now - self._attempted_at >= self.min_refresh
+            if key is not None:
+                if may_fetch and now - self._loaded_at >= self.max_age:
+                    # Old: fetched again, and meanwhile the key held is used (unless run()
+                    # does not run: then this request fetches, and waits).
+                    await self._refresh()
+                    if self._nursery is None:
+                        continue
+                return key
+            if self._attempted_at >= began:
+                break  # a fetch ended since this token arrived, without its key
+            if self._fetching is not None:
+                await self._fetching.wait()  # shared: whoever began it
+            elif may_fetch:
+                await (await self._refresh()).wait()
+            else:
+                break
+        key = self._held(kid)
         if key is None:
             raise InvalidToken("signed with a key the issuer does not publish")
         return key
@@ -272,8 +344,16 @@ class Authenticator:
                     todo.append(narrower)
         return frozenset(granted)
 
+    async def run(self) -> None:
+        """Run what the verifier does in the background (a JWTVerifier's key-set fetches,
+        TM-AUTH-VERIFY) until cancelled; returns at once for a verifier with nothing to run."""
+        verifier = self.auth.verifier
+        if isinstance(verifier, JWTVerifier):
+            await verifier.run()
+
     async def authenticate(self, headers: Headers) -> Principal:
-        """The principal of a request (T-AUTH-EVERY: every request, sessions or not)."""
+        """The principal of a request (T-AUTH-EVERY: every request, sessions or not); its
+        scopes are checked by ``check``, once what the request needs is known."""
         token = bearer_token(headers)
         if token is None:
             raise unauthorized(self.metadata_url, self._challenge_scopes())
@@ -289,12 +369,14 @@ class Authenticator:
                 error="invalid_token",
                 description="The access token is invalid, expired or not for this server.",
             ) from None
-        self.check(principal, frozenset())
         return principal
 
-    def check(self, principal: Principal, needed: frozenset[str]) -> None:
+    def check(
+        self, principal: Principal, needed: frozenset[str], *, request_id: str | int | None = None
+    ) -> None:
         """403 ``insufficient_scope`` unless ``principal`` has ``needed`` and the scopes
-        every request needs (T-AUTH-STEPUP)."""
-        needed = needed | self.auth.required_scopes
+        every request needs (T-AUTH-STEPUP); ``offline_access`` is never needed, nor named
+        in the challenge (MT-AUTH-1: refresh tokens are no requirement of a resource)."""
+        needed = (needed | self.auth.required_scopes) - {OFFLINE_ACCESS}
         if not needed <= self._granted(principal):
-            raise forbidden(self.metadata_url, needed)
+            raise forbidden(self.metadata_url, needed, request_id=request_id)

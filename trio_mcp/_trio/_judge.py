@@ -114,6 +114,11 @@ class StallJudge(Protocol):
         """Whether a reader already judged too slow has shown no progress for so long that
         waiting for it to take the signal is pointless (TM-BP-SIGNAL)."""
 
+    def undelivered(self) -> int | None:
+        """What the connection was handed that its reader's kernel has not acknowledged yet,
+        unsent or in flight, as the kernel says now: 0 exactly when all of it has reached
+        the reader's buffers; None when the kernel does not say (TM-BP-CLOSE)."""
+
     def unpace(self) -> None:
         """Stop pacing for good: a write held back goes out now (TM-BP-PACE)."""
 
@@ -201,6 +206,9 @@ class WriteProgressJudge:
             self._burst = 0
         self._burst += nbytes
         self._last_done = now
+
+    def undelivered(self) -> int | None:
+        return None
 
     def unpace(self) -> None:
         pass
@@ -425,6 +433,15 @@ class KernelJudge(WriteProgressJudge):
         reader's buffers have room, so they go out at once."""
         if self.pacer is not None:
             self.pacer.stop()
+
+    def undelivered(self) -> int | None:
+        sample = None if self._tcp_sample is None else self._tcp_sample()
+        if sample is None:
+            return None
+        # Without tcpi_bytes_sent (before Linux 4.19), the segments in flight say whether
+        # anything is, which is all a caller asks.
+        in_flight = sample.in_flight if sample.in_flight is not None else sample.unacked
+        return sample.notsent_bytes + in_flight
 
     def release(self) -> None:
         self._acks = None

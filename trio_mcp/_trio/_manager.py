@@ -7,6 +7,7 @@ import json
 import logging
 import math
 import secrets
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -58,7 +59,7 @@ from ._budget import ByteBudget
 from ._describe import ManagerInfo
 from ._memory import MemoryReleaser
 from ._mirror import StreamMirror
-from ._relay import RELAYED_HEADER, relay
+from ._relay import RelaySeal, relay
 from ._reqstats import RequestMetrics
 from ._responder import Responder, watching_disconnect
 from ._session import SESSION_FOOTPRINT, InFlight, Session
@@ -66,9 +67,12 @@ from ._store import (
     ClaimKind,
     Control,
     ControlKind,
+    CreateKind,
     MemoryStore,
     SessionRecord,
     SessionStore,
+    StoredTask,
+    StoreLimits,
     StoreUnavailable,
 )
 from ._view import View, gap_event
@@ -90,6 +94,10 @@ _AT_ONCE_BYTES = 16384
 CANCEL_COST = 0.0003
 #: The most sessions one eviction looks at before it answers 503 (TM-SESS-CAP).
 EVICTION_SCAN = 64
+#: A session no worker has renewed in the shared store for this many expiry periods has
+#: nothing running anywhere and no request of its client since: the store may delete it to
+#: make room (TM-STORE-BOUND). Busy sessions are renewed every period (``_keep_alive``).
+STORE_IDLE_PERIODS = 3
 
 
 @attrs.define
@@ -150,9 +158,13 @@ class SessionManager:
         bind_hosts: list[str],
         store: SessionStore | None = None,
         on_notify: Callable[[Notification], object] | None = None,
+        on_lapse: Callable[[], Any] | None = None,
     ) -> None:
         self.app = app
         self.config = config
+        #: Told when this worker's relay address had lapsed in the store (TM-STORE-TASKS):
+        #: the other workers may have taken it for gone, and ended its tasks there.
+        self._on_lapse = on_lapse
         #: Where a change notification published by another worker goes (TM-STORE-NOTIFY):
         #: the runtime, which delivers it to every client of this worker.
         self._on_notify = on_notify
@@ -160,6 +172,9 @@ class SessionManager:
         self.store: SessionStore = store or MemoryStore()
         #: Where this worker's relay port listens, once an HTTP edge has opened it.
         self._relay_address: str | None = None
+        #: T-AUTH-17 / TM-STORE-STREAMS: what a relayed request carries instead of its
+        #: client's credentials, under a key only the workers sharing the secret have.
+        self.relay_seal = RelaySeal(config.derived_key("relay"))
         #: Least recently used first (``used`` moves a session to the end): eviction looks
         #: at the front only (TM-SESS-CAP).
         self.sessions: OrderedDict[str, Session] = OrderedDict()
@@ -247,10 +262,10 @@ class SessionManager:
             )
             self.stats.subscriptions_refused_closed += session.stats.subscriptions_refused
 
-    async def shutdown(self, grace: float) -> None:
+    async def shutdown(self, grace: float) -> int:
         """Graceful shutdown (TM-SESS-SHUTDOWN): refuse new work, close every connection
         with a retry hint, give running handlers ``grace`` seconds, then end every session
-        (which cancels what is still running)."""
+        (which cancels what is still running). Returns how many handlers that cancelled."""
         self.shutting_down = True
         closing = []
         for session in list(self.sessions.values()):
@@ -268,17 +283,18 @@ class SessionManager:
             for session in list(self.sessions.values()):
                 for flight in list(session.inflight.values()):
                     await flight.done.wait()
+        left = sum(
+            not flight.done.is_set()
+            for session in self.sessions.values() for flight in session.inflight.values()
+        )
         for session in list(self.sessions.values()):
             session.close("shutdown")
         # Let the supervisors run their teardown before the caller stops the server.
         await trio.lowlevel.checkpoint()
+        return left
 
     async def _expire_loop(self) -> None:
-        cfg = self.config
-        ttls = [cfg.session_idle_ttl, cfg.uninitialized_ttl]
-        if cfg.abandoned_ttl is not None:
-            ttls.append(cfg.abandoned_ttl)
-        period = max(0.05, min(ttls) / 10)
+        period = self._expire_period()
         while True:
             await trio.sleep(period)
             # TM-SESS-RELEASE: a period after sessions ended, when their tasks are done.
@@ -346,6 +362,19 @@ class SessionManager:
         address: str | None = await self._stored(self.store.locate(origin))
         return address
 
+    async def load_task(self, task_id: str) -> StoredTask | None:
+        """A task as the store last kept it (TM-STORE-TASKS; 503 when the store does not
+        answer: TM-STORE-DOWN)."""
+        task: StoredTask | None = await self._stored(self.store.load_task(task_id))
+        return task
+
+    async def end_task(self, task: StoredTask, ttl: float) -> StoredTask | None:
+        """Keep the end of a task whose worker is gone (TM-STORE-TASKS); the end the store
+        already held instead, if it held one (raises 503 when the store does not answer:
+        nothing is said that was not stored)."""
+        held: StoredTask | None = await self._stored(self.store.save_task(task, ttl))
+        return held
+
     def advertise(self, host: str, port: int) -> None:
         """An HTTP edge listens for relayed resumes at ``host:port`` (TM-STORE-STREAMS)."""
         shown = f"[{host}]" if ":" in host else host
@@ -361,9 +390,11 @@ class SessionManager:
             cfg = self.config
             period = max(0.05, min(cfg.session_idle_ttl, cfg.uninitialized_ttl) / 10)
         try:
-            await self.store.advertise(self._relay_address, max(4 * period, 5.0))
+            lapsed = await self.store.advertise(self._relay_address, max(4 * period, 5.0))
         except StoreUnavailable:
             return  # said again at the next tick
+        if lapsed and self._on_lapse is not None:
+            await self._on_lapse()
 
     def _spawn(self, fn: Any, *args: Any) -> None:
         if self._nursery is not None:
@@ -375,6 +406,12 @@ class SessionManager:
         except StoreUnavailable:
             logger.warning("session %s ended here (%s) but not in the store", session_id[:8],
                            reason)
+
+    async def _evict_elsewhere(self, session_id: str) -> None:
+        try:
+            await self.store.evict(session_id, self._store_limits().idle_after)
+        except StoreUnavailable:
+            logger.warning("session %s evicted here but not in the store", session_id[:8])
 
     # -- the shared store (TM-STORE-*) ----------------------------------------------------------
 
@@ -394,6 +431,15 @@ class SessionManager:
 
     async def _adopt(self, record: SessionRecord) -> Session:
         """Take up here a session another worker created (TM-STORE-RECORD)."""
+        if record.subscriptions is None:
+            # Read for a replica that ended meanwhile: this one needs them all.
+            cfg = self.config
+            again = await self._stored(self.store.fetch(
+                record.id, idle_ttl=cfg.session_idle_ttl, uninitialized_ttl=cfg.uninitialized_ttl
+            ))
+            if again is None:
+                raise session_not_found()
+            record = again
         # A replica's log numbers its messages and streams from a base of its own: this
         # worker may have held the session before, and cursors from then must not name
         # messages of this replica.
@@ -476,7 +522,7 @@ class SessionManager:
         if control.kind is ControlKind.END:
             session.close("ended-elsewhere")
         elif control.kind is ControlKind.CHANGED:
-            session.record_changed()
+            session.record_changed(control.payload)
         else:
             session.apply_control(control)
 
@@ -502,8 +548,10 @@ class SessionManager:
         ):
             # TM-STORE-RECORD: the store says whether the session lives, and what it is now;
             # a session another worker created is taken up here.
+            held = session is not None and not session.closed
             record = await self._stored(self.store.fetch(
-                session_id, idle_ttl=cfg.session_idle_ttl, uninitialized_ttl=cfg.uninitialized_ttl
+                session_id, idle_ttl=cfg.session_idle_ttl, uninitialized_ttl=cfg.uninitialized_ttl,
+                subscriptions_seen=session.subscriptions_version if held and session else None,
             ))
             if record is None:
                 if session is not None and not session.closed:
@@ -599,12 +647,15 @@ class SessionManager:
             # TM-WORK-LEGACY: this session would live in this process alone, and the
             # client's next requests reach any of the workers: refused up front, naming the
             # revision every worker serves alike, rather than half of them answered 404.
+            # In-band (ML-COMPAT-2): a 4xx would send a 2025 client to the old HTTP+SSE
+            # transport (T-COMPAT-2), and this message would never reach its user.
             raise RemoteProtocolError(
                 f"Unsupported protocol version: this server runs {self.config.workers} worker "
                 "processes without a shared session store, so it serves only the stateless "
-                "revisions.",
+                f"revision{'s' if len(MODERN_VERSIONS) > 1 else ''} "
+                f"{', '.join(MODERN_VERSIONS)}.",
                 code=ErrorCode.UNSUPPORTED_PROTOCOL_VERSION,
-                http_status=400,
+                http_status=200,
                 data={"supported": list(MODERN_VERSIONS), "requested": requested},
                 request_id=message.id,
             )
@@ -635,15 +686,31 @@ class SessionManager:
         # visible ASCII.
         session_id = secrets.token_urlsafe(24)
         capabilities = self.app.capabilities()
-        # TM-STORE-RECORD: kept where every worker finds it before the client learns its id.
-        await self._stored(self.store.create(
+        # TM-STORE-RECORD: kept where every worker finds it before the client learns its id;
+        # TM-STORE-BOUND: counted there against the store's caps.
+        stored = await self._stored(self.store.create(
             SessionRecord(
                 id=session_id, version=version, client_info=info, client_capabilities=caps,
                 server_capabilities=capabilities, client_state_bytes=state_bytes, peer=peer,
-                principal=principal,
+                principal=principal, unit=_unit_key(peer, principal),
             ),
             self.config.uninitialized_ttl,
+            self._store_limits(),
         ))
+        for gone in stored.evicted:
+            self.stats.sessions_evicted += 1
+            evicted = self.sessions.get(gone)
+            if evicted is not None:
+                evicted.close("evicted")
+        if stored.kind is not CreateKind.CREATED:
+            self.stats.sessions_refused += 1
+            raise RemoteProtocolError(
+                "Service Unavailable: every session is busy; retry later.",
+                code=ErrorCode.SERVER_BUSY,
+                http_status=503,
+                headers=(("retry-after", "5"),),
+                request_id=message.id,
+            )
         session = Session(
             manager=self,
             session_id=session_id,
@@ -672,6 +739,59 @@ class SessionManager:
         extra = (("mcp-session-id", session_id),)
         await self._reply_now(session, message, response, plan, responder, extra)
 
+    def _store_limits(self) -> StoreLimits:
+        """The shared store's bound on sessions (TM-STORE-BOUND): this server's caps, over
+        every worker's sessions."""
+        cfg = self.config
+        return StoreLimits(
+            max_sessions=cfg.max_sessions,
+            max_per_unit=cfg.max_sessions_per_peer,
+            idle_after=STORE_IDLE_PERIODS * self._expire_period(),
+        )
+
+    def _expire_period(self) -> float:
+        """How often the expiry loop runs (and busy sessions are renewed in the store)."""
+        cfg = self.config
+        ttls = [cfg.session_idle_ttl, cfg.uninitialized_ttl]
+        if cfg.abandoned_ttl is not None:
+            ttls.append(cfg.abandoned_ttl)
+        return max(0.05, min(ttls) / 10)
+
+    async def subscribe(self, session: Session, uri: str, *, added: bool) -> bool:
+        """TM-STORE-SUBS: one subscription added (``added``) or removed, in the shared store
+        first, one member of the session's set there, and told to the other workers as that
+        one change; False when the store refused it for their number."""
+        if not self.store.shared:
+            session.subscribed(uri, added=added)
+            return True
+        cfg = self.config
+        if added:
+            change = await self._stored(self.store.subscribe(
+                session.id, uri, max_subscriptions=cfg.max_subscriptions,
+                ttl=cfg.session_idle_ttl,
+            ))
+        else:
+            change = await self._stored(
+                self.store.unsubscribe(session.id, uri, ttl=cfg.session_idle_ttl)
+            )
+        if change.gone:
+            session.close("ended-elsewhere")
+            return True
+        if change.full:
+            return False
+        if change.version == session.subscriptions_version + 1:
+            session.subscribed(uri, added=added, version=change.version)
+        else:
+            # Changes made elsewhere that this worker has not seen: read at the next request.
+            session.subscribed(uri, added=added)
+            session.record_changed()
+        if change.changed:
+            await self._publish(Control(
+                ControlKind.CHANGED, session.id,
+                {"uri": uri, "added": added, "version": change.version},
+            ))
+        return True
+
     def _room_for(self, peer: str | None) -> bool:
         """Whether a new session from ``peer`` may be created, after evicting one if need
         be: one of its own at its per-peer cap, else one of any at the global cap."""
@@ -691,6 +811,11 @@ class SessionManager:
             if session.evictable(now):
                 self.stats.sessions_evicted += 1
                 session.close("evicted")  # which takes it out of the table (Session.close)
+                if self.store.shared:
+                    # TM-STORE-BOUND: evicted for every worker, not left in the store to be
+                    # taken up again until its time to live runs out; unless it is in use at
+                    # another worker (then this one has only let its replica go).
+                    self._spawn(self._evict_elsewhere, session.id)
                 return True
             sessions.move_to_end(session_id)
         return False
@@ -922,16 +1047,17 @@ class SessionManager:
             # to it, once; a holder that is gone (or a request relayed already) is an
             # explicit failure, never a replay from nothing.
             address = None
-            if request.headers.get(RELAYED_HEADER) is None:
+            if not request.relayed:
                 address = await self.locate(cursor.origin)
             if address is not None and await relay(
                 address, request, responder,
+                seal=self.relay_seal.seal(request, time.time()),
                 connect_timeout=self.config.store_timeout,
                 write_timeout=self.config.stall_budget,
                 on_answer=self._count_relayed,
             ):
                 return
-            if request.headers.get(RELAYED_HEADER) is None and await self._resume_orphan(
+            if not request.relayed and await self._resume_orphan(
                 session, cursor, plan.last_event_id, responder
             ):
                 return
@@ -1131,7 +1257,8 @@ class SessionManager:
         cfg = self.config
         try:
             record = await self.store.fetch(
-                session.id, idle_ttl=cfg.session_idle_ttl, uninitialized_ttl=cfg.uninitialized_ttl
+                session.id, idle_ttl=cfg.session_idle_ttl, uninitialized_ttl=cfg.uninitialized_ttl,
+                subscriptions_seen=session.subscriptions_version,
             )
         except StoreUnavailable:
             record = None  # decided on what this worker knows
@@ -1144,6 +1271,13 @@ class SessionManager:
             session.refresh(record)
         if session.takes(notification):
             session.send(notification)
+
+
+def _unit_key(peer: str | None, principal: str) -> str:
+    """Whom a new session is counted against in the shared store (TM-STORE-BOUND): its
+    principal when authenticated, else its peer address. Opaque to the store: a finer unit
+    (an address prefix, a proxy's client) plugs in here."""
+    return f"p:{principal}" if principal else f"a:{peer or ''}"
 
 
 def _principal_key(request: HttpRequest) -> str:

@@ -32,12 +32,14 @@ from ..protocol._headers import Headers
 from ..protocol._jsonrpc import error_response
 from ..protocol._modern import (
     INPUT_METHODS,
+    NOT_CACHEABLE,
     CacheHint,
     check_method,
     check_param_headers,
     complete_result,
     discover_result,
     error_status,
+    is_retry,
     missing_capability,
     modern_error,
     undeclared,
@@ -118,8 +120,13 @@ class ModernServer:
         """Start a task outside an exchange's own (a stream's writer and watcher)."""
         return self._spawn(fn, *args, name=name)
 
-    def cache_hint(self) -> CacheHint:
-        return self.config.cache_hint
+    def cache_hint(self, request: Request) -> CacheHint:
+        """The caching hints of a complete result of ``request`` (MU-CACHE-1): its method's,
+        as configured (TM-CACHE-DEFAULT), but never cacheable for an MRTR retry, whose result
+        depends on answers no cache key holds (MU-CACHE-6)."""
+        if is_retry(request.params or {}):
+            return NOT_CACHEABLE
+        return self.config.cache_hints.get(request.method, self.config.cache_hint)
 
     def _serves(self, method: str) -> bool:
         if method in TASK_METHODS:
@@ -187,7 +194,7 @@ class ModernServer:
                 capabilities=capabilities,
                 server_info=self.server_info(),
                 instructions=self.app.instructions,
-                cache=self.cache_hint(),
+                cache=self.cache_hint(call.request),
             )
             await responder.reply(
                 modern_reply(200, dumps(Response(id=call.request.id, result=result)))
@@ -431,7 +438,7 @@ class ModernExchange(EnvelopePort):
                     self._request.method,
                     result,
                     server_info=server.server_info(),
-                    cache=server.cache_hint(),
+                    cache=server.cache_hint(self._request),
                 )
             message: Response | ErrorResponse = Response(id=outcome.id, result=result)
             status = 200

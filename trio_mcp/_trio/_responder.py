@@ -15,7 +15,14 @@ import trio
 from ..protocol import Reply
 from ._tcpprobe import TcpSample
 
-__all__ = ["Departure", "Responder", "SendRoom", "TcpProbing", "watching_disconnect"]
+__all__ = [
+    "Departure",
+    "Resettable",
+    "Responder",
+    "SendRoom",
+    "TcpProbing",
+    "watching_disconnect",
+]
 
 
 class Responder(Protocol):
@@ -64,6 +71,18 @@ class SendRoom(Protocol):
 
     def send_room(self) -> int:
         """Bytes one ``write`` takes now without waiting for the reader (0 when unknown)."""
+
+
+@runtime_checkable
+class Resettable(Protocol):
+    """What a responder whose connection is a TCP socket of this process may offer besides
+    (optional): closing it by a reset, so that a cut reader is sent nothing more
+    (TM-BP-CLOSE)."""
+
+    def reset_on_close(self) -> bool:
+        """Make the connection's coming close a reset (RST): what the kernel still holds for
+        the client, unsent or unacknowledged, is dropped rather than delivered first. False
+        when it cannot (no socket found, not Linux)."""
 
 
 class Departure:

@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import collections
-import contextlib
 import logging
 import time
 from collections.abc import Mapping
@@ -24,7 +23,12 @@ from ..protocol._tasks import (
     TASK_METHODS,
     TaskSnapshot,
     declares_tasks,
+    holder_unreachable,
+    is_terminal,
     lost_task,
+    read_input_answers,
+    read_task_id,
+    remaining_ttl,
     task_lost,
     task_notification,
     task_origin,
@@ -37,7 +41,7 @@ from ._failures import FailureLog
 from ._listen import Listeners
 from ._manager import SessionManager
 from ._modern import ModernServer
-from ._relay import RELAYED_HEADER, relay
+from ._relay import relay
 from ._responder import Responder
 from ._session import SessionPort as LegacySessionPort
 from ._store import MemoryStore, SessionStore, StoredTask, StoreUnavailable
@@ -50,6 +54,16 @@ logger = logging.getLogger("trio_mcp.runtime")
 
 
 __all__ = ["Runtime"]
+
+
+def _request_id(body: JSON) -> str | int | None:
+    """MJ-ERR-1: the id of a body that is one request, for an error decided before its era
+    (a 403 for its scopes); None for a batch, a notification or an id of another type."""
+    if isinstance(body, dict):
+        rid = body.get("id")
+        if isinstance(rid, str | int) and not isinstance(rid, bool):
+            return rid
+    return None
 
 
 def _store_for(config: ServerConfig) -> SessionStore:
@@ -76,8 +90,15 @@ class Runtime:
         self.failures = FailureLog(logger, "unexpected error; answered 500 if nothing was sent")
         self.manager = SessionManager(
             app, config, bind_hosts=bind_hosts, store=_store_for(config),
-            on_notify=self._deliver,
+            on_notify=self._deliver, on_lapse=self.reconcile_tasks,
         )
+        if self.manager.store.shared and config.secret is None and config.workers > 1:
+            # TM-WORK-SECRET: each process would draw keys of its own.
+            logger.warning(
+                "a shared store without a shared secret: the other workers will refuse this "
+                "one's cursors, requestStates and relayed requests; set ServerConfig.secret "
+                "or $TRIO_MCP_SECRET"
+            )
         #: TM-STORE-NOTIFY: this worker's change notifications, for the other workers.
         self._announcer = Announcer(self.manager.store) if self.manager.store.shared else None
         #: TM-SEC-BODIES: what the HTTP edges hold of bodies still arriving (the manager
@@ -128,6 +149,9 @@ class Runtime:
                     nursery.start_soon(self._store_tasks)
                 if self._announcer is not None:
                     nursery.start_soon(self._announcer.run)
+                if self.auth is not None:
+                    # TM-AUTH-VERIFY: key-set fetches run here, not in a request's task.
+                    nursery.start_soon(self.auth.run)
                 self._nursery = nursery
                 self.app.attach(self)
                 try:
@@ -156,7 +180,10 @@ class Runtime:
     async def _store_tasks(self) -> None:
         """Write task changes to the shared store one at a time, in the order they happened,
         each for the rest of its task's time to live. One that cannot be written is dropped
-        with a log line: the task lives on here, and only a worker's death reads the store."""
+        with a log line: the task lives on here, and only a worker's death reads the store.
+        One the store refuses, because it holds an end another worker wrote when this one
+        could not be reached for longer than its address lives, ends the task here the same
+        way (TK-STATES)."""
         while True:
             await self._kept_tasks_wake.wait()
             self._kept_tasks_wake = trio.Event()
@@ -169,11 +196,28 @@ class Runtime:
                 if ttl <= 0:
                     continue
                 try:
-                    await self.manager.store.save_task(kept, ttl)
+                    held = await self.manager.store.save_task(kept, ttl)
                 except StoreUnavailable:
                     tail = self._task_store_log.tail("task changes")
                     if tail is not None:
                         logger.warning("a task's change could not be kept in the store%s", tail)
+                    continue
+                if held is not None:
+                    self.tasks.ended_elsewhere(kept.task_id, held.task)
+
+    async def reconcile_tasks(self) -> None:
+        """TM-STORE-TASKS: this worker's address had lapsed in the store, so another worker
+        may have found it gone and declared its running tasks failed there. Each task the
+        store holds an end of ends here the same way, its work cancelled (TK-STATES)."""
+        for run in [run for run in self.tasks.runs.values() if run.published]:
+            if run.status is None or run.status.terminal:
+                continue
+            try:
+                held = await self.manager.store.load_task(run.task_id)
+            except StoreUnavailable:
+                return  # the next lapse, or the task's next change, tries again
+            if held is not None and is_terminal(held.task):
+                self.tasks.ended_elsewhere(run.task_id, held.task)
 
     def spawn(self, fn: Any, *args: Any, name: str) -> bool:
         """Start a task that outlives the HTTP exchange that needs it (a stream's writer)."""
@@ -187,12 +231,35 @@ class Runtime:
         with its result, give running requests ``grace`` seconds, then end them all."""
         self.listeners.end_all()
         self.tasks.stop()
+        running = self._running_handlers()
+        if running:
+            # Said, so that an operator who stopped the server knows what it waits for.
+            logger.info(
+                "shutdown: waiting up to %g s (shutdown_grace) for %d running request "
+                "handler(s) to finish; then they are cancelled", grace, running,
+            )
+        cancelled = [0]
+
+        async def legacy() -> None:
+            cancelled[0] = await self.manager.shutdown(grace)
+
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(self.manager.shutdown, grace)
+            nursery.start_soon(legacy)
             with trio.move_on_after(grace):
                 await self.modern.drain()
             for exchange in list(self.modern.running):
+                cancelled[0] += 1
                 exchange.stop()
+        left = cancelled[0]
+        if left:
+            logger.warning(
+                "shutdown: %d request handler(s) still running after %g s: cancelled", left, grace
+            )
+
+    def _running_handlers(self) -> int:
+        """Requests whose handlers run now, in both eras."""
+        legacy = sum(len(s.inflight) for s in self.manager.sessions.values())
+        return legacy + len(self.modern.running)
 
     # -- the Hub the App sees ---------------------------------------------------------------
 
@@ -226,9 +293,12 @@ class Runtime:
             return
         await self.serve(request, responder)
 
-    async def serve(self, request: HttpRequest, responder: Responder) -> None:
+    async def serve(
+        self, request: HttpRequest, responder: Responder, *, relay_port: bool = False
+    ) -> None:
         """Serve one request whose Origin and Host the caller has checked (the ASGI adapter
-        does, before the path and the body: T-SEC-1)."""
+        does, before the path and the body: T-SEC-1); ``relay_port``: it arrived at this
+        worker's relay port (TM-STORE-STREAMS)."""
         try:
             if not self.running or self.manager.shutting_down:
                 raise RemoteProtocolError(
@@ -236,18 +306,36 @@ class Runtime:
                     code=ErrorCode.SERVER_BUSY,
                     http_status=503,
                 )
-            if self.auth is not None:
+            if relay_port:
+                # T-AUTH-17: a relayed request carries no token; the worker that relayed it
+                # verified it, and its seal says for whom. Nothing else is served here.
+                relayed = self.manager.relay_seal.open(request, time.time())
+                if self.auth is not None and relayed.principal is None:
+                    raise RemoteProtocolError(
+                        "Forbidden: a relayed request names no principal.",
+                        code=ErrorCode.INVALID_REQUEST,
+                        http_status=403,
+                    )
+                request = attrs.evolve(request, principal=relayed.principal, relayed=True)
+            elif self.auth is not None:
                 # T-AUTH-EVERY (MUST): every request carries its token, in a session or not.
                 principal = await self.auth.authenticate(request.headers)
                 request = attrs.evolve(request, principal=principal)
             if request.method != "POST":
+                if self.auth is not None:
+                    assert request.principal is not None
+                    self.auth.check(request.principal, frozenset())
                 route_other(request.method, request.headers)
                 await self.manager.serve(request, responder)
                 return
             body = read_post_body(request, max_body_bytes=self.config.max_body_bytes)
             if self.auth is not None:
+                # MT-AUTH-3: the scopes every request needs and those of what it names, in
+                # one challenge, not one after the other.
                 assert request.principal is not None
-                self.auth.check(request.principal, self._scopes_for(body))
+                self.auth.check(
+                    request.principal, self._scopes_for(body), request_id=_request_id(body)
+                )
             route = route_post(request.headers, body)
             if route is Era.LEGACY:
                 await self.manager.post(request, body, responder)
@@ -280,49 +368,65 @@ class Runtime:
         self, call: ModernCall, request: HttpRequest, responder: Responder
     ) -> bool:
         """TM-STORE-TASKS: a tasks/* request for a task another worker runs goes to that
-        worker, once; True when it was answered so (or the task found lost)."""
+        worker, once, after the gates every tasks/* request meets (TM-TASK-ORDER); True when
+        it was answered so, or here for a worker that cannot be reached."""
         if call.request.method not in TASK_METHODS or not self.manager.store.shared:
             return False
         task_id = (call.request.params or {}).get("taskId")
         origin = task_origin(task_id) if isinstance(task_id, str) else ""
         if origin in ("", self.manager.store.origin):
             return False
+        # TK-GATE / TM-TASK-ORDER: the extension (and whether tasks are served at all) is
+        # checked here as at the worker running the task, before any lookup.
+        self.modern.check(call, request.headers)
+        task_id = read_task_id(call.request)
         address = None
-        if request.headers.get(RELAYED_HEADER) is None:
+        if not request.relayed:
             address = await self.manager.locate(origin)
         if address is not None and await relay(
             address, request, responder,
+            seal=self.manager.relay_seal.seal(request, time.time()),
             connect_timeout=self.config.store_timeout, write_timeout=self.config.stall_budget,
         ):
             return True
-        assert isinstance(task_id, str)
-        await self._answer_lost_task(call, task_id, request, responder)
+        # Only an address the store no longer has says the worker stopped (it renews it
+        # while it runs); one that is there but does not answer may be a worker briefly out
+        # of reach, or a stale address reached by a relayed request, whose tasks live on.
+        gone = address is None and not request.relayed
+        await self._answer_unreached(call, task_id, request, responder, gone=gone)
         return True
 
-    async def _answer_lost_task(
-        self, call: ModernCall, task_id: str, request: HttpRequest, responder: Responder
+    async def _answer_unreached(
+        self, call: ModernCall, task_id: str, request: HttpRequest, responder: Responder,
+        *, gone: bool,
     ) -> None:
-        """TM-STORE-TASKS: the worker running ``task_id`` cannot be reached. As the store
-        kept it: failed if it had not ended (and kept so, for the next worker asked), else as
-        it ended; unknown to the store (or another principal's), lost."""
-        try:
-            stored = await self.manager.store.load_task(task_id)
-        except StoreUnavailable:
-            stored = None
+        """TM-STORE-TASKS: the worker running ``task_id`` was not reached. An end the store
+        holds is final (TK-STATES), and answered as it is. Otherwise, a worker that is
+        ``gone`` took the task's work with it: failed, and kept so for the next worker
+        asked, unless the store holds an end by then; the store without the task (or with
+        another principal's), lost. A worker not known to be gone may still run the task,
+        and move it: the request is to be retried (503, -31002), nothing said of the task."""
+        stored = await self.manager.load_task(task_id)
         principal = request.principal.key if request.principal is not None else ""
-        if stored is None or stored.owner != principal:
-            raise task_lost(call.request, task_id)
-        task = lost_task(stored.task, time.time())
-        if task != stored.task:
-            with contextlib.suppress(StoreUnavailable):
-                await self.manager.store.save_task(
-                    attrs.evolve(stored, task=task), self.config.task_ttl
-                )
+        mine = stored is not None and stored.owner == principal
+        if stored is None or not mine or not is_terminal(stored.task):
+            if not gone:
+                raise holder_unreachable(call.request, task_id)
+            if stored is None or not mine:
+                raise task_lost(call.request, task_id)
+            failed = attrs.evolve(stored, task=lost_task(stored.task, time.time()))
+            ttl = remaining_ttl(stored.task, time.time())
+            held = await self.manager.end_task(failed, ttl) if ttl > 0 else None
+            stored = held or failed
         if call.request.method == "tasks/get":
-            await self.modern.reply_task(call, {"resultType": "complete", **task}, responder)
-        else:
-            # TK-ACK: an update or a cancel of an ended task changes nothing, and is acked.
-            await self.modern.reply_task(call, {"resultType": "complete"}, responder)
+            await self.modern.reply_task(
+                call, {"resultType": "complete", **stored.task}, responder
+            )
+            return
+        if call.request.method == "tasks/update":
+            read_input_answers(call.request)
+        # TK-ACK: an update or a cancel of an ended task changes nothing, and is acked.
+        await self.modern.reply_task(call, {"resultType": "complete"}, responder)
 
     def well_known(self, method: str, path: str) -> Reply | None:
         """The answer to a request outside the MCP endpoint that the server serves anyway:
@@ -340,12 +444,14 @@ class Runtime:
                 )
         return needed
 
-    async def serve_guarded(self, request: HttpRequest, responder: Responder) -> bool:
+    async def serve_guarded(
+        self, request: HttpRequest, responder: Responder, *, relay_port: bool = False
+    ) -> bool:
         """``serve``, with an error of our own (a bug) logged, and answered with a JSON-RPC
         internal error if no response has started: never a traceback on the wire. False
         when that happened."""
         try:
-            await self.serve(request, responder)
+            await self.serve(request, responder, relay_port=relay_port)
         except Exception as exc:
             self.failures.caught(exc, context=f"serving {request.method}")
             if not responder.started:

@@ -179,6 +179,10 @@ class SessionOwner(Protocol):
     async def save_shared(self, session: Session) -> None:
         """Store what changed in the session (TM-STORE-RECORD); raises RemoteProtocolError."""
 
+    async def subscribe(self, session: Session, uri: str, *, added: bool) -> bool:
+        """Add or remove one subscription, in the shared store first (TM-STORE-SUBS);
+        False when the store refused it for their number (raises RemoteProtocolError)."""
+
     @property
     def mirror(self) -> StreamMirror | None:
         """Where request streams are copied for other workers (TM-STORE-STREAMS); None
@@ -230,6 +234,8 @@ class Session:
         self.log_level: str | None = None
         #: The resource URIs the client subscribed to (resources/subscribe).
         self.subscriptions: set[str] = set()
+        #: The version of them last read from a shared store (TM-STORE-SUBS).
+        self.subscriptions_version = 0
         self.created_at = trio.current_time()
         self.last_activity = self.created_at
         #: When the client last showed itself: a request naming this session, or a
@@ -488,20 +494,38 @@ class Session:
 
     def shared_state(self) -> SharedState:
         """What other workers must see of this session (TM-STORE-RECORD)."""
-        return SharedState(
-            initialized=self.phase is Phase.OPERATING,
-            log_level=self.log_level,
-            subscriptions=frozenset(self.subscriptions),
-        )
+        return SharedState(initialized=self.phase is Phase.OPERATING, log_level=self.log_level)
 
     def record_fresh(self, now: float, within: float) -> bool:
         """Whether this worker read the session's record less than ``within`` seconds ago,
         and has not been told of a change since (TM-STORE-RECORD)."""
         return now - self._record_read < within
 
-    def record_changed(self) -> None:
-        """Another worker changed the record: read it again at the next request."""
+    def record_changed(self, change: JSON = None) -> None:
+        """Another worker changed the record: read it again at the next request; or, for
+        one subscription added or removed (TM-STORE-SUBS), take that change, if it is the
+        next after the version this worker holds."""
+        if isinstance(change, dict):
+            uri, added, version = change.get("uri"), change.get("added"), change.get("version")
+            if isinstance(uri, str) and isinstance(added, bool) and isinstance(version, int):
+                if version <= self.subscriptions_version:
+                    return  # seen already
+                if version == self.subscriptions_version + 1:
+                    self.subscribed(uri, added=added, version=version)
+                    return
         self._record_read = -math.inf
+
+    def subscribed(self, uri: str, *, added: bool, version: int | None = None) -> None:
+        """One subscription added or removed, here or at another worker (``version``: the
+        subscriptions' version after it, TM-STORE-SUBS)."""
+        if added and uri not in self.subscriptions:
+            self.subscriptions.add(uri)
+            self.log.reserve(len(uri.encode("utf-8")))
+        elif not added and uri in self.subscriptions:
+            self.subscriptions.discard(uri)
+            self.log.reserve(-len(uri.encode("utf-8")))
+        if version is not None:
+            self.subscriptions_version = version
 
     def refresh(self, record: SessionRecord) -> None:
         """Take what another worker changed in the session (TM-STORE-RECORD)."""
@@ -509,10 +533,13 @@ class Session:
         if record.initialized and self.phase is Phase.AWAITING_INITIALIZED:
             self.phase = Phase.OPERATING
         self.log_level = record.log_level
-        if record.subscriptions != self.subscriptions:
-            size = sum(len(u.encode("utf-8")) for u in record.subscriptions)
-            self.log.reserve(size - sum(len(u.encode("utf-8")) for u in self.subscriptions))
-            self.subscriptions = set(record.subscriptions)
+        if record.subscriptions is not None:
+            # Read because they changed since the version this worker held.
+            if record.subscriptions != self.subscriptions:
+                size = sum(len(u.encode("utf-8")) for u in record.subscriptions)
+                self.log.reserve(size - sum(len(u.encode("utf-8")) for u in self.subscriptions))
+                self.subscriptions = set(record.subscriptions)
+            self.subscriptions_version = record.subscriptions_version
 
     def apply_control(self, control: Control) -> None:
         """What another worker passed on for this session (TM-STORE-CONTROL)."""
@@ -725,24 +752,20 @@ class Session:
             if method == "resources/unsubscribe":
                 # Unsubscribing from something not subscribed is harmless: the outcome is
                 # the same.
-                if uri in self.subscriptions:
-                    self.subscriptions.discard(uri)
-                    self.log.reserve(-len(uri.encode("utf-8")))
-                    await self.manager.save_shared(self)
+                await self.manager.subscribe(self, uri, added=False)
                 return {}
             self._check_subscription(uri)
             if not self.app.has_resource(uri):
                 raise resource_not_found(uri)
-            if uri not in self.subscriptions:
-                self.subscriptions.add(uri)
-                self.log.reserve(len(uri.encode("utf-8")))
-                await self.manager.save_shared(self)
+            if not await self.manager.subscribe(self, uri, added=True):
+                # TM-STORE-SUBS: the store holds more of them than this worker knew of.
+                self._check_subscription(uri, full=True)
             return {}
         return await self.app.dispatch(port, request)
 
-    def _check_subscription(self, uri: str) -> None:
+    def _check_subscription(self, uri: str, *, full: bool = False) -> None:
         """TM-SEC-STATE: a subscription is kept for the session's life, so its URI and
-        their number are bounded."""
+        their number are bounded (``full``: the store says it has the most already)."""
         cfg = self.config
         if len(uri.encode("utf-8")) > cfg.max_uri_bytes:
             self.stats.subscriptions_refused += 1
@@ -750,10 +773,13 @@ class Session:
                 f"Invalid params: the uri is longer than {cfg.max_uri_bytes} bytes.",
                 code=ErrorCode.INVALID_PARAMS,
             )
-        if uri not in self.subscriptions and len(self.subscriptions) >= cfg.max_subscriptions:
+        if full or (
+            uri not in self.subscriptions and len(self.subscriptions) >= cfg.max_subscriptions
+        ):
             self.stats.subscriptions_refused += 1
+            held = cfg.max_subscriptions if full else len(self.subscriptions)
             raise RemoteProtocolError(
-                f"Invalid params: this session already has {len(self.subscriptions)} "
+                f"Invalid params: this session already has {held} "
                 "subscriptions, the most this server keeps; unsubscribe from one first.",
                 code=ErrorCode.INVALID_PARAMS,
             )

@@ -20,13 +20,17 @@ __all__ = [
     "ClaimKind",
     "Control",
     "ControlKind",
+    "CreateKind",
+    "CreateOutcome",
     "MemoryStore",
     "MirrorOp",
     "SessionRecord",
     "SessionStore",
+    "StoreLimits",
     "StoreUnavailable",
     "StoredEvent",
     "StoredTask",
+    "SubscriptionChange",
 ]
 
 
@@ -48,10 +52,18 @@ class SessionRecord:
     client_state_bytes: int
     peer: str | None
     principal: str
+    unit: str = ""
+    """Whom the session is counted against (TM-STORE-BOUND): an opaque key, the principal's
+    or the peer address's."""
     initialized: bool = False
     """Whether notifications/initialized has arrived (at any worker)."""
     log_level: str | None = None
-    subscriptions: frozenset[str] = frozenset()
+    subscriptions: frozenset[str] | None = frozenset()
+    """The resources subscribed to; None when they have not changed since the version the
+    reader said it holds (``fetch``'s ``subscriptions_seen``)."""
+    subscriptions_version: int = 0
+    """How many times the subscriptions changed: a holder that has seen this version has
+    them all (TM-STORE-SUBS)."""
 
 
 @attrs.frozen
@@ -67,11 +79,55 @@ class StoredTask:
 
 @attrs.frozen
 class SharedState:
-    """The part of a record that changes during the session's life."""
+    """The part of a record that a save writes whole: small, fixed-size fields. The
+    subscriptions change one by one (``SessionStore.subscribe``, TM-STORE-SUBS)."""
 
     initialized: bool
     log_level: str | None
-    subscriptions: frozenset[str]
+
+
+@attrs.frozen
+class StoreLimits:
+    """The store's bound on sessions (TM-STORE-BOUND), given at each creation: at most
+    ``max_sessions`` records in all and ``max_per_unit`` of one unit (None: no such cap).
+    At a cap, the oldest record that has not been renewed for ``idle_after`` seconds (no
+    request named it and no worker ran anything of it) is deleted to make room; with none
+    such, the new session is refused."""
+
+    max_sessions: int | None
+    max_per_unit: int | None
+    idle_after: float
+
+
+class CreateKind(enum.Enum):
+    CREATED = "created"
+    #: Refused: the store holds ``max_sessions`` records, none of them idle.
+    STORE_FULL = "store-full"
+    #: Refused: the unit holds ``max_per_unit`` records, none of them idle.
+    UNIT_FULL = "unit-full"
+
+
+@attrs.frozen
+class CreateOutcome:
+    """What ``SessionStore.create`` did."""
+
+    kind: CreateKind
+    evicted: tuple[str, ...] = ()
+    """Sessions deleted to make room (their holders must end them)."""
+
+
+@attrs.frozen
+class SubscriptionChange:
+    """What ``subscribe`` or ``unsubscribe`` did to a session's subscriptions."""
+
+    changed: bool
+    """False: already so (or, for a subscribe, refused: ``full``)."""
+    version: int
+    """The subscriptions' version after it (TM-STORE-SUBS)."""
+    full: bool = False
+    """A subscribe refused: the session has ``max_subscriptions`` already."""
+    gone: bool = False
+    """The session has ended (or expired) meanwhile."""
 
 
 @attrs.frozen
@@ -172,21 +228,42 @@ class SessionStore(Protocol):
         """Keep the store's connections, and call ``on_control`` with what other processes
         publish, until cancelled."""
 
-    async def create(self, record: SessionRecord, ttl: float) -> None:
-        """Keep a new session for ``ttl`` seconds (raises StoreUnavailable)."""
+    async def create(
+        self, record: SessionRecord, ttl: float, limits: StoreLimits
+    ) -> CreateOutcome:
+        """Keep a new session for ``ttl`` seconds, counted against the store's and its
+        unit's caps, after deleting an idle one at a cap (TM-STORE-BOUND); or refuse it
+        (raises StoreUnavailable)."""
 
     async def fetch(
-        self, session_id: str, *, idle_ttl: float, uninitialized_ttl: float
+        self, session_id: str, *, idle_ttl: float, uninitialized_ttl: float,
+        subscriptions_seen: int | None = None,
     ) -> SessionRecord | None:
         """The session's record, its time to live renewed; None when it has ended or
-        expired (raises StoreUnavailable)."""
+        expired. Its subscriptions are read only when their version is not
+        ``subscriptions_seen`` (raises StoreUnavailable)."""
 
     async def save(self, session_id: str, state: SharedState, ttl: float) -> bool:
         """Record what changed; False when the session has ended meanwhile (it is not
         brought back)."""
 
+    async def subscribe(
+        self, session_id: str, uri: str, *, max_subscriptions: int, ttl: float
+    ) -> SubscriptionChange:
+        """Add one subscription, unless the session has ``max_subscriptions`` already
+        (TM-STORE-SUBS; raises StoreUnavailable)."""
+
+    async def unsubscribe(self, session_id: str, uri: str, *, ttl: float) -> SubscriptionChange:
+        """Remove one subscription (TM-STORE-SUBS; raises StoreUnavailable)."""
+
     async def delete(self, session_id: str, reason: str) -> None:
-        """End the session for every process (raises StoreUnavailable)."""
+        """End the session for every process, deleting everything the store kept of it
+        (raises StoreUnavailable)."""
+
+    async def evict(self, session_id: str, idle_after: float) -> bool:
+        """End, as ``delete`` does, a session this process evicted, unless it was renewed
+        within ``idle_after`` seconds (it is in use at another process); whether it was
+        (TM-STORE-BOUND; raises StoreUnavailable)."""
 
     async def publish(self, control: Control) -> None:
         """Tell the other processes (at most once: TM-STORE-CONTROL)."""
@@ -194,12 +271,16 @@ class SessionStore(Protocol):
     async def keep_alive(self, session_ids: Iterable[str], ttl: float) -> set[str]:
         """Renew these sessions, which have work running here; those that ended meanwhile."""
 
-    async def advertise(self, address: str, ttl: float) -> None:
-        """Where this process's relay port is, for ``ttl`` seconds (TM-STORE-STREAMS)."""
+    async def advertise(self, address: str, ttl: float) -> bool:
+        """Where this process's relay port is, for ``ttl`` seconds (TM-STORE-STREAMS); True
+        when the store did not hold it any more (first said, or lapsed: the other processes
+        may have taken this one for gone, TM-STORE-TASKS)."""
 
-    async def save_task(self, task: StoredTask, ttl: float) -> None:
+    async def save_task(self, task: StoredTask, ttl: float) -> StoredTask | None:
         """Keep a task as tasks/get shows it, for the rest of its time to live
-        (TM-STORE-TASKS; raises StoreUnavailable)."""
+        (TM-STORE-TASKS; raises StoreUnavailable); None once kept. An end the store already
+        holds is never replaced (TK-STATES: a terminal state never moves): that end is
+        returned instead, and nothing is written."""
 
     async def load_task(self, task_id: str) -> StoredTask | None:
         """A task as it was last kept; None when it never was, or has expired."""
@@ -247,19 +328,33 @@ class MemoryStore:
         task_status.started()
         await trio.sleep_forever()
 
-    async def create(self, record: SessionRecord, ttl: float) -> None:
-        return None
+    async def create(
+        self, record: SessionRecord, ttl: float, limits: StoreLimits
+    ) -> CreateOutcome:
+        return CreateOutcome(CreateKind.CREATED)
 
     async def fetch(
-        self, session_id: str, *, idle_ttl: float, uninitialized_ttl: float
+        self, session_id: str, *, idle_ttl: float, uninitialized_ttl: float,
+        subscriptions_seen: int | None = None,
     ) -> SessionRecord | None:
         return None
 
     async def save(self, session_id: str, state: SharedState, ttl: float) -> bool:
         return True
 
+    async def subscribe(
+        self, session_id: str, uri: str, *, max_subscriptions: int, ttl: float
+    ) -> SubscriptionChange:
+        return SubscriptionChange(changed=True, version=0)
+
+    async def unsubscribe(self, session_id: str, uri: str, *, ttl: float) -> SubscriptionChange:
+        return SubscriptionChange(changed=True, version=0)
+
     async def delete(self, session_id: str, reason: str) -> None:
         return None
+
+    async def evict(self, session_id: str, idle_after: float) -> bool:
+        return True
 
     async def publish(self, control: Control) -> None:
         return None
@@ -267,10 +362,10 @@ class MemoryStore:
     async def keep_alive(self, session_ids: Iterable[str], ttl: float) -> set[str]:
         return set()
 
-    async def advertise(self, address: str, ttl: float) -> None:
-        return None
+    async def advertise(self, address: str, ttl: float) -> bool:
+        return False
 
-    async def save_task(self, task: StoredTask, ttl: float) -> None:
+    async def save_task(self, task: StoredTask, ttl: float) -> StoredTask | None:
         return None
 
     async def load_task(self, task_id: str) -> StoredTask | None:

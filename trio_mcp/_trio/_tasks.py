@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import collections
+import logging
 import math
 import secrets
 import time
@@ -33,6 +34,7 @@ from ..protocol import (
 )
 from ..protocol._auth import Principal
 from ..protocol._era import ModernCall
+from ..protocol._modern import modern_error
 from ..protocol._mrtr import InputRequest, check_input_response
 from ..protocol._tasks import (
     TASK_METHODS,
@@ -40,6 +42,7 @@ from ..protocol._tasks import (
     TaskStatus,
     get_task_result,
     read_input_answers,
+    read_iso_time,
     read_task_id,
     task_not_found,
 )
@@ -54,6 +57,8 @@ if TYPE_CHECKING:
     from .._config import ServerConfig
 
 __all__ = ["TASK_FOOTPRINT", "TaskManager", "TaskRun", "TaskStats"]
+
+logger = logging.getLogger("trio_mcp.tasks")
 
 #: What a published task holds besides its result (its run, snapshot, handler frame and
 #: scope), measured with 1,000 tasks (benchmarks/run.py tasks): about 3.8 KiB.
@@ -141,6 +146,9 @@ class TaskRun(EnvelopePort):
         self._used: dict[str, JSON] = {}
         #: The questions open now, by key (input_required), and the event their answers set.
         self._open: dict[str, InputRequest] = {}
+        #: Every question the handler has asked in this run, by key (TK-KEYS: a key names
+        #: one question for the task's whole life).
+        self._asked: dict[str, InputRequest] = {}
         self._answered = trio.Event()
         #: What the handler ended with, before publication: read by the front.
         self.outcome: Response | ErrorResponse | InputRequired | None = None
@@ -209,9 +217,11 @@ class TaskRun(EnvelopePort):
         if not self.published:
             self.scope.cancel()
 
-    def _move(self, status: TaskStatus, **kwargs: Any) -> None:
+    def _move(self, status: TaskStatus, *, at: float | None = None, **kwargs: Any) -> None:
         assert self.snapshot is not None
-        self.snapshot = self.snapshot.moved(status, time.time(), **kwargs)
+        self.snapshot = self.snapshot.moved(
+            status, time.time() if at is None else at, **kwargs
+        )
         self._manager.changed(self)
 
     def _end(self, outcome: Response | ErrorResponse | InputRequired | None) -> None:
@@ -234,6 +244,8 @@ class TaskRun(EnvelopePort):
             self._result_bytes = size
             self._move(TaskStatus.COMPLETED, result=outcome.result)
         elif isinstance(outcome, ErrorResponse):
+            # MJ-ERR-5 / MJ-ERR-7: the error a task shows is the one a modern answer carries.
+            outcome = modern_error(outcome)
             error: dict[str, JSON] = {"code": int(outcome.code), "message": outcome.message}
             if outcome.data is not None:
                 error["data"] = outcome.data
@@ -247,6 +259,27 @@ class TaskRun(EnvelopePort):
                 error={"code": int(ErrorCode.INTERNAL_ERROR),
                        "message": "Internal error: the server ended the task."},
             )
+
+    def ended_elsewhere(self, task: Mapping[str, JSON]) -> bool:
+        """TM-STORE-TASKS: another worker declared this task failed (this one had been out
+        of its reach for longer than its address lives), and the store keeps that end. The
+        task ends here the same way, its work cancelled (TK-STATES: one end for everyone).
+        False when it had ended here already, in another way."""
+        assert self.snapshot is not None
+        if self.snapshot.status.terminal:
+            return self.snapshot.status.value == task.get("status")
+        error = task.get("error")
+        message = task.get("statusMessage")
+        self._open.clear()
+        self._move(
+            TaskStatus.FAILED,
+            at=read_iso_time(task.get("lastUpdatedAt")),
+            message=message if isinstance(message, str) else None,
+            error=error if isinstance(error, Mapping) else None,
+        )
+        self.scope.cancel()
+        self._answered.set()
+        return True
 
     def release(self) -> int:
         """The result bytes this run held, given back (TK-TTL)."""
@@ -278,7 +311,8 @@ class TaskRun(EnvelopePort):
                 check_input_response(key, self._open[key], value)
             except RemoteProtocolError as exc:
                 raise RemoteProtocolError(
-                    exc.message, code=exc.code, data=exc.data, request_id=request.id
+                    exc.message, code=exc.code, http_status=200, data=exc.data,
+                    request_id=request.id,
                 ) from None
         if not fresh:
             return
@@ -329,6 +363,14 @@ class TaskRun(EnvelopePort):
         and the answer comes by tasks/update, however long that takes within the TTL (the
         client polls; ``timeout`` does not apply)."""
         await trio.lowlevel.checkpoint()
+        for key, question in requests.items():
+            if self._asked.setdefault(key, question) != question:
+                # TK-KEYS: a key is never given to another question; the answer the client
+                # gave under it was to the first.
+                raise LocalProtocolError(
+                    f"input key {key!r} was asked before for another question; give each "
+                    "question a key of its own"
+                )
         got, missing = split_answers(requests, self._answers)
         if not self.published:
             self._used.update({k: self._answers[k] for k in got})
@@ -523,6 +565,19 @@ class TaskManager:
         if self._on_change is not None and run.snapshot is not None:
             self._on_change(run.snapshot)
         self.kept(run)
+
+    def ended_elsewhere(self, task_id: str, task: Mapping[str, JSON]) -> None:
+        """The store holds an end of a task of this worker that another worker wrote
+        (TM-STORE-TASKS): the task takes it, if it has not ended here otherwise (logged:
+        its clients here and elsewhere have seen two ends)."""
+        run = self.runs.get(task_id)
+        if run is None or run.snapshot is None or task.get("status") != "failed":
+            return
+        if not run.ended_elsewhere(task):
+            logger.warning(
+                "task %s ended %s here, but another worker had declared it failed",
+                task_id[:12], run.snapshot.status.value,
+            )
 
     def kept(self, run: TaskRun) -> None:
         """A published task as it is now, for a shared store (TM-STORE-TASKS)."""

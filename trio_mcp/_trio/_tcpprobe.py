@@ -31,6 +31,8 @@ class _GetSockOpt(Protocol):
 
     def getsockopt(self, level: int, option: int, buflen: int) -> bytes: ...
 
+    def setsockopt(self, level: int, option: int, value: bytes) -> None: ...
+
     def getsockname(self) -> Any: ...
 
     def getpeername(self) -> Any: ...
@@ -66,6 +68,9 @@ _SO_MEMINFO = 55
 _MEMINFO = struct.Struct("=6I")
 #: TCP_NOTSENT_LOWAT's value when it is not set: the kernel then never waits on it.
 _LOWAT_UNSET = 2**32 - 1
+#: SO_LINGER on, with a timeout of 0: the socket's last close resets the connection (RST),
+#: dropping what its send queue holds (TM-BP-CLOSE).
+_LINGER_RESET = struct.pack("ii", 1, 0)
 
 #: A socket address as the ASGI scope gives it: (host, port).
 Address = tuple[str, int]
@@ -235,6 +240,20 @@ class TcpProbe:
         except OSError:
             return 0
         return max(0, room)
+
+    def reset_on_close(self) -> bool:
+        """Make the connection's close a reset (TM-BP-CLOSE): when its socket is closed (the
+        last descriptor of it, the server's or this duplicate), the kernel drops what it
+        still holds unsent or unacknowledged and sends RST, instead of delivering it, at the
+        reader's pace, before a FIN. False when the option could not be set."""
+        sock = self._sock
+        if sock is None:
+            return False
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_RESET)
+        except OSError:
+            return False
+        return True
 
     def close(self) -> None:
         sock, self._sock = self._sock, None

@@ -30,7 +30,7 @@ from ..protocol._transport import SSE_HEADERS
 from ._describe import ViewInfo
 from ._judge import judge_for
 from ._pacer import RAMP_FACTOR, SMALL_WINDOW, WindowPacer, pace_limit
-from ._responder import Responder, TcpProbing, watching_disconnect
+from ._responder import Resettable, Responder, TcpProbing, watching_disconnect
 from ._writer import ConnectionWriter, write_grain
 
 if TYPE_CHECKING:
@@ -85,6 +85,9 @@ class ViewEnd:
 
 #: How often a busy view looks at its writer's drain rate.
 _CHECK_EVERY = 0.25
+#: How often a cut connection asks the kernel whether its signal has reached the reader's
+#: buffers (TM-BP-CLOSE): a small fraction of signal_timeout.
+_DELIVERY_POLL = 0.01
 
 
 @attrs.define(eq=False)
@@ -295,12 +298,10 @@ class View:
         # TM-BP-PACE: a paced reader's buffers have room for the rest of the write in
         # progress and the signal; holding them back would only delay the close.
         writer.unpace()
+        delivered = False
         with trio.move_on_after(cfg.signal_timeout) as cs:
             cs.shield = True
-            if not await self._drain_while_read(writer):
-                writer.close()
-                return
-            if not writer.finished.is_set():
+            if await self._drain_while_read(writer) and not writer.finished.is_set():
                 details = {
                     "lastEventId": self.event_id(self.delivered) if self.delivered >= 0 else None,
                     "retry": cfg.retry_ms,
@@ -314,9 +315,32 @@ class View:
                         retry=cfg.retry_ms,
                     )
                 )
-                if await self._drain_while_read(writer) and cfg.tracer is not None:
-                    self._trace(TraceKind.SIGNAL, self.delivered, "resumption-required")
+                if await self._drain_while_read(writer):
+                    delivered = await self._until_delivered(writer)
+                    if delivered and cfg.tracer is not None:
+                        self._trace(TraceKind.SIGNAL, self.delivered, "resumption-required")
+        if not delivered and isinstance(self.responder, Resettable):
+            # TM-BP-CLOSE: the signal did not reach the reader's buffers in time; what the
+            # kernel still holds for it (up to TCP_NOTSENT_LOWAT unsent, 16 KiB, besides
+            # what is in flight) would reach it after the close, at its own slow pace,
+            # before the FIN. Reset instead: it reads what its own kernel holds, then the
+            # end, and resumes from the last id it read.
+            self.responder.reset_on_close()
         writer.close()
+
+    async def _until_delivered(self, writer: ConnectionWriter) -> bool:
+        """TM-BP-CLOSE: wait until the kernel has nothing of the connection's writes that
+        the reader's buffers have not taken (True), or shows the reader silent (False).
+        True at once when the kernel does not say: the close is then a plain one, as it
+        always was."""
+        min_rate = self.session.config.min_read_rate
+        while True:
+            held = writer.undelivered()
+            if held is None or held == 0:
+                return True
+            if writer.finished.is_set() or writer.reader_silent(trio.current_time(), min_rate):
+                return False
+            await trio.sleep(_DELIVERY_POLL)
 
     async def _drain_while_read(self, writer: ConnectionWriter) -> bool:
         """Wait until the writer is idle or finished: True; or until the kernel shows its

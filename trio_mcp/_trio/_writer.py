@@ -234,6 +234,11 @@ class ConnectionWriter:
             finished=self.finished.is_set(),
         )
 
+    def undelivered(self) -> int | None:
+        """TM-BP-CLOSE: what the kernel holds of this connection's writes that has not
+        reached its reader's buffers; None when it does not say (``StallJudge.undelivered``)."""
+        return self.judge.undelivered()
+
     def reader_silent(self, now: float, min_rate: float) -> bool:
         """TM-BP-SIGNAL: whether the judge shows the reader silent for so long that it will
         not take the signal (``StallJudge.reader_silent``)."""

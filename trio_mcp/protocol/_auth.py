@@ -133,14 +133,18 @@ def unauthorized(
     )
 
 
-def forbidden(resource_metadata: str, needed: Iterable[str]) -> RemoteProtocolError:
+def forbidden(
+    resource_metadata: str, needed: Iterable[str], *, request_id: str | int | None = None
+) -> RemoteProtocolError:
     """403 ``insufficient_scope``, naming every scope the request needs, so that the client
-    can ask for them (step-up)."""
+    can ask for them (step-up); with the id of the request refused, once its body was read
+    (MJ-ERR-1)."""
     needed = sorted(set(needed))
     return RemoteProtocolError(
         "Forbidden: the token lacks the scope this request needs: " + " ".join(needed) + ".",
         code=ErrorCode.INVALID_REQUEST,
         http_status=403,
+        request_id=request_id,
         headers=(
             (
                 "www-authenticate",

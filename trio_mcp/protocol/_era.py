@@ -28,10 +28,12 @@ from ._logging import LOG_LEVELS
 from ._versions import LEGACY_VERSIONS, MODERN_VERSIONS
 
 __all__ = [
+    "ENCODED_FORM",
     "META_CLIENT_CAPABILITIES",
     "META_CLIENT_INFO",
     "META_LOG_LEVEL",
     "META_PROTOCOL_VERSION",
+    "VERSION_SOURCE",
     "Envelope",
     "Era",
     "ModernCall",
@@ -245,13 +247,36 @@ def _envelope(request: Request) -> Envelope:
     )
 
 
-def header_mismatch(why: str, body: Mapping[str, Any] | Request) -> RemoteProtocolError:
-    """MT-HDR-16 (MUST): a header that fails validation gets 400 and -32020."""
+def header_mismatch(
+    why: str,
+    body: Mapping[str, Any] | Request,
+    *,
+    header: str | None = None,
+    source: str | None = None,
+    expected: object = None,
+) -> RemoteProtocolError:
+    """MT-HDR-16 (MUST): a header that fails validation gets 400 and -32020.
+
+    The message says what was wrong in one sentence (J-ERR-4); ``data`` names the header,
+    where its value comes from (``source``, a place in the body) and, when the body has it,
+    the value expected, so that a client can fix its request without reading this code.
+    """
     rid = body.id if isinstance(body, Request) else body.get("id")
+    data: dict[str, JSON] | None = None
+    if header is not None:
+        data = {"header": header}
+        if source is not None:
+            data["source"] = source
+        # Echoed only when short: the client's own value, not a way to double its bytes.
+        if isinstance(expected, int | float | bool) or (
+            isinstance(expected, str) and len(expected) <= 256
+        ):
+            data["expected"] = expected
     return RemoteProtocolError(
         f"Header mismatch: {why}.",
         code=ErrorCode.HEADER_MISMATCH,
         http_status=400,
+        data=data,
         request_id=rid if isinstance(rid, str | int) and not isinstance(rid, bool) else None,
     )
 
@@ -277,40 +302,69 @@ def _single(headers: Headers, name: str, request: Request) -> str | None:
     return value
 
 
+#: Where each routing header's value comes from, for the messages and data that refuse it: a
+#: client reading the error learns what to send.
+VERSION_SOURCE: Final = f"params._meta.{META_PROTOCOL_VERSION}"
+#: How a value that is not plain ASCII is written in a header (MT-HDR-21).
+ENCODED_FORM: Final = "=?base64?<padded Base64 of its UTF-8>?="
+
+
 def _check_routing_headers(headers: Headers, request: Request, envelope: Envelope) -> None:
     """Rung 2: MCP-Protocol-Version, Mcp-Method and Mcp-Name agree with the body."""
     version = _single(headers, PROTOCOL_VERSION, request)
+    about_version = {
+        "header": "MCP-Protocol-Version", "source": VERSION_SOURCE, "expected": envelope.version,
+    }
     if version is None:
         # MT-HDR-1 / MT-HDR-5: every modern POST carries the header; without it the request
         # is refused per Server Validation (-32020), never sent to the legacy path.
-        raise header_mismatch("the MCP-Protocol-Version header is missing", request)
+        raise header_mismatch(
+            f"the MCP-Protocol-Version header is missing; it repeats {VERSION_SOURCE}",
+            request, **about_version,
+        )
     if version != envelope.version:
         # MT-HDR-2 (MUST): the header matches _meta's protocol version.
         raise header_mismatch(
-            f"MCP-Protocol-Version {version!r} does not match _meta's {envelope.version!r}",
-            request,
+            f"MCP-Protocol-Version does not repeat {VERSION_SOURCE}", request, **about_version
         )
     method = _single(headers, MCP_METHOD, request)
+    about_method = {"header": "Mcp-Method", "source": "method", "expected": request.method}
     if method is None:
         # MT-HDR-6 (MUST): Mcp-Method is required.
-        raise header_mismatch("the Mcp-Method header is missing", request)
+        raise header_mismatch(
+            "the Mcp-Method header is missing; it repeats the body's method", request,
+            **about_method,
+        )
     if method != request.method:
         # MT-HDR-14 / MT-HDR-12 (MUST): values are case-sensitive and match the body.
-        raise header_mismatch(f"Mcp-Method {method!r} does not match the method", request)
+        raise header_mismatch(
+            "Mcp-Method does not repeat the body's method exactly", request, **about_method
+        )
     field = _NAMED_BY_HEADER.get(request.method)
     if field is None:
         return
+    value = (request.params or {}).get(field)
+    about_name = {"header": "Mcp-Name", "source": f"params.{field}", "expected": value}
     name = _single(headers, MCP_NAME, request)
     if name is None:
         # MT-HDR-6 (MUST): Mcp-Name is required for the methods that name something.
-        raise header_mismatch("the Mcp-Name header is missing", request)
-    value = (request.params or {}).get(field)
+        raise header_mismatch(
+            f"the Mcp-Name header is missing; a {request.method} request repeats its "
+            f"params.{field} there",
+            request, **about_name,
+        )
     decoded = decode_header_value(name)
     if decoded is None:
-        raise header_mismatch("the Mcp-Name header has an invalid encoded value", request)
+        raise header_mismatch(
+            f"the Mcp-Name header is not valid {ENCODED_FORM}", request, **about_name
+        )
     if isinstance(value, str) and decoded != value:
         # MT-HDR-10 (MUST): decoded before it is compared.
-        raise header_mismatch(f"Mcp-Name does not match params.{field}", request)
+        raise header_mismatch(
+            f"Mcp-Name does not repeat params.{field} (a value that is not ASCII goes as "
+            f"{ENCODED_FORM})",
+            request, **about_name,
+        )
 
 
 _B64_PREFIX: Final = "=?base64?"

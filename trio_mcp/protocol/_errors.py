@@ -7,9 +7,10 @@
 from __future__ import annotations
 
 from enum import IntEnum
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Final
 
 __all__ = [
+    "RETIRED_CODES",
     "ErrorCode",
     "LocalProtocolError",
     "ProtocolError",
@@ -47,7 +48,13 @@ class ErrorCode(IntEnum):
     #: trio-mcp: the server has too many sessions or requests in flight right now.
     SERVER_BUSY = -31002
     #: trio-mcp: the shared session store did not answer (TM-STORE-DOWN); retry later.
-    STORE_UNAVAILABLE = -31003
+    STORE_UNAVAILABLE = -31004
+
+
+#: TM-RPC-CODES: trio-mcp's codes that are no longer sent and are never given another
+#: meaning, since a client written against an older trio-mcp still reads the old one:
+#: -31003 answered the requests of a JSON-mode POST its client had cancelled.
+RETIRED_CODES: Final = frozenset({-31003})
 
 
 class ProtocolError(Exception):

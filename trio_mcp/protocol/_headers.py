@@ -227,8 +227,12 @@ class OriginPolicy:
         if origin is not None and not self.origin_allowed(origin):
             # T-SEC-1 / T-SEC-2 (MUST): validate Origin on all incoming connections; present
             # and invalid gets 403 Forbidden. An absent Origin (non-browser client) passes.
+            # The message names where the allowed values come from (the server's settings),
+            # so that a developer seeing it in a browser knows what to change.
+            loopback = "loopback ones and " if self.allow_loopback_origins else ""
             raise RemoteProtocolError(
-                f"Forbidden: Origin {origin!r} is not allowed.",
+                f"Forbidden: Origin {origin[:60]!r} is not allowed; accepted are {loopback}"
+                "ServerConfig.allowed_origins (--allow-origin).",
                 code=ErrorCode.INVALID_REQUEST,
                 http_status=403,
             )
@@ -241,7 +245,9 @@ class OriginPolicy:
                 # TM-SEC-HOST: a loopback server refuses foreign Host names (DNS rebinding).
                 # 421 Misdirected Request: this server is not the one that name points at.
                 raise RemoteProtocolError(
-                    f"Misdirected Request: Host {host!r} is not served here.",
+                    f"Misdirected Request: Host {(host or '')[:60]!r} is not served here; "
+                    "a server bound to loopback answers only "
+                    f"{', '.join(sorted(self.allowed_hosts))}.",
                     code=ErrorCode.INVALID_REQUEST,
                     http_status=421,
                 )

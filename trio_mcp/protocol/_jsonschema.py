@@ -4,9 +4,20 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
-__all__ = ["schema_problems"]
+__all__ = ["DIALECTS", "schema_problems"]
+
+#: MJ-SCHEMA-4: the dialects a schema may name in ``$schema``, by the name `Server.tool`'s
+#: documentation gives them; a schema that names none is 2020-12 (MJ-SCHEMA-2).
+DIALECTS: Final = {
+    "draft-03": "http://json-schema.org/draft-03/schema#",
+    "draft-04": "http://json-schema.org/draft-04/schema#",
+    "draft-06": "http://json-schema.org/draft-06/schema#",
+    "draft-07": "http://json-schema.org/draft-07/schema#",
+    "2019-09": "https://json-schema.org/draft/2019-09/schema",
+    "2020-12": "https://json-schema.org/draft/2020-12/schema",
+}
 
 
 def schema_problems(instance: Any, schema: Mapping[str, Any], limit: int = 3) -> list[str]:

@@ -13,7 +13,7 @@ from typing import Any, Final
 
 import attrs
 
-from ._era import NAME_PARAM, decode_header_value, header_mismatch, header_text
+from ._era import ENCODED_FORM, NAME_PARAM, decode_header_value, header_mismatch, header_text
 from ._errors import ErrorCode, RemoteProtocolError
 from ._headers import Headers
 from ._jsonrpc import JSON, ErrorResponse, Request
@@ -25,6 +25,7 @@ __all__ = [
     "META_SERVER_INFO",
     "META_SUBSCRIPTION_ID",
     "MODERN_METHODS",
+    "NOT_CACHEABLE",
     "CacheHint",
     "CacheScope",
     "ListenFilter",
@@ -32,6 +33,7 @@ __all__ = [
     "check_param_headers",
     "complete_result",
     "discover_result",
+    "is_retry",
     "method_not_found",
     "missing_capability",
     "param_headers",
@@ -95,6 +97,17 @@ class CacheHint:
         if isinstance(self.ttl_ms, bool) or not isinstance(self.ttl_ms, int) or self.ttl_ms < 0:
             # MU-CACHE-2 (MUST): ttlMs is a non-negative integer.
             raise ValueError(f"ttl_ms is a non-negative integer, not {self.ttl_ms!r}")
+
+
+#: MU-CACHE-6: what the result of an MRTR retry carries: fresh for no time, for nobody
+#: else, whatever the server is configured to say of its method.
+NOT_CACHEABLE: Final = CacheHint()
+
+
+def is_retry(params: Mapping[str, JSON]) -> bool:
+    """MU-CACHE-6: whether a request retries through MRTR: it carries ``inputResponses`` or
+    ``requestState``, inputs that are not part of a cache key."""
+    return "inputResponses" in params or "requestState" in params
 
 
 #: The modern methods the runtime answers itself, whatever the application serves.
@@ -297,23 +310,44 @@ def check_param_headers(
         value = _value_at(arguments, path)
         label = f"Mcp-Param-{key}"
         param = ".".join(path)
+        # The header's value comes from the argument that the tool's inputSchema marks with
+        # x-mcp-header: the message and data say which, for the client that got it wrong.
+        about = {
+            "header": label, "source": f"arguments.{param}",
+            "expected": None if value is _ABSENT else value,
+        }
         if len(values) > 1:
-            raise header_mismatch(f"the {label} header is repeated", request)
+            raise header_mismatch(f"the {label} header is repeated", request, **about)
         if value is None or value is _ABSENT:
             if values:
-                raise header_mismatch(f"{label} is sent but {param!r} is not", request)
+                raise header_mismatch(
+                    f"{label} is sent but argument {param!r} is not; the header goes only "
+                    "with it",
+                    request, **about,
+                )
             continue
         if not values:
-            raise header_mismatch(f"{label} is missing for argument {param!r}", request)
+            raise header_mismatch(
+                f"{label} is missing; it repeats argument {param!r}, which the tool's "
+                "inputSchema marks with x-mcp-header",
+                request, **about,
+            )
         raw = values[0].strip(" \t")
         if not header_text(raw):
             # MT-HDR-11 (MUST): a recognized Mcp-Param header with invalid characters.
-            raise header_mismatch(f"{label} holds characters a header may not", request)
+            raise header_mismatch(
+                f"{label} holds characters a header may not; send {ENCODED_FORM}",
+                request, **about,
+            )
         decoded = decode_header_value(raw)
         if decoded is None:
-            raise header_mismatch(f"{label} has an invalid encoded value", request)
+            raise header_mismatch(f"{label} is not valid {ENCODED_FORM}", request, **about)
         if not _agrees(decoded, value):
-            raise header_mismatch(f"{label} does not match argument {param!r}", request)
+            raise header_mismatch(
+                f"{label} does not repeat argument {param!r}, which the tool's inputSchema "
+                "marks with x-mcp-header",
+                request, **about,
+            )
 
 
 # -- results ---------------------------------------------------------------------------------------
@@ -489,6 +523,19 @@ def stamp_subscription(
     return out
 
 
+#: MJ-ERR-6: the codes of -32020…-32099 that 2026-07-28 defines, each sent with its meaning.
+_DEFINED_CODES: Final = frozenset({
+    ErrorCode.HEADER_MISMATCH, ErrorCode.MISSING_CLIENT_CAPABILITY,
+    ErrorCode.UNSUPPORTED_PROTOCOL_VERSION,
+})
+
+
+def _reserved(code: int) -> bool:
+    """MJ-ERR-5 / MJ-ERR-6: a code a modern answer must not carry: one of the legacy
+    implementation range -32000…-32019, or of -32020…-32099 that the spec does not define."""
+    return -32019 <= code <= -32000 or (-32099 <= code <= -32020 and code not in _DEFINED_CODES)
+
+
 def modern_error(error: ErrorResponse) -> ErrorResponse:
     """An error as a modern request gets it (MJ-ERR-7: never -32002 or -32042).
 
@@ -498,9 +545,10 @@ def modern_error(error: ErrorResponse) -> ErrorResponse:
         return ErrorResponse(
             id=error.id, code=ErrorCode.INVALID_PARAMS, message=error.message, data=error.data
         )
-    if error.code == ErrorCode.URL_ELICITATION_REQUIRED:
+    if _reserved(error.code):
         # TM-MOD-URLELICIT: the legacy era's "URL elicitation required" has no modern form
-        # (a modern server asks with input_required): a handler that raised it is a server
+        # (a modern server asks with input_required), and MJ-ERR-5 / MJ-ERR-6: no other
+        # code of the reserved sub-ranges either: a handler that raised one is a server
         # fault.
         return ErrorResponse(
             id=error.id, code=ErrorCode.INTERNAL_ERROR, message=error.message, data=error.data

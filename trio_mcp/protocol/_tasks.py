@@ -26,10 +26,14 @@ __all__ = [
     "create_task_result",
     "declares_tasks",
     "get_task_result",
+    "holder_unreachable",
+    "is_terminal",
     "iso_time",
     "lost_task",
     "read_input_answers",
+    "read_iso_time",
     "read_task_id",
+    "remaining_ttl",
     "task_lost",
     "task_not_found",
     "task_notification",
@@ -200,8 +204,11 @@ def task_notification(task: TaskSnapshot) -> dict[str, JSON]:
 
 
 def _invalid(why: str, request: Request) -> RemoteProtocolError:
+    # TM-MOD-STATUS: the request passed every gate of the envelope; what its params name is
+    # answered in-band.
     return RemoteProtocolError(
-        f"Invalid params: {why}.", code=ErrorCode.INVALID_PARAMS, request_id=request.id
+        f"Invalid params: {why}.", code=ErrorCode.INVALID_PARAMS, http_status=200,
+        request_id=request.id,
     )
 
 
@@ -234,12 +241,38 @@ def task_origin(task_id: str) -> str:
     return origin if sep else ""
 
 
+_TERMINAL_VALUES: Final = frozenset(s.value for s in _TERMINAL)
+
+
+def is_terminal(task: Mapping[str, JSON]) -> bool:
+    """Whether a task as tasks/get shows it has ended (TK-STATES: it never moves again)."""
+    return task.get("status") in _TERMINAL_VALUES
+
+
+def read_iso_time(value: JSON) -> float | None:
+    """The moment a timestamp of iso_time's names, as epoch seconds; None for anything else."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.datetime.fromisoformat(value).timestamp()
+    except ValueError:
+        return None
+
+
+def remaining_ttl(task: Mapping[str, JSON], now: float) -> float:
+    """The seconds a task as tasks/get shows it has left to live (TK-TTL: counted from its
+    creation), 0 when it has none left or says nothing readable of it."""
+    start, ttl_ms = read_iso_time(task.get("createdAt")), task.get("ttlMs")
+    if start is None or isinstance(ttl_ms, bool) or not isinstance(ttl_ms, int):
+        return 0.0
+    return max(0.0, start + ttl_ms / 1000 - now)
+
+
 def lost_task(task: Mapping[str, JSON], at: float) -> dict[str, JSON]:
     """TM-STORE-TASKS: a task as kept in a shared store (tasks/get's fields), once the
     worker running it is known to have stopped: failed, if it had not ended; an ended task
     stays as it ended, its result or error with it."""
-    status = task.get("status")
-    if status in {s.value for s in TaskStatus if s.terminal}:
+    if is_terminal(task):
         return dict(task)
     kept = {k: v for k, v in task.items() if k not in ("inputRequests", "statusMessage")}
     return {
@@ -260,8 +293,24 @@ def task_lost(request: Request, task_id: str) -> RemoteProtocolError:
         "Invalid params: the worker of this server that ran this task has stopped; the "
         "task and its result are lost.",
         code=ErrorCode.INVALID_PARAMS,
+        http_status=200,
         request_id=request.id,
         data={"taskId": task_id, "reason": "holder-gone"},
+    )
+
+
+def holder_unreachable(request: Request, task_id: str) -> RemoteProtocolError:
+    """TM-STORE-TASKS: the worker running this task did not answer, yet its address is
+    still kept: it may be out of reach for a moment, and its task live. Nothing is said of
+    the task (TK-STATES: no state that its worker could contradict); the client retries."""
+    return RemoteProtocolError(
+        "Service Unavailable: the worker of this server running this task cannot be "
+        "reached now; retry.",
+        code=ErrorCode.SERVER_BUSY,
+        http_status=503,
+        headers=(("retry-after", "1"),),
+        request_id=request.id,
+        data={"taskId": task_id, "reason": "holder-unreachable"},
     )
 
 

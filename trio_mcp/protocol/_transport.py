@@ -69,6 +69,9 @@ class HttpRequest:
     principal: Principal | None = None
     """Who the request's access token speaks for, once the Runtime has verified it (None
     when the server has no authorization)."""
+    relayed: bool = False
+    """Whether another worker relayed it here, its relay seal verified (TM-STORE-STREAMS):
+    it is never relayed again."""
 
 
 @attrs.frozen(kw_only=True)
