@@ -125,6 +125,17 @@ def feed(make: Callable[[], Any], pieces: list[bytes]) -> None:
             return
 
 
+def feed_plain(old: Any, pieces: list[bytes]) -> None:
+    """The hand-written reader before issue 34, as its server fed it: the whole buffer
+    again at each read, until it took the request or left it to h11 (None)."""
+    data = bytearray()
+    for piece in pieces:
+        data += piece
+        got = old.read_plain(data, max_head=MAX_HEAD * 4 + 1, max_body=MAX_BODY)
+        if got is not old.INCOMPLETE:
+            return
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--before", type=Path, help="a checkout of the code before issue 34")
@@ -150,7 +161,16 @@ def main() -> None:
             results["hostile_head_ms"][f"{name}: {label}"] = (
                 best(lambda make=make, head=head: feed(make, [head]), 1, rounds) * 1e3
             )
+    if args.before is not None:
+        for label, head in hostile_heads().items():
+            results["hostile_head_ms"][f"read_plain (before): {label}"] = best(
+                lambda head=head: feed_plain(old, [head]), 1, 3
+            ) * 1e3
     slow = hostile_heads()["16 KiB, control"]
+    if args.before is not None:
+        results["hostile_head_ms"]["read_plain (before): 16 KiB, control, byte by byte"] = best(
+            lambda: feed_plain(old, [slow[i : i + 1] for i in range(len(slow))]), 1, 3
+        ) * 1e3
     for name, make in readers.items():
         results["hostile_head_ms"][f"{name}: 16 KiB, control, byte by byte"] = (
             best(lambda make=make: feed(make, [slow[i : i + 1] for i in range(len(slow))]), 1, 3)

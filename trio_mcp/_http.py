@@ -262,14 +262,6 @@ class _Connection:
         """Start reading the next request, from what arrived after the last."""
         self.reader.next_cycle()
 
-    async def next_request(self, deadline: float) -> RequestHead | None:
-        """The next request's head, until ``deadline``: None once it has passed. Raises
-        _Closed at the client's end or on bad input (refused first)."""
-        event = await self.next_event(deadline)
-        if event is None or isinstance(event, RequestHead):
-            return event
-        raise _Closed
-
     def probe(self) -> TcpProbe | None:
         """A probe of the connection's own socket (TM-BP-STALL), when it is a TCP socket:
         made once, when first asked for."""
@@ -632,9 +624,11 @@ class HttpServer:
             # TM-HTTP-OWN: a head must come within the header deadline (slowloris), and a
             # kept-alive connection may wait for its next request only so long.
             wait = cfg.http_header_timeout if first else cfg.http_idle_timeout
-            head = await connection.next_request(trio.current_time() + wait)
+            head = await connection.next_event(trio.current_time() + wait)
             if head is None:
                 return
+            if not isinstance(head, RequestHead):
+                raise _Closed  # the client's end (CLOSED), between requests
             connection.idle = False
             first = False
             responder = HttpResponder(connection, head)

@@ -16,6 +16,9 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+import h2.config
+import h2.connection
+import h2.events
 import pytest
 import trio
 from hypercorn.trio.tcp_server import TCPServer
@@ -487,3 +490,29 @@ async def test_both_servers_answer_a_request_head_the_same(nursery: trio.Nursery
         "no Host": [400], "foreign Origin": [403], "foreign Host": [421], "other path": [404],
         "encoded path": [200], "declared too large": [413], "absolute form": [200],
     } == own_answers
+
+
+@pytest.mark.spec("TM-SEC-H2")
+async def test_the_side_ports_answer_http2_with_505(nursery: trio.Nursery) -> None:
+    """A prior-knowledge HTTP/2 client (which hypercorn serves on any port) gets 505 from
+    the stats port and from the inspector, for the stream that would otherwise be the
+    inspector's endless `/events`, as the MCP endpoint answers it."""
+    _, stats_port, inspect_port = await serve_with_side_ports(nursery, "trio-mcp")
+    with trio.fail_after(TIMEOUT):
+        for port, path in ((stats_port, "/stats"), (inspect_port, "/events")):
+            conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+            conn.initiate_connection()
+            conn.send_headers(1, [(":method", "GET"), (":scheme", "http"), (":path", path),
+                                  (":authority", "127.0.0.1")], end_stream=True)
+            sock = await trio.open_tcp_stream("127.0.0.1", port)
+            status = None
+            async with sock:
+                await sock.send_all(conn.data_to_send())
+                while status is None:
+                    data = await sock.receive_some(65536)
+                    assert data, "closed without an answer"
+                    for event in conn.receive_data(data):
+                        if isinstance(event, h2.events.ResponseReceived):
+                            status = dict(event.headers)[b":status"]
+                    await sock.send_all(conn.data_to_send())
+            assert b"505" == status, (port, path)

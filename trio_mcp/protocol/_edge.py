@@ -205,7 +205,8 @@ def request_path(target: str) -> tuple[str | None, str | None]:
     which RFC 9112 §3.2.2 says a server MUST accept); (None, None) for the others (``*``,
     ``host:port``), which name no path."""
     if target.startswith("/"):
-        return unquote(target.split("?", 1)[0]), None
+        path = target.split("?", 1)[0]
+        return (unquote(path) if "%" in path else path), None
     scheme, sep, rest = target.partition("://")
     if not sep or scheme.lower() not in ("http", "https"):
         return None, None
@@ -222,14 +223,12 @@ def declared_length(headers: Headers) -> int | None:
     """The body size a request declares in Content-Length, or None when it declares none
     (or one that ``plan_head`` refuses: its framing check comes first)."""
     lengths = headers.raw_values(b"content-length")
-    if len(lengths) == 1 and _digits(lengths[0]):
-        return int(lengths[0])  # the common head, the short way
+    if len(lengths) == 1:
+        value = lengths[0]
+        if value.isdigit() and len(value) <= CONTENT_LENGTH_MAX_DIGITS:
+            return int(value)  # the common head, the short way
     size = _one_length([v.decode("latin-1") for v in lengths]) if lengths else None
     return None if size is None else int(size)
-
-
-def _digits(value: bytes) -> bool:
-    return value.isdigit() and len(value) <= CONTENT_LENGTH_MAX_DIGITS
 
 
 def _framing_problem(http_version: str, headers: Headers) -> RemoteProtocolError | None:
@@ -240,8 +239,13 @@ def _framing_problem(http_version: str, headers: Headers) -> RemoteProtocolError
     lengths = headers.raw_values(b"content-length")
     codings = headers.raw_values(b"transfer-encoding")
     hosts = len(headers.raw_values(b"host"))
-    if hosts == 1 and not codings and (not lengths or (len(lengths) == 1 and _digits(lengths[0]))):
-        return None  # the common head, the short way
+    if hosts == 1 and not codings:
+        if not lengths:
+            return None  # the common head, the short way
+        if len(lengths) == 1:
+            value = lengths[0]
+            if value.isdigit() and len(value) <= CONTENT_LENGTH_MAX_DIGITS:
+                return None
     if lengths and codings:
         # RFC 9112 §6.3: "a server MAY reject a request that contains both Content-Length
         # and Transfer-Encoding or process such a request in accordance with the
