@@ -336,6 +336,30 @@ async def test_a_refused_connection_is_half_closed_and_read_until_the_client_end
         await still_serving(live, neighbour)
 
 
+@pytest.mark.spec("TM-HTTP-LINGER", "TM-HTTP-OWN")
+@pytest.mark.parametrize("refusal", ["431", "400 mid-body"])
+async def test_refusals_of_the_parser_are_read_by_a_client_still_sending(
+    nursery: trio.Nursery, refusal: str
+) -> None:
+    """On trio-mcp's own server, a head over the limit (431) and a chunked body broken
+    after 64 KiB (400), each followed by 2 MiB more that the client goes on sending, are
+    answered, the answer read whole and the connection then ended, never reset. (Under
+    hypercorn these refusals are h11's, answered and closed by hypercorn itself.)"""
+    live = await start_live(nursery, http_server="trio-mcp")
+    neighbour = await open_session(live.url)
+    more = [b"x" * 65536] * 32
+    if refusal == "431":
+        pieces = [head(live.port, "x-pad: " + "a" * 20_000), *more]
+    else:
+        good = b"%x\r\n%s\r\n" % (65536, b"y" * 65536)
+        pieces = [head(live.port, "transfer-encoding: chunked"), good, b"zz\r\n", *more]
+    with trio.fail_after(TIMEOUT):
+        got = await exchange(live.port, pieces, half_close=True)
+        status = 431 if refusal == "431" else 400
+        assert [status] == got.statuses and got.closed and not got.reset, got
+        await still_serving(live, neighbour)
+
+
 # -- 6. absolute-form targets ----------------------------------------------------------------
 
 
