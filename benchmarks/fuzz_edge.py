@@ -87,6 +87,7 @@ def run(connections: int, batch: int, seconds: float) -> dict[str, Any]:
                 counts["connections"] += 1
                 counts[f"{fuzz.name} {port}"] += 1
                 counts["reset"] += outcome.reset
+                counts[f"reset: {fuzz.name} {port}"] += outcome.reset
                 for answer in responses(outcome.data):
                     statuses[str(answer.status)] += 1
                 if not outcome.data:
@@ -119,9 +120,12 @@ def run(connections: int, batch: int, seconds: float) -> dict[str, Any]:
     return {
         "connections": counts["connections"],
         "seconds": round(elapsed, 1),
-        "by_target": {k: v for k, v in sorted(counts.items()) if " " in k and k[0] != "c"},
+        "by_target": {k: v for k, v in sorted(counts.items())
+                      if " " in k and not k.startswith(("closed", "reset"))},
         "closed_without_an_answer": counts["closed without an answer"],
         "resets": counts["reset"],
+        "resets_by_target": {k[7:]: v for k, v in sorted(counts.items())
+                             if k.startswith("reset: ") and v},
         "statuses": dict(sorted(statuses.items())),
         "servers": figures,
         "problems": problems,

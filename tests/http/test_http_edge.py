@@ -540,3 +540,20 @@ async def test_the_side_ports_answer_http2_with_505(nursery: trio.Nursery) -> No
                             status = dict(event.headers)[b":status"]
                     await sock.send_all(conn.data_to_send())
             assert b"505" == status, (port, path)
+
+
+@pytest.mark.spec("TM-SEC-INSPECT")
+async def test_a_head_of_the_inspectors_stream_ends_and_the_next_request_is_served(
+    nursery: trio.Nursery,
+) -> None:
+    """`HEAD /events` on the inspector gets the stream's head alone and ends (a stream
+    without a body held the connection without end: found by the socket fuzzer), so that
+    a request after it on the same connection is answered."""
+    _, _, inspect_port = await serve_with_side_ports(nursery, "trio-mcp")
+    raw = (b"HEAD /events HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n"
+           b"GET /tree.json HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: close\r\n\r\n")
+    with trio.fail_after(TIMEOUT):
+        got = await exchange(inspect_port, raw, timeout=10)
+    assert got.closed, got
+    assert 2 == got.data.count(b"HTTP/1.1 200"), got.data[:300]
+    assert b"text/event-stream" in got.data and b"application/json" in got.data

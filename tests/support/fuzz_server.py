@@ -33,8 +33,12 @@ def main() -> None:
         level=logging.WARNING, stream=sys.stderr,
         format="%(levelname)s %(name)s: %(message)s",
     )
+    # Deadlines short enough that a fuzzed connection that stops ends within seconds (the
+    # fuzzer's own connections end their side at once, so they wait for none of them); the
+    # body's long enough that the neighbour, a client in a process the fuzzer keeps busy
+    # (and at the lowest priority in the long run), is not taken for a slow one.
     config = ServerConfig(
-        http_header_timeout=2.0, http_idle_timeout=1.0, http_body_timeout=2.0,
+        http_header_timeout=5.0, http_idle_timeout=1.0, http_body_timeout=10.0,
         http_linger_timeout=2.0, http_parser=HttpParser(args.http),
     )
 
