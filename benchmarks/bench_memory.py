@@ -1,6 +1,6 @@
 """What trio-mcp's memory does when clients misbehave (spec/backpressure.md).
 
-    python benchmarks/bench_memory.py [--quick] [--json PATH]
+    python benchmarks/bench_memory.py [--quick] [--only abandoned,slow,held] [--json PATH]
 
 Each run starts a fresh server in a subprocess (benchmarks/servers/trio_mcp_bench.py) and
 drives it over loopback with raw sockets (benchmarks/loadgen.py):
@@ -17,6 +17,17 @@ drives it over loopback with raw sockets (benchmarks/loadgen.py):
     then reads on at full speed until the connection ends (at most signal_timeout + 10 s
     more). The server's RSS and counters over time, when the server cut the stream (default
     stall budget, 10 s), and whether the client got the resumption-required signal.
+
+(c) held calls (issue 35): 200, then 1,000 sessions (50 and 200 with --quick), from 20
+    client addresses (127.0.3.1-20, each a client of its own, TM-SEC-UNIT), each session
+    making up to 64 ``hold`` calls with a 1 MB argument (a tool that never returns) and
+    dropping each connection once its head has come: 64 running calls a session, as far as
+    the budgets of TM-SEC-MEMORY let them. A session stops at its first refusal (what it would
+    send after is refused alike; not sending it keeps the upload to what the server holds).
+    The server's RSS before, at its peak (sampled every 0.25 s), and once every session has
+    been deleted and the server's release has run; beside the computed bound: the request
+    budget (``request_memory``), the bodies being read (``max_body_memory``), and each
+    session's window and footprint, over the RSS before.
 
 Each figure is printed beside the configured bound: sessions x the retention window's
 max_bytes, from the ServerConfig the server reports. RSS is what the kernel charges the
@@ -301,10 +312,147 @@ def print_slow(r: dict[str, Any]) -> None:
           f" load generator CPU {r['loadgen_cpu_s']} s ({r['loadgen_cpu_share']:.0%} of a core)")
 
 
+# -- (c) held calls -----------------------------------------------------------------------------
+
+
+#: What a session is counted at in the bound besides its window: SESSION_FOOTPRINT.
+SESSION_FOOTPRINT = 28 * 1024
+ADDRESSES = 20
+
+
+async def held_calls(
+    sessions: int, *, calls: int = 64, size: int = 1_000_000, at_once: int = 20
+) -> dict[str, Any]:
+    server = await start()
+    try:
+        config = server.info["config"]
+        argument = "x" * size
+        clients: list[McpClient] = []
+        outcomes: dict[str, int] = {}
+
+        async def one(k: int) -> None:
+            client = McpClient(server.url, local=f"127.0.3.{k % ADDRESSES + 1}")
+            await client.initialize()
+            clients.append(client)
+            for _ in range(calls):
+                async with client.open_call("hold", {"data": argument}) as call:
+                    await call.read_head()
+                    if call.status == 200:
+                        outcomes["held"] = outcomes.get("held", 0) + 1
+                        continue
+                    await call.read_all()
+                    data = (call.messages() or [{}])[0].get("error", {}).get("data", {})
+                    why = str(data.get("budget") or data.get("pool") or call.status)
+                    outcomes[why] = outcomes.get(why, 0) + 1
+                    return
+
+        # A warm-up round at the same concurrency, from every address, its sessions then
+        # deleted: what a first round costs once (the connections' and addresses' state,
+        # caches) is in "before", so that the growth is what the held calls hold.
+        async def warm(k: int) -> None:
+            client = McpClient(server.url, local=f"127.0.3.{k % ADDRESSES + 1}")
+            await client.initialize()
+            for _ in range(4):
+                async with client.open_call("hold", {"data": argument}) as call:
+                    await call.read_head()
+            await client.delete()
+
+        await run_many(at_once, at_once, warm)
+        await server.wait_stats(lambda s: s["request_memory_held"] == 0, timeout=30)
+        seen = (await server.stats() or {}).get("memory_releases", 0)
+        await server.wait_stats(lambda s: s.get("memory_releases", 0) > seen, timeout=15)
+        await trio.sleep(0.5)
+        rss_before = server.rss()
+        peak = rss_before
+        done = trio.Event()
+
+        async def sample() -> None:
+            nonlocal peak
+            while not done.is_set():
+                peak = max(peak, server.rss())
+                with trio.move_on_after(0.25):
+                    await done.wait()
+
+        started = time.monotonic()
+        with CpuMeter() as meter:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(sample)
+                results, errors = await run_many(sessions, at_once, one)
+                ran_for = time.monotonic() - started
+                held_stats = await server.stats() or {}
+                peak = max(peak, server.rss())
+                done.set()
+        for client in clients:
+            await client.delete()
+        await server.wait_stats(lambda s: s["request_memory_held"] == 0, timeout=60)
+        seen = (await server.stats() or {}).get("memory_releases", 0)
+        await server.wait_stats(lambda s: s.get("memory_releases", 0) > seen, timeout=15)
+        await trio.sleep(0.5)
+        rss_after = server.rss()
+        # What of the rest an extra collection and trim would give back (SIGUSR1).
+        server.trim()
+        await trio.sleep(1.0)
+        rss_trimmed = server.rss()
+    finally:
+        await stop(server)
+    del results
+    window = config["retention"]["max_bytes"]
+    bound = (
+        config["request_memory"] + config["max_body_memory"]
+        + sessions * (window + SESSION_FOOTPRINT)
+    )
+    return {
+        "sessions": sessions,
+        "addresses": ADDRESSES,
+        "calls_per_session": calls,
+        "argument_bytes": size,
+        "outcomes": outcomes,
+        "failed_clients": len(errors),
+        "errors": [repr(e) for e in errors[:5]],
+        "request_memory": config["request_memory"],
+        "request_memory_per_client": config["request_memory_per_client"],
+        "request_memory_per_session": config["request_memory_per_session"],
+        "request_memory_held": held_stats.get("request_memory_held"),
+        "bound_bytes": bound,
+        "rss_before": rss_before,
+        "rss_peak": peak,
+        "rss_after_delete": rss_after,
+        "rss_after_delete_trimmed": rss_trimmed,
+        "growth_peak": peak - rss_before,
+        "growth_after": rss_after - rss_before,
+        "ran_for_s": round(ran_for, 1),
+        "loadgen_cpu_s": round(meter.cpu, 2),
+    }
+
+
+def print_held(r: dict[str, Any]) -> None:
+    print(f"(c) {r['sessions']} sessions from {r['addresses']} addresses, up to"
+          f" {r['calls_per_session']} held calls each with a {r['argument_bytes']:,} byte"
+          f" argument, connections dropped")
+    print(f"    budgets: {mib(r['request_memory']).strip()} in all,"
+          f" {mib(r['request_memory_per_client']).strip()} a client,"
+          f" {mib(r['request_memory_per_session']).strip()} a session; outcomes"
+          f" {r['outcomes']}; failed clients {r['failed_clients']}")
+    print(f"    bound over the start: {mib(r['bound_bytes']).strip()} (requests + bodies"
+          " arriving + sessions x (window + 28 KiB))")
+    print(f"    RSS before         {mib(r['rss_before'])}")
+    print(f"    RSS peak           {mib(r['rss_peak'])}  (+{mib(r['growth_peak']).strip()};"
+          f" request_memory_held {mib(r['request_memory_held'] or 0).strip()};"
+          f" {'within' if r['growth_peak'] <= r['bound_bytes'] else 'OVER'} the bound)")
+    print(f"    RSS after DELETE   {mib(r['rss_after_delete'])}"
+          f"  (+{mib(r['growth_after']).strip()}, {r['growth_after'] / r['rss_before']:+.1%}"
+          f" of the start)")
+    print(f"    ... then trimmed   {mib(r['rss_after_delete_trimmed'])}  (one more gc.collect()"
+          " and malloc_trim(0) on SIGUSR1)")
+    print(f"    ran {r['ran_for_s']} s; load generator CPU {r['loadgen_cpu_s']} s")
+
+
 # -- the run -----------------------------------------------------------------------------------
 
+PARTS = ("abandoned", "slow", "held")
 
-async def run(quick: bool) -> dict[str, Any]:
+
+async def run(quick: bool, only: tuple[str, ...] = PARTS) -> dict[str, Any]:
     counts = (50, 200) if quick else (200, 1000)
     ttl = 10.0 if quick else 20.0
     out: dict[str, Any] = {
@@ -313,13 +461,21 @@ async def run(quick: bool) -> dict[str, Any]:
         "python": platform.python_version(),
         "machine": f"{platform.machine()}, {platform.system()} {platform.release()}",
         "abandoned": [],
+        "held": [],
     }
-    for count in counts:
-        result = await abandoned(count, ttl=ttl)
-        print_abandoned(result)
-        out["abandoned"].append(result)
-    out["slow_reader"] = await slow_reader(duration=20.0)
-    print_slow(out["slow_reader"])
+    if "abandoned" in only:
+        for count in counts:
+            result = await abandoned(count, ttl=ttl)
+            print_abandoned(result)
+            out["abandoned"].append(result)
+    if "slow" in only:
+        out["slow_reader"] = await slow_reader(duration=20.0)
+        print_slow(out["slow_reader"])
+    if "held" in only:
+        for count in counts:
+            result = await held_calls(count)
+            print_held(result)
+            out["held"].append(result)
     return out
 
 
@@ -327,8 +483,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--quick", action="store_true", help="smaller counts, shorter runs")
     parser.add_argument("--json", metavar="PATH", help="write the figures as JSON to PATH")
+    parser.add_argument("--only", default=",".join(PARTS),
+                        help=f"which parts, comma-separated (of {', '.join(PARTS)})")
     args = parser.parse_args(argv)
-    result = trio.run(run, args.quick)
+    only = tuple(p for p in args.only.split(",") if p)
+    if unknown := set(only) - set(PARTS):
+        parser.error(f"unknown parts: {sorted(unknown)}")
+    result = trio.run(run, args.quick, only)
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     return 0

@@ -266,8 +266,10 @@ async def abandon_call(port: int) -> None:
 CALL_TTL_FLOOR = 20.0
 
 
-async def abandoned_calls(sessions: int, ttl: float, logs: Path) -> dict[str, Any]:
-    ttl = max(ttl, CALL_TTL_FLOOR)
+async def abandoned_calls(
+    sessions: int, ttl: float, logs: Path, floor: float = CALL_TTL_FLOOR
+) -> dict[str, Any]:
+    ttl = max(ttl, floor)
     async with two_workers(ttl, logs) as (redis, pool):
         before = redis.used_memory()
         for start in range(0, sessions, 50):
@@ -490,7 +492,8 @@ def markdown(result: dict[str, Any]) -> str:
 
 
 async def bench(runs: int, warmup: float, duration: float, sessions: int, ttl: float,
-                logs: Path, call_sessions: int = 200) -> dict[str, Any]:
+                logs: Path, call_sessions: int = 200,
+                call_ttl: float = CALL_TTL_FLOOR) -> dict[str, Any]:
     # Nothing pinned, this process (the load generator) included: benchmarks/run.py pins
     # it to its own CPUs for the other benchmarks. Its own CPUs are given back at the end.
     pinned = os.sched_getaffinity(0)
@@ -500,7 +503,7 @@ async def bench(runs: int, warmup: float, duration: float, sessions: int, ttl: f
         throughput_ = await throughput(runs, warmup, duration, logs)
         throughput_.update(runs_per_contender=runs, duration=duration)
         return {"throughput": throughput_, "abandoned": await abandoned(sessions, ttl, logs),
-                "abandoned_calls": await abandoned_calls(call_sessions, ttl, logs)}
+                "abandoned_calls": await abandoned_calls(call_sessions, ttl, logs, call_ttl)}
     finally:
         with contextlib.suppress(OSError):
             os.sched_setaffinity(0, pinned)

@@ -272,8 +272,10 @@ async def open_exchange(
     body: bytes = b"",
     *,
     rcvbuf: int | None = None,
+    local: str | None = None,
 ) -> AsyncIterator[Exchange]:
-    """Connect (with SO_RCVBUF ``rcvbuf`` set before connecting, when given), send one
+    """Connect (with SO_RCVBUF ``rcvbuf`` set before connecting, when given; from the
+    address ``local``, when given: 127.0.0.x is another client on loopback), send one
     request, and yield the exchange; the connection is closed on exit."""
     host, port, path = _check_loopback(url)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -282,6 +284,8 @@ async def open_exchange(
         if rcvbuf is not None:
             # Before connect(): the window scale is fixed at the handshake.
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        if local is not None:
+            await sock.bind((local, 0))
         await sock.connect((host, port))
         exchange = Exchange(sock)
         names = {k.lower() for k, _ in headers}
@@ -305,10 +309,15 @@ async def open_exchange(
 
 
 async def http_request(
-    url: str, method: str, headers: Sequence[tuple[str, str]] = (), body: bytes = b""
+    url: str,
+    method: str,
+    headers: Sequence[tuple[str, str]] = (),
+    body: bytes = b"",
+    *,
+    local: str | None = None,
 ) -> tuple[int, dict[str, str], bytes]:
     """One complete request: (status, headers, body)."""
-    async with open_exchange(url, method, headers, body) as exchange:
+    async with open_exchange(url, method, headers, body, local=local) as exchange:
         await exchange.read_head()
         await exchange.read_all()
         assert exchange.status is not None
@@ -341,6 +350,8 @@ class McpClient:
     url: str
     session_id: str | None = None
     protocol_version: str = PROTOCOL_VERSION
+    local: str | None = None
+    """The address to connect from (127.0.0.x: another client on loopback)."""
 
     def headers(self) -> list[tuple[str, str]]:
         headers = [
@@ -362,7 +373,8 @@ class McpClient:
             "clientInfo": {"name": "trio-mcp-loadgen", "version": "0"},
         }
         async with open_exchange(
-            self.url, "POST", self.headers(), _dumps(rpc("initialize", params))
+            self.url, "POST", self.headers(), _dumps(rpc("initialize", params)),
+            local=self.local,
         ) as exchange:
             await exchange.read_head()
             await exchange.read_all()
@@ -372,7 +384,9 @@ class McpClient:
         result = exchange.messages()[-1].get("result", {})
         self.protocol_version = result.get("protocolVersion", self.protocol_version)
         note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-        status, _, _ = await http_request(self.url, "POST", self.headers(), _dumps(note))
+        status, _, _ = await http_request(
+            self.url, "POST", self.headers(), _dumps(note), local=self.local
+        )
         if status != 202:
             raise RuntimeError(f"notifications/initialized answered {status}")
 
@@ -388,11 +402,12 @@ class McpClient:
         if progress:
             params["_meta"] = {"progressToken": f"p{next(_ids)}"}
         return open_exchange(
-            self.url, "POST", self.headers(), _dumps(rpc("tools/call", params)), rcvbuf=rcvbuf
+            self.url, "POST", self.headers(), _dumps(rpc("tools/call", params)), rcvbuf=rcvbuf,
+            local=self.local,
         )
 
     async def delete(self) -> int:
-        status, _, _ = await http_request(self.url, "DELETE", self.headers())
+        status, _, _ = await http_request(self.url, "DELETE", self.headers(), local=self.local)
         return status
 
 

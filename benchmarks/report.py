@@ -19,6 +19,7 @@ from typing import Any
 # The contenders' names, as benchmarks/run.py gives them (its module docstring says who is who).
 TRIO_MCP, TRIO_HYPERCORN, TRIO_PYMALLOC = "trio-mcp", "trio-mcp/hypercorn", "trio-mcp/pymalloc"
 TRIO_NO_BUDGETS = "trio-mcp/no-budgets"
+TRIO_NO_ACCOUNTING = "trio-mcp/no-accounting"
 SDK, SDK_PLAIN = "sdk/uvicorn-standard", "sdk/uvicorn"
 BARE_H11, BARE_HYPERCORN = "bare-h11", "bare-hypercorn"
 TRIO_CONTENDERS = (TRIO_MCP, TRIO_HYPERCORN, TRIO_PYMALLOC, TRIO_NO_BUDGETS)
@@ -63,6 +64,8 @@ STREAM_VS_SDK = 3.0
 #: Issue 20: the limits cost under 5% of request throughput: trio-mcp's requests/s over the
 #: same server's with their per-request work taken out.
 RPS_VS_NO_BUDGETS = 0.95
+#: Issue 35: charging requests to the memory budgets costs under 5% of request throughput.
+RPS_VS_NO_ACCOUNTING = 0.95
 #: Issue 22: what a live task holds besides its result (trio_mcp._trio._tasks.TASK_FOOTPRINT),
 #: and how far RSS may stay above its start once a wave of tasks has expired.
 TASK_FOOTPRINT_KIB = 4
@@ -76,7 +79,8 @@ INSPECT_RATIO = 0.90
 def load(raw: Path) -> dict[str, Any]:
     data: dict[str, Any] = {}
     for name in ("machine", "rps", "modern", "stream", "abandoned", "slow", "stopped",
-                 "slow-shapes", "resume", "profile", "budgets", "tasks", "inspect", "workers"):
+                 "slow-shapes", "resume", "profile", "budgets", "accounting", "tasks", "inspect",
+                 "workers"):
         path = raw / f"{name}.json"
         if path.exists():
             data[name] = json.loads(path.read_text())
@@ -280,6 +284,13 @@ def targets(data: dict[str, Any]) -> list[list[str]]:
                 f"budgets ({row['mode'].upper()}, side by side, median of {row['pairs']}): "
                 f"{TRIO_MCP} / {TRIO_NO_BUDGETS} >= {RPS_VS_NO_BUDGETS}",
                 f"{r:.3f}x", verdict(r >= RPS_VS_NO_BUDGETS), margin(r, RPS_VS_NO_BUDGETS)])
+    if "accounting" in data:
+        for row in data["accounting"]["summary"]:
+            r = row["ratio"]
+            rows.append([
+                f"accounting ({row['mode'].upper()}, side by side, median of {row['pairs']}): "
+                f"{TRIO_MCP} / {TRIO_NO_ACCOUNTING} >= {RPS_VS_NO_ACCOUNTING}",
+                f"{r:.3f}x", verdict(r >= RPS_VS_NO_ACCOUNTING), margin(r, RPS_VS_NO_ACCOUNTING)])
     if "tasks" in data:
         t = data["tasks"]
         n, size = t["tasks"], t["result_size"]
@@ -360,6 +371,8 @@ def render(data: dict[str, Any], *, quick: bool, command: str, plots: dict[str, 
         out.append(section_resume(data["resume"]))
     if "budgets" in data:
         out.append(section_budgets(data["budgets"]))
+    if "accounting" in data:
+        out.append(section_accounting(data["accounting"]))
     if "tasks" in data:
         out.append(section_tasks(data["tasks"]))
     if "inspect" in data:
@@ -755,6 +768,24 @@ out. Which one starts first alternates from pair to pair.
 {table(["mode", "pairs", "median trio-mcp / no-budgets", "range"], summary)}
 
 {table(["mode", "pair", "started first", "trio-mcp req/s", "no-budgets req/s", "ratio"], rows)}
+"""
+
+
+def section_accounting(b: dict[str, Any]) -> str:
+    rows = [[r["mode"].upper(), str(r["pair"]), r["first"], num(r[f"{TRIO_MCP}_rps"]),
+             num(r[f"{TRIO_NO_ACCOUNTING}_rps"]), f"{r['ratio']:.3f}"] for r in b["runs"]]
+    summary = [[r["mode"].upper(), str(r["pairs"]), f"{r['ratio']:.3f}",
+                f"{r['min']:.3f} to {r['max']:.3f}"] for r in b["summary"]]
+    return f"""## What issue 35's memory accounting costs, side by side
+
+trio-mcp and trio-mcp/no-accounting (the same server with `memory_accounting=False`: no request
+is charged to the budgets of TM-SEC-MEMORY; the fair pools stay) run at the same time on the
+same server CPU, 16 clients each, `tools/call echo`, as the budgets' cost is measured. Which
+one starts first alternates from pair to pair.
+
+{table(["mode", "pairs", "median trio-mcp / no-accounting", "range"], summary)}
+
+{table(["mode", "pair", "started first", "trio-mcp req/s", "no-accounting req/s", "ratio"], rows)}
 """
 
 

@@ -1,7 +1,8 @@
 """trio-mcp beside the official Python SDK server: every benchmark, one command, one run.
 
     python benchmarks/run.py                 # full: 3 runs per figure, medians (about 1 hour)
-    python benchmarks/run.py --quick         # 1 run, shorter loads (a few minutes); for CI
+    python benchmarks/run.py --quick         # 1 run, shorter loads (about 9 minutes)
+    python benchmarks/run.py --smoke         # every benchmark once, token loads (CI, ~2 min)
     python benchmarks/run.py --only rps,stream [--runs 5]
     python benchmarks/run.py --only modern   # the 2026-07-28 path alone (about 4 min)
     python benchmarks/run.py --only inspect --out benchmarks/results/issue-23-inspect
@@ -42,7 +43,9 @@ and reported next to each figure, so a figure it limited can be told apart.
 The full run writes benchmarks/results/RESULTS.md, the PNG plots beside it and the raw
 figures under benchmarks/results/raw/ (git-ignored). ``--quick`` writes the same under
 benchmarks/results/raw/quick/ and always exits 0, whether or not the targets are met; it
-leaves ``trio-mcp/pymalloc`` out (``Settings.skip``).
+leaves ``trio-mcp/pymalloc`` out (``Settings.skip``). ``--smoke`` (CI's) does the same under
+benchmarks/results/raw/smoke/, with every load cut to a token: it fails only when a
+benchmark cannot run.
 Plots need matplotlib (``pip install -e '.[bench]'``); without it they are skipped.
 """
 
@@ -102,6 +105,10 @@ TRIO_PYMALLOC = "trio-mcp/pymalloc"
 #: trio-mcp's own server with the per-request work of issue 20's limits taken out
 #: (``trio_mcp_bench.py --no-budgets``): what the limits cost is trio-mcp's rate over it.
 TRIO_NO_BUDGETS = "trio-mcp/no-budgets"
+#: trio-mcp's own server with requests not charged to memory budgets
+#: (``trio_mcp_bench.py --no-accounting``, memory_accounting=False): what issue 35's
+#: accounting costs is trio-mcp's rate over it.
+TRIO_NO_ACCOUNTING = "trio-mcp/no-accounting"
 #: The SDK's server under uvicorn with uvloop and httptools (``uvicorn[standard]``): the
 #: primary peer, the one the targets name.
 SDK = "sdk/uvicorn-standard"
@@ -111,12 +118,13 @@ SDK_PLAIN = "sdk/uvicorn"
 #: and from hypercorn's trio worker (the floor of trio-mcp/hypercorn).
 BARE_H11, BARE_HYPERCORN = "bare-h11", "bare-hypercorn"
 BARE_CONTENDERS = (BARE_H11, BARE_HYPERCORN)
-TRIO_CONTENDERS = (TRIO_MCP, TRIO_HYPERCORN, TRIO_PYMALLOC, TRIO_NO_BUDGETS)
+TRIO_CONTENDERS = (TRIO_MCP, TRIO_HYPERCORN, TRIO_PYMALLOC, TRIO_NO_BUDGETS, TRIO_NO_ACCOUNTING)
 SERVER_SCRIPTS = {
     TRIO_MCP: HERE / "servers" / "trio_mcp_bench.py",
     TRIO_HYPERCORN: HERE / "servers" / "trio_mcp_bench.py",
     TRIO_PYMALLOC: HERE / "servers" / "trio_mcp_bench.py",
     TRIO_NO_BUDGETS: HERE / "servers" / "trio_mcp_bench.py",
+    TRIO_NO_ACCOUNTING: HERE / "servers" / "trio_mcp_bench.py",
     SDK: HERE / "servers" / "sdk_bench.py",
     SDK_PLAIN: HERE / "servers" / "sdk_bench.py",
     BARE_H11: HERE / "servers" / "bare_h11.py",
@@ -126,6 +134,7 @@ SERVER_SCRIPTS = {
 SERVER_ARGS: dict[str, tuple[str, ...]] = {
     TRIO_HYPERCORN: ("--server", "hypercorn"),
     TRIO_NO_BUDGETS: ("--no-budgets",),
+    TRIO_NO_ACCOUNTING: ("--no-accounting",),
     SDK: ("--loop", "uvloop", "--http", "httptools"),
 }
 #: Environment a contender's interpreter starts with, beside this process's (less any
@@ -138,7 +147,7 @@ REQUIRES: dict[str, tuple[str, ...]] = {SDK: ("uvloop", "httptools")}
 STAND_IN = {SDK: SDK_PLAIN}
 BENCHMARKS = (
     "rps", "modern", "stream", "abandoned", "slow", "stopped", "slow-shapes", "resume",
-    "profile", "budgets", "tasks", "inspect", "workers",
+    "profile", "budgets", "accounting", "tasks", "inspect", "workers",
 )
 
 #: trio-mcp's defaults that the targets refer to (ServerConfig / Retention).
@@ -173,6 +182,8 @@ class Settings:
     budgets_pairs: int = 10
     """Side-by-side runs per response mode of the budgets' cost (half each way round)."""
     budgets_duration: float = 5.0
+    accounting_pairs: int = 10
+    """Side-by-side runs per response mode of the memory accounting's cost (issue 35)."""
     tasks_n: int = 1000
     tasks_size: int = 2000
     tasks_ttl: float = 30.0
@@ -186,6 +197,14 @@ class Settings:
     """Sessions abandoned through two workers, to measure what Redis keeps of them."""
     workers_ttl: float = 10.0
     """Their session time to live: Redis is read again after it."""
+    workers_call_sessions: int = 200
+    """Sessions whose calls stream on after their clients went, through two workers."""
+    workers_call_ttl: float = 20.0
+    """Their session time to live, at least (bench_workers.CALL_TTL_FLOOR)."""
+    expiry_slack: float = 3.0
+    """Seconds waited past a session time to live for the sessions to have expired."""
+    tasks_release_wait: float = 30.0
+    """Seconds a tasks wave waits at most for the memory release after its tasks expired."""
     skip: tuple[str, ...] = ()
     """Contenders left out of every benchmark."""
 
@@ -202,9 +221,24 @@ FULL = Settings(
 QUICK = attrs.evolve(
     FULL, runs=1, rps_warmup=0.5, rps_duration=2.0, stream_n=5000, abandoned_sessions=(200,),
     session_ttl=10.0, settle_timeout=60.0, slow_duration=14.0, profile_seconds=4.0,
-    budgets_pairs=2, budgets_duration=2.0, tasks_ttl=10.0, inspect_pairs=2,
+    budgets_pairs=2, budgets_duration=2.0, accounting_pairs=2, tasks_ttl=10.0, inspect_pairs=2,
     inspect_sessions=200, workers_duration=2.0, workers_sessions=200, workers_ttl=3.0,
     skip=(TRIO_PYMALLOC,),
+)
+#: CI's smoke (.ci/run): every benchmark once, each load cut to a token, so that the whole run
+#: takes a minute or two. It proves that the benchmarks still run against the server as it
+#: is now; its figures mean nothing (figures come from the full run, or from --quick).
+SMOKE = attrs.evolve(
+    QUICK, rps_warmup=0.1, rps_duration=0.3, concurrencies=(8,), stream_n=500,
+    abandoned_sessions=(20,), abandoned_n=100, session_ttl=1.0, settle_timeout=3.0,
+    slow_n=200, slow_duration=1.0, resume_n=60, resume_read=20, profile_seconds=1.0,
+    budgets_pairs=1, budgets_duration=0.3, accounting_pairs=1, tasks_n=20, tasks_ttl=1.0,
+    inspect_pairs=1,
+    inspect_sessions=20, workers_duration=0.3, workers_sessions=20, workers_ttl=1.0,
+    workers_call_sessions=20, workers_call_ttl=2.0, expiry_slack=1.0, tasks_release_wait=1.0,
+    # trio-mcp/no-budgets runs in "budgets" all the same, and the SDK's server script as
+    # sdk/uvicorn in "rps".
+    skip=(TRIO_PYMALLOC, TRIO_NO_BUDGETS, SDK),
 )
 
 
@@ -344,7 +378,7 @@ async def server(
             cmd += ["--session-ttl", str(ttl)]
         if task_ttl is not None:
             # One load generator is one owner: let it have every task of the benchmark.
-            cmd += ["--task-ttl", str(task_ttl), "--tasks-per-owner", "4096"]
+            cmd += ["--task-ttl", str(task_ttl), "--max-tasks", "4096"]
         if contender in TRIO_CONTENDERS:
             cmd += ["--stats-port", str(stats_port)]
         else:
@@ -620,10 +654,24 @@ async def bench_budgets(cfg: Settings, logs: Path) -> dict[str, Any]:
     machine's noise taken out (rates taken one after the other on this machine vary by 25%,
     which buries a cost of a few percent). Which of the two starts first alternates: the one
     started first was measured 2-4% slower, whichever it was."""
+    return await side_by_side(cfg, logs, TRIO_NO_BUDGETS, cfg.budgets_pairs, "budgets")
+
+
+async def bench_accounting(cfg: Settings, logs: Path) -> dict[str, Any]:
+    """trio-mcp and trio-mcp/no-accounting at once, as ``budgets`` runs them: what charging
+    each request to the memory budgets costs (issue 35, TM-SEC-MEMORY)."""
+    return await side_by_side(cfg, logs, TRIO_NO_ACCOUNTING, cfg.accounting_pairs, "accounting")
+
+
+async def side_by_side(
+    cfg: Settings, logs: Path, other: str, pairs: int, label: str
+) -> dict[str, Any]:
+    """trio-mcp and ``other`` measured at once, ``pairs`` times in each response mode, the
+    one started first alternating: their rates and ratios."""
     runs: list[dict[str, Any]] = []
     for mode in ("sse", "json"):
-        for pair in range(cfg.budgets_pairs):
-            order = (TRIO_MCP, TRIO_NO_BUDGETS) if pair % 2 == 0 else (TRIO_NO_BUDGETS, TRIO_MCP)
+        for pair in range(pairs):
+            order = (TRIO_MCP, other) if pair % 2 == 0 else (other, TRIO_MCP)
             async with server(order[0], logs, json_response=mode == "json") as first, \
                     server(order[1], logs, json_response=mode == "json") as second:
                 for srv in (first, second):
@@ -633,14 +681,14 @@ async def bench_budgets(cfg: Settings, logs: Path) -> dict[str, Any]:
                     for srv in (first, second)
                 ))
             by = dict(zip(order, got, strict=True))
-            ratio = by[TRIO_MCP]["rps"] / by[TRIO_NO_BUDGETS]["rps"]
+            ratio = by[TRIO_MCP]["rps"] / by[other]["rps"]
             runs.append({
                 "mode": mode, "pair": pair, "first": order[0], "ratio": ratio,
                 **{f"{c}_rps": by[c]["rps"] for c in order},
                 "errors": sum(r["errors"] for r in got),
             })
-            log(f"budgets {mode} pair {pair} ({order[0]} first): trio-mcp "
-                f"{by[TRIO_MCP]['rps']:.0f} req/s, no-budgets {by[TRIO_NO_BUDGETS]['rps']:.0f} "
+            log(f"{label} {mode} pair {pair} ({order[0]} first): trio-mcp "
+                f"{by[TRIO_MCP]['rps']:.0f} req/s, {other} {by[other]['rps']:.0f} "
                 f"req/s, ratio {ratio:.3f}")
     summary = []
     for mode in ("sse", "json"):
@@ -770,7 +818,7 @@ async def bench_workers(cfg: Settings, logs: Path) -> dict[str, Any]:
 
     result: dict[str, Any] = await workers.bench(
         cfg.runs, cfg.rps_warmup, cfg.workers_duration, cfg.workers_sessions, cfg.workers_ttl,
-        logs,
+        logs, call_sessions=cfg.workers_call_sessions, call_ttl=cfg.workers_call_ttl,
     )
     return result
 
@@ -822,7 +870,7 @@ async def bench_tasks(cfg: Settings, logs: Path) -> dict[str, Any]:
             # TM-SESS-RELEASE: the heap is trimmed a loop period or two after they went.
             releases = live_stats.get("memory_releases", 0)
             t_release = time.perf_counter()
-            while time.perf_counter() - t_release < 30:
+            while time.perf_counter() - t_release < cfg.tasks_release_wait:
                 if (await srv.stats() or {}).get("memory_releases", 0) > releases:
                     break
                 await asyncio.sleep(0.5)
@@ -1301,7 +1349,7 @@ async def wave_after_ttl(srv: ServerProcess, sessions: int, cfg: Settings, *, fi
     await abandon_many(srv.port, sessions, cfg, first=first)
     await settle(srv, cfg.settle_timeout)
     stats = await srv.stats()
-    await asyncio.sleep(cfg.session_ttl + 3.0)
+    await asyncio.sleep(cfg.session_ttl + cfg.expiry_slack)
     await released_after_expiry(srv, stats, cfg.session_ttl)
     await asyncio.sleep(0.5)
     return srv.rss_kib()
@@ -1327,7 +1375,7 @@ async def bench_abandoned(cfg: Settings, logs: Path) -> dict[str, Any]:
                     after = srv.rss_kib()
                     stats_after = await srv.stats()
                     t_after = time.perf_counter() - t0
-                    await asyncio.sleep(cfg.session_ttl + 3.0)
+                    await asyncio.sleep(cfg.session_ttl + cfg.expiry_slack)
                     await released_after_expiry(srv, stats_after, cfg.session_ttl)
                     gone = await probe_expired(srv.port, [ids[0], ids[-1]])
                     await asyncio.sleep(0.5)
@@ -1876,7 +1924,8 @@ def machine() -> dict[str, Any]:
 
 
 async def main_async(args: argparse.Namespace) -> int:
-    cfg = QUICK if args.quick else FULL
+    cfg = SMOKE if args.smoke else QUICK if args.quick else FULL
+    mode = "smoke" if args.smoke else "quick" if args.quick else "full"
     if args.runs:
         cfg = attrs.evolve(cfg, runs=args.runs)
     only = tuple(args.only.split(",")) if args.only else BENCHMARKS
@@ -1886,16 +1935,17 @@ async def main_async(args: argparse.Namespace) -> int:
               f"choose from {', '.join(BENCHMARKS)}", file=sys.stderr)
         return 2
     out = Path(args.out) if args.out else (
-        HERE / "results" / "raw" / "quick" if args.quick else HERE / "results")
-    raw = out / "raw" if not args.quick else out
+        HERE / "results" / "raw" / mode if mode != "full" else HERE / "results")
+    raw = out / "raw" if mode == "full" else out
     raw.mkdir(parents=True, exist_ok=True)
     logs = raw / "server-logs"
     with contextlib.suppress(OSError):
         os.sched_setaffinity(0, LOAD_CPUS)
     log(f"servers on CPU {SERVER_CPUS}, load generator on CPU {LOAD_CPUS}; "
-        f"{'quick' if args.quick else 'full'} mode, {cfg.runs} run(s) per figure")
+        f"{mode} mode, {cfg.runs} run(s) per figure")
     started = time.perf_counter()
-    results: dict[str, Any] = {"machine": machine(), "quick": args.quick,
+    short = mode != "full"
+    results: dict[str, Any] = {"machine": machine(), "quick": short,
                                "settings": attrs.asdict(cfg)}
     for name in only:
         t0 = time.perf_counter()
@@ -1907,6 +1957,7 @@ async def main_async(args: argparse.Namespace) -> int:
                      "abandoned": bench_abandoned, "slow": bench_slow, "stopped": bench_stopped,
                      "slow-shapes": bench_slow_shapes,
                      "resume": bench_resume, "budgets": bench_budgets,
+                     "accounting": bench_accounting,
                      "tasks": bench_tasks, "inspect": bench_inspect,
                      "workers": bench_workers}[name]
             results[name] = await bench(cfg, logs)
@@ -1918,11 +1969,11 @@ async def main_async(args: argparse.Namespace) -> int:
     results["machine"]["allocators"] = {c: sorted(a) for c, a in ALLOCATORS_SEEN.items()}
     results["machine"]["skipped"] = SKIPPED
     (raw / "machine.json").write_text(json.dumps(
-        {"machine": results["machine"], "quick": args.quick, "settings": results["settings"],
+        {"machine": results["machine"], "quick": short, "settings": results["settings"],
          "command": command}, indent=1))
     import report
 
-    report.write(out, raw, quick=args.quick, command=command)
+    report.write(out, raw, quick=short, command=command)
     log(f"done in {results['seconds'] / 60:.1f} min; see {out / 'RESULTS.md'}")
     return 0
 
@@ -1931,7 +1982,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description="Benchmarks: trio-mcp beside the official Python SDK server.")
     parser.add_argument("--quick", action="store_true",
-                        help="one run per figure, shorter loads; for development and CI")
+                        help="one run per figure, shorter loads; for development")
+    parser.add_argument("--smoke", action="store_true",
+                        help="every benchmark once with token loads, in a minute or two: "
+                             "that they run, not what they measure (CI)")
     parser.add_argument("--only", help=f"comma-separated subset of {','.join(BENCHMARKS)}")
     parser.add_argument("--runs", type=int, help="runs per figure (default 3, quick 1)")
     parser.add_argument("--out", help="output directory (default benchmarks/results)")
@@ -1946,7 +2000,7 @@ def main() -> None:
         code = asyncio.run(main_async(args))
     finally:
         _kill_all()
-    sys.exit(0 if args.quick else code)
+    sys.exit(0 if args.quick or args.smoke else code)
 
 
 if __name__ == "__main__":

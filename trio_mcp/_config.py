@@ -17,10 +17,48 @@ if TYPE_CHECKING:
     from ._ports import TokenVerifier
     from ._trace import Tracer
 
-__all__ = ["SECRET_ENV", "AuthConfig", "HttpParser", "ResponseMode", "ServerConfig"]
+__all__ = ["CONNECTION_BUFFERS", "DECODING_FACTOR", "SECRET_ENV", "AuthConfig", "HttpParser",
+           "MemoryBound", "ResponseMode", "ServerConfig"]
 
 #: The environment variable that carries the secret processes share, in hex (TM-WORK-SECRET).
 SECRET_ENV = "TRIO_MCP_SECRET"
+#: What one connection of the own HTTP server may hold whatever its client sends: a read of
+#: 64 KiB, pipelined bytes up to 64 KiB (less what it read), a head up to 16 KiB, and its
+#: state (about 15 KiB measured: tests/limits/test_limit_fair.py row 3).
+CONNECTION_BUFFERS = 96 * 1024
+#: What decoding one body may take for a moment, in multiples of ``max_body_bytes``, before it
+#: is priced (TM-SEC-MEMORY): its bytes, its text (up to 4 bytes a character, when one
+#: character needs them) and what it decodes to (a chain of ``{"":`` takes 47 times its text).
+#: Bodies are decoded one at a time (it does not wait), so there is one such moment at once.
+DECODING_FACTOR = 52
+
+
+@attrs.frozen(kw_only=True)
+class MemoryBound:
+    """What clients can make one server process hold, by budget, in bytes (the README's
+    memory promise; TM-SEC-MEMORY): ``ServerConfig.memory_bound()``."""
+
+    sessions: int
+    """The sessions' windows: ``max_sessions`` x ``retention.max_bytes`` (a session's log
+    with each message's bookkeeping, its client's state and subscriptions, its own 28 KiB)."""
+    requests: int
+    """Requests being served: ``request_memory`` (bodies, decoded arguments, handlers,
+    listen filters, tasks' arguments while they run)."""
+    bodies: int
+    """Bodies still arriving: ``max_body_memory``."""
+    tasks: int
+    """Ended tasks kept until their TTL: ``max_task_results_memory``."""
+    connections: int
+    """The own server's connections: ``http_max_connections`` x ``CONNECTION_BUFFERS``."""
+    decoding: int
+    """The body being decoded, for a moment: ``max_body_bytes`` x ``DECODING_FACTOR``."""
+
+    @property
+    def total(self) -> int:
+        return (
+            self.sessions + self.requests + self.bodies + self.tasks + self.connections
+            + self.decoding
+        )
 
 
 def _scopes(value: Iterable[str]) -> frozenset[str]:
@@ -142,19 +180,21 @@ class ServerConfig:
     abandoned_ttl: float | None = 30 * 60
     """A session with requests still running but no open stream, whose client has sent
     nothing for this long, ends and cancels them (TM-SESS-ABANDONED); None: never."""
-    max_sessions_per_peer: int | None = 2_500
-    """Sessions one client address may hold; at it, a new ``initialize`` from there evicts
-    that address's own least recently used evictable session, or gets 503, so that one
-    address cannot fill the table (TM-SESS-CAP). None: no such cap (behind a proxy, where
-    every client comes from its address)."""
     evict_abandoned_after: float = 60.0
-    """When the table is full, a session with requests still running but no open stream,
-    whose client has sent nothing for this long, may be evicted like an idle one (its
-    handlers are cancelled), so that abandoned work cannot lock new clients out
-    (TM-SESS-CAP)."""
+    """A session with requests still running but no open stream, whose client has sent
+    nothing for this long, counts as idle when a full table takes a session from a client
+    (TM-SESS-CAP): such sessions, and idle ones, go before busy ones."""
     uninitialized_ttl: float = 60.0
     """A session whose client never sent notifications/initialized ends after this long."""
     max_sessions: int = 10_000
+    """Sessions at once. A full table takes a session from the client holding the most, for a
+    client holding fewer, or refuses it 503 (TM-SEC-FAIR, TM-SESS-CAP). With a shared store,
+    also the store's count of sessions, every worker's together (TM-STORE-BOUND)."""
+    store_max_sessions_per_client: int | None = 2_500
+    """With a shared store (TM-STORE-BOUND): the sessions one client (TM-SEC-UNIT) may hold
+    in the store, every worker's together; past it its own least recently renewed idle one is
+    deleted, else 503. None: no such cap. A worker's own table needs none: it shares its
+    sessions by the fair rule (TM-SEC-FAIR)."""
     release_memory_after: int | None = 16 * 1024 * 1024
     """Once ended sessions have freed this many bytes of log (plus a fixed charge per
     session), the expiry loop collects garbage and trims the C heap, so that the process's
@@ -202,16 +242,46 @@ class ServerConfig:
     task_poll_interval: float = 0.5
     """TK-WIRE: the pollIntervalMs a task suggests to its client."""
     max_tasks: int = 4096
-    """TM-TASK-BOUND: tasks alive at once in this server (those still deciding included). Past it
-    a tool that must run as a task is refused with 503; one that may runs on its exchange."""
-    max_tasks_per_owner: int = 256
-    """TM-TASK-BOUND: tasks alive at once for one principal (or, without authorization, one peer
-    address), so that one client cannot take every slot."""
+    """TM-TASK-BOUND: tasks running at once (those still deciding included); a task that ends
+    gives its slot back at once. A full pool takes the newest running task of the client
+    holding the most (it fails) for a client holding fewer (TM-SEC-FAIR); else a tool that
+    must run as a task is refused with 503, and one that may runs on its exchange."""
     max_task_result_bytes: int = 1024 * 1024
     """TM-TASK-BOUND: the largest result a task keeps; a larger one fails the task (-32603)."""
     max_task_results_memory: int = 64 * 1024 * 1024
-    """TM-TASK-BOUND: what the results of every live task may hold together; a result that does
-    not fit fails its task (-32603) rather than grow the server."""
+    """TM-TASK-BOUND: what ended tasks keep until their TTL, together: their results, and 4 KiB
+    each. When it is full, the oldest ended tasks of the client keeping the most are deleted
+    (TM-SEC-FAIR); a client keeping the most loses its own oldest ones first."""
+    max_streams: int = 2048
+    """Long-lived streams at once, both eras: legacy GET streams (fresh or resumed) and
+    ``subscriptions/listen`` streams. A full pool closes the oldest stream of the client
+    holding the most (it resumes or reconnects, as after any close) for a client holding
+    fewer, or answers 503 (TM-SEC-FAIR)."""
+    request_memory: int = 1024 * 1024 * 1024
+    """TM-SEC-MEMORY: what requests being served may hold together, in bytes: their bodies,
+    what those decoded to (a tool's arguments, a listen's filter), and 6 KiB each for the
+    handler. A request that would pass it is refused with 503 and -31002 naming the budget;
+    nothing accepted is taken back."""
+    request_memory_per_client: int = 64 * 1024 * 1024
+    """TM-SEC-MEMORY: the same, for the requests of one client (TM-SEC-UNIT), so that sixteen
+    clients at least always fit in ``request_memory``."""
+    request_memory_per_session: int = 32 * 1024 * 1024
+    """TM-SEC-MEMORY: the same, for the requests in flight in one legacy session."""
+    memory_accounting: bool = True
+    """TM-SEC-MEMORY: charge requests to the budgets above. Off only to measure what the
+    accounting costs (benchmarks/bench_memory.py): without it nothing bounds them."""
+    client_ipv4_prefix: int = 32
+    """TM-SEC-UNIT: without authorization, the IPv4 addresses within a network of this prefix
+    length count as one client for the fair shares (32: each address)."""
+    client_ipv6_prefix: int = 64
+    """TM-SEC-UNIT: the same for IPv6 (64: a /64, which one host can hold whole)."""
+    trusted_proxies: frozenset[str] = frozenset()
+    """TM-SEC-UNIT: addresses or networks (``10.0.0.0/8``) of reverse proxies in front of this
+    server: for a connection from one of them, the client's address is read from
+    ``client_address_header``. Empty: the connection's own address is the client's."""
+    client_address_header: str = "x-forwarded-for"
+    """TM-SEC-UNIT: where a trusted proxy puts the client's address: ``x-forwarded-for``,
+    ``forwarded`` (RFC 7239) or ``x-real-ip``. Read only from trusted proxies' connections."""
     http_header_timeout: float = 10.0
     """trio-mcp's own HTTP server (TM-HTTP-OWN): how long a new connection may take to send a
     request's head (and a TLS handshake): slowloris is cut here."""
@@ -223,7 +293,9 @@ class ServerConfig:
     http_max_header_bytes: int = 16 * 1024
     """The request line and headers of one request; beyond, 431 and the connection closes."""
     http_max_connections: int = 4096
-    """Connections open at once; beyond, a new one gets 503 and is closed."""
+    """Connections open at once, own server. A full server closes a connection of the client
+    holding the most (an idle one first) for a client holding fewer; else the new one gets
+    503 and is closed (TM-SEC-FAIR). Connections from ``trusted_proxies`` are not counted."""
     http_parser: HttpParser = HttpParser.AUTO
     """What reads requests on trio-mcp's own server (TM-HTTP-PARSER): httptools or h11."""
     http_linger_timeout: float = 5.0
@@ -262,6 +334,8 @@ class ServerConfig:
     default, costs one attribute check at each point it would be told."""
 
     def __attrs_post_init__(self) -> None:
+        if min(self.max_sessions, self.max_streams, self.max_tasks, self.http_max_connections) < 1:
+            raise ValueError("every pool holds at least one")
         unknown = sorted(set(self.cache_hints) - CACHEABLE_METHODS)
         if unknown:
             raise ValueError(f"cache_hints names methods that are not cacheable: {unknown}")
@@ -291,6 +365,18 @@ class ServerConfig:
         if value := env.get("TRIO_MCP_WORKERS"):
             found["workers"] = int(value)
         return cls(**{**found, **settings})  # type: ignore[arg-type]
+
+    def memory_bound(self) -> MemoryBound:
+        """What clients can make this server hold, whatever they do, over what it holds
+        of its own (the README's memory promise, TM-SEC-MEMORY)."""
+        return MemoryBound(
+            sessions=self.max_sessions * self.retention.max_bytes,
+            requests=self.request_memory,
+            bodies=self.max_body_memory,
+            tasks=self.max_task_results_memory,
+            connections=self.http_max_connections * CONNECTION_BUFFERS,
+            decoding=self.max_body_bytes * DECODING_FACTOR,
+        )
 
     def derived_key(self, purpose: str) -> bytes:
         """A 32-byte key for ``purpose`` ("cursor", "request-state") from ``secret``, or a

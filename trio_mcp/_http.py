@@ -49,6 +49,7 @@ from ._h1 import (
 )
 from ._trio._budget import bodies_busy
 from ._trio._failures import FailureLog
+from ._trio._pools import Pool
 from ._trio._responder import Departure
 from ._trio._runtime import Runtime
 from ._trio._tcpprobe import TcpProbe, TcpSample
@@ -472,6 +473,36 @@ async def serve_relay_port(
     await HttpServer(runtime, config, relay_port=True).serve(listeners, task_status=task_status)
 
 
+class _Seat:
+    """A connection's place in the pool of connections (TM-SEC-FAIR): its stream from the
+    moment it is accepted, and its _Connection once its TLS handshake is done."""
+
+    __slots__ = ("connection", "stream")
+
+    def __init__(self, stream: trio.abc.Stream) -> None:
+        self.stream = stream
+        self.connection: _Connection | None = None
+
+    def evict(self) -> None:
+        """Close the connection for another client's (a request it was serving ends as if
+        its client had left)."""
+        if self.connection is not None:
+            self.connection.close_now()
+            return
+        stream = self.stream
+        if isinstance(stream, trio.SocketStream):
+            stream.socket.close()
+
+
+def _idle_first(seats: dict[_Seat, None]) -> _Seat:
+    """Which connection of the client holding the most goes: its oldest idle one (between
+    requests) among its first 64, else its oldest."""
+    for _, seat in zip(range(64), seats, strict=False):
+        if seat.connection is not None and seat.connection.idle:
+            return seat
+    return next(iter(seats))
+
+
 class HttpServer:
     """Serves a Runtime over HTTP/1.1 on listeners this server owns (TM-HTTP-OWN)."""
 
@@ -490,12 +521,16 @@ class HttpServer:
         self._emptied = trio.Event()
         self._stopping = False
         self._nursery: trio.Nursery | None = None
-        #: Connections in their TLS handshake, not yet in ``connections``.
-        self._handshaking = 0
         #: What the connection guard caught (TM-SEC-ISOLATE).
         self.failures = FailureLog(
             logger, "a connection failed; it was closed and the server goes on"
         )
+        #: TM-SEC-FAIR: every connection open (in its TLS handshake or not), by client; a
+        #: full server closes one of the client holding the most, idle first.
+        self.seats: Pool[_Seat] = Pool(
+            "connections", config.http_max_connections, evict=_Seat.evict, pick=_idle_first
+        )
+        runtime.count_pool(self.seats)
 
     async def serve(
         self,
@@ -533,25 +568,30 @@ class HttpServer:
             if connection.idle:
                 connection.close_now()
 
-    def _over_capacity(self) -> bool:
-        """TM-HTTP-OWN: whether a new connection would pass the cap on open connections
-        (those in their TLS handshake count)."""
-        return len(self.connections) + self._handshaking >= self.config.http_max_connections
-
     async def _connection(
         self, stream: trio.abc.Stream, ssl_context: ssl.SSLContext | None
     ) -> None:
         """One connection's task, under the connection guard (TM-SEC-ISOLATE): whatever it
         raises (not a cancellation) ends this connection, answered 400 if nothing was sent
         on it yet, and is logged; the server goes on."""
+        seat: _Seat | None = None
         connection: _Connection | None = None
         try:
-            opened = await self._open(stream, ssl_context)
+            # TM-HTTP-OWN / TM-SEC-FAIR: open connections are a pool (those in their TLS
+            # handshake count): a full one makes room at the expense of the client holding
+            # the most, or the new one gets a clear refusal, then is closed.
+            seat = self._seat(stream)
+            if seat is None:
+                await self._refuse_busy(stream)
+                return
+            opened = await self._handshake(stream, ssl_context)
             if opened is None:
                 return
             stream = opened
             async with trio.open_nursery() as nursery:
-                connection = _Connection(stream, self.config, nursery, self.parser)
+                connection = seat.connection = _Connection(
+                    stream, self.config, nursery, self.parser
+                )
                 self.connections.add(connection)
                 with contextlib.suppress(_Closed):
                     await self._serve_connection(connection)
@@ -564,40 +604,50 @@ class HttpServer:
                 with trio.move_on_after(1), contextlib.suppress(Exception):
                     await connection.write(head + reply.body)
         finally:
+            if seat is not None:
+                self.seats.discard(seat)
             if connection is not None:
                 self.connections.discard(connection)
                 await connection.close()
-                if not self.connections:
-                    self._emptied.set()
-                    self._emptied = trio.Event()
             else:
                 await trio.aclose_forcefully(stream)
+            if not self.connections:
+                self._emptied.set()
+                self._emptied = trio.Event()
 
-    async def _open(
+    async def _handshake(
         self, stream: trio.abc.Stream, ssl_context: ssl.SSLContext | None
     ) -> trio.abc.Stream | None:
-        """The accepted connection's stream, past the cap and the TLS handshake: None when
-        it was refused (503) or its handshake failed (and it is closed)."""
-        cfg = self.config
-        if self._over_capacity():
-            # Past the cap, a clear refusal, then close.
-            await self._refuse_busy(stream)
+        """The accepted connection's stream, past its TLS handshake (within the header
+        deadline) when it has one: None when that failed, and the stream is closed."""
+        if ssl_context is None:
+            return stream
+        tls = trio.SSLStream(stream, ssl_context, server_side=True)
+        try:
+            with trio.move_on_after(self.config.http_header_timeout) as handshake:
+                await tls.do_handshake()
+        except (trio.BrokenResourceError, ssl.SSLError, OSError):
+            await trio.aclose_forcefully(tls)
             return None
-        if ssl_context is not None:
-            stream = trio.SSLStream(stream, ssl_context, server_side=True)
-            self._handshaking += 1
-            try:
-                with trio.move_on_after(cfg.http_header_timeout) as handshake:
-                    await stream.do_handshake()
-            except (trio.BrokenResourceError, ssl.SSLError, OSError):
-                await trio.aclose_forcefully(stream)
-                return None
-            finally:
-                self._handshaking -= 1
-            if handshake.cancelled_caught:
-                await trio.aclose_forcefully(stream)
-                return None
-        return stream
+        if handshake.cancelled_caught:
+            await trio.aclose_forcefully(tls)
+            return None
+        return tls
+
+    def _seat(self, stream: trio.abc.Stream) -> _Seat | None:
+        """The new connection's seat in the pool of connections (TM-SEC-FAIR), by its
+        client's address (TM-SEC-UNIT); None when it is refused. A trusted proxy's
+        connections speak for many clients: they are not counted."""
+        peer = _peer_host(stream)
+        units = self.runtime.units
+        seat = _Seat(stream)
+        if units.trusted(peer):
+            return seat
+        unit = units.of_address(peer).key
+        if not self.seats.admit(unit):
+            return None
+        self.seats.add(unit, seat)
+        return seat
 
     async def drain(self) -> None:
         """Wait until no connection is open."""

@@ -35,7 +35,11 @@ GAUGES: Final = frozenset(
         "modern_requests_running",
         "listeners_open",
         "tasks_alive",
+        "tasks_running",
         "tasks_result_bytes",
+        "long_streams_open",
+        "request_memory_held",
+        "request_memory_clients",
     }
 )
 

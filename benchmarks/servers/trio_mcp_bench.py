@@ -5,8 +5,13 @@ runs) or, with ``--server hypercorn``, under hypercorn's trio worker hosting the
 
     python benchmarks/servers/trio_mcp_bench.py [--port 0] [--server {trio-mcp,hypercorn}]
         [--json-response] [--session-ttl S] [--stats-port PORT] [--stall-budget S]
+<<<<<<< HEAD
         [--window-events N] [--window-bytes N] [--task-ttl S] [--tasks-per-owner N]
         [--no-budgets] [--inspect PORT] [--http {auto,httptools,h11}]
+=======
+        [--window-events N] [--window-bytes N] [--task-ttl S] [--max-tasks N]
+        [--no-budgets] [--no-accounting] [--inspect PORT]
+>>>>>>> main
 
 ``benchmarks/run.py`` gives it a port and waits for it; ``benchmarks/bench_memory.py`` (through
 ``loadgen.start_server``) reads the one line it prints once it listens,
@@ -18,8 +23,9 @@ SIGUSR1 runs the diagnostic of ``release.py``, SIGUSR2 that of ``arenas.py``
 ``--no-budgets`` takes out the work issue 20's limits add to every request (the check of
 a tool result for non-finite numbers, the move of its session to the back of the eviction
 order, the server-wide count of body bytes, the HTTP version check), so that ``run.py``
-can say what they cost beside the same server with them. Like ``trio-mcp serve``, it first
-chooses CPython's allocator with ``use_allocator``: the one
+can say what they cost beside the same server with them; ``--no-accounting`` turns off the
+charging of requests to memory budgets (``memory_accounting``, TM-SEC-MEMORY), for the same.
+Like ``trio-mcp serve``, it first chooses CPython's allocator with ``use_allocator``: the one
 PYTHONMALLOC names, else malloc (TM-SESS-ALLOCATOR), and the cycle collector's young threshold
 with ``use_collector_threshold`` (TM-SESS-GC).
 """
@@ -104,6 +110,17 @@ async def stream(ctx: Context, n: int, size: int = 200, delay: float = 0.0, tag:
     return f"sent {n}"
 
 
+@server.tool()
+async def hold(data: str) -> str:
+    """Keep the argument until cancelled: a running call that holds what it was sent.
+
+    Args:
+        data: anything.
+    """
+    await trio.sleep_forever()
+    return data
+
+
 @server.tool(task="required")
 async def task_result(size: int = 0) -> str:
     """Run as a task (for a client that declares the tasks extension) and end at once with
@@ -119,8 +136,10 @@ def build_config(args: argparse.Namespace) -> ServerConfig:
     changes: dict[str, Any] = {}
     if args.task_ttl is not None:
         changes["task_ttl"] = args.task_ttl
-    if args.tasks_per_owner is not None:
-        changes["max_tasks_per_owner"] = args.tasks_per_owner
+    if args.max_tasks is not None:
+        changes["max_tasks"] = args.max_tasks
+    if args.no_accounting:
+        changes["memory_accounting"] = False
     if args.json_response:
         changes["response_mode"] = ResponseMode.JSON
     if args.http is not None:
@@ -155,8 +174,13 @@ def describe(config: ServerConfig) -> dict[str, Any]:
         "retention": attrs.asdict(config.retention),
         "task_ttl": config.task_ttl,
         "max_tasks": config.max_tasks,
-        "max_tasks_per_owner": config.max_tasks_per_owner,
         "max_task_results_memory": config.max_task_results_memory,
+        "max_body_memory": config.max_body_memory,
+        "request_memory": config.request_memory,
+        "request_memory_per_client": config.request_memory_per_client,
+        "request_memory_per_session": config.request_memory_per_session,
+        "memory_accounting": config.memory_accounting,
+        "http_max_connections": config.http_max_connections,
     }
 
 
@@ -234,8 +258,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--window-events", type=int, default=None, help="retention.max_events")
     parser.add_argument("--window-bytes", type=int, default=None, help="retention.max_bytes")
     parser.add_argument("--task-ttl", type=float, default=None, help="task_ttl, s")
-    parser.add_argument("--tasks-per-owner", type=int, default=None,
-                        help="max_tasks_per_owner (the benchmark is one client)")
+    parser.add_argument("--max-tasks", type=int, default=None,
+                        help="max_tasks (the benchmark is one client)")
+    parser.add_argument("--no-accounting", action="store_true",
+                        help="memory_accounting=False (to measure what it costs)")
     parser.add_argument("--no-budgets", action="store_true",
                         help="take out the per-request work of the limits (for comparison)")
     parser.add_argument("--inspect", type=int, default=None, metavar="PORT",

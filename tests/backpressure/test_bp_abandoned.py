@@ -10,6 +10,7 @@ import tracemalloc
 
 import pytest
 import trio
+import trio.testing
 from support.client import McpSession, open_session, open_stream, rpc_request
 from support.client import dumps as json_body
 from support.fixtures import StartServer, wait_until
@@ -20,6 +21,8 @@ from trio_mcp._trio._session import SESSION_FOOTPRINT
 from trio_mcp.protocol import Retention
 
 SESSIONS = 100
+#: The sessions' idle time to live, in the test's clock (which jumps over it).
+TTL = 600.0
 
 
 async def vanish_after_a_few_events(session: McpSession, tag: str) -> None:
@@ -35,7 +38,7 @@ async def vanish_after_a_few_events(session: McpSession, tag: str) -> None:
 @pytest.mark.slow
 @pytest.mark.spec("TM-BP-BOUNDED", "TM-RES-WINDOW", "TM-SESS-IDLE", "TM-SESS-RELEASE")
 async def test_abandoned_sessions_hold_at_most_their_windows_then_nothing(
-    live_server: StartServer,
+    live_server: StartServer, jumping_clock: trio.testing.MockClock
 ) -> None:
     """A hundred sessions whose clients each started a 400 KB streaming call, read three
     events and closed the connection: their calls run to the end (no reader, no waiting),
@@ -46,12 +49,14 @@ async def test_abandoned_sessions_hold_at_most_their_windows_then_nothing(
     window = Retention(max_events=64, max_bytes=128 * 1024)
     # The sessions must outlive their calls for what they hold to be measured: with 100 of
     # them at once under tracemalloc, a busy machine took over 3 s between a session's
-    # initialize and its call (the session had expired: 404).
-    config = ServerConfig(retention=window, session_idle_ttl=12.0)
+    # initialize and its call (the session had expired: 404), and under parallel test
+    # workers over 12 s. So the TTL is longer than any machine takes, and the clock jumps
+    # over it once they are measured.
+    config = ServerConfig(retention=window, session_idle_ttl=TTL)
     live = await live_server(server, config)
     tracemalloc.start()
     try:
-        with trio.fail_after(90):
+        with trio.fail_after(TTL + 120):
             warm = await open_session(live.url)
             await vanish_after_a_few_events(warm, "warm")
             await wait_until(lambda: "warm" in record.finished)
@@ -72,6 +77,7 @@ async def test_abandoned_sessions_hold_at_most_their_windows_then_nothing(
             held = tracemalloc.get_traced_memory()[0] - before
             stats = live.manager.statistics()
 
+            jumping_clock.jump(TTL)  # the idle TTL passes
             await wait_until(lambda: live.manager.statistics()["sessions_open"] == 0)
             for _ in range(3):
                 await trio.sleep(0.05)

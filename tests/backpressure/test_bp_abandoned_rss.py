@@ -137,14 +137,17 @@ async def _wave(
 
 async def _ended_and_released(stats_url: str) -> None:
     """Wait for every session to have ended, then for the server's release after the last
-    of them (TM-SESS-RELEASE: a loop period later, unless under a MiB was left to release):
-    at most 2 s."""
+    of them (TM-SESS-RELEASE: a loop period, 1.2 s, later, unless under a MiB was left to
+    release): at most 10 s, since a server process waiting for a CPU on a loaded machine
+    (parallel test workers) was measured to release more than 2 s after (its resident size
+    then still held the last sessions' pages)."""
     await _until(stats_url, lambda stats: not stats["sessions_open"])
     seen = (await _stats(stats_url))["memory_releases"]
-    with trio.move_on_after(2.0):
+    with trio.move_on_after(10.0):
         await _until(stats_url, lambda stats: stats["memory_releases"] != seen)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 @pytest.mark.spec("TM-SESS-ALLOCATOR", "TM-SESS-RELEASE", "TM-SESS-IDLE")
 async def test_a_served_process_comes_back_near_its_start_after_abandoned_sessions_expire(

@@ -254,15 +254,15 @@ async def test_abandoned_sessions_cannot_lock_new_clients_out(
         assert 1 == mem.manager.statistics()["sessions_evicted"]
 
 
-@pytest.mark.spec("TM-SESS-CAP")
+@pytest.mark.spec("TM-SESS-CAP", "TM-SEC-FAIR")
 async def test_one_address_flooding_initialize_evicts_only_its_own_sessions(
     autojump_clock: trio.abc.Clock,
 ) -> None:
-    """A client address at max_sessions_per_peer that goes on initializing ends its own
-    least recently used sessions, never another address's idle one, and never fills the
-    table: another address still gets sessions."""
+    """A client address that goes on initializing fills the table, then ends its own least
+    recently used idle sessions for new ones, never another address's: another address
+    still gets a session, taken from the flooding address, which holds the most."""
     server, _record = make_server()
-    config = ServerConfig(max_sessions=30, max_sessions_per_peer=10)
+    config = ServerConfig(max_sessions=30)
     async with MemoryServer.open(server, config) as mem:
         with trio.fail_after(600):
             legit = await mem.initialize(peer_host="192.0.2.1")
@@ -270,9 +270,10 @@ async def test_one_address_flooding_initialize_evicts_only_its_own_sessions(
             late = await mem.initialize(peer_host="192.0.2.2")
 
         assert legit in mem.manager.sessions and late in mem.manager.sessions
-        assert set(flood[-10:]) <= set(mem.manager.sessions)
-        assert 12 == len(mem.manager.sessions)
-        assert 190 == mem.manager.statistics()["sessions_evicted"]
+        assert set(flood[-28:]) <= set(mem.manager.sessions)
+        assert 30 == len(mem.manager.sessions)
+        # 171 of its own given up for its next, one taken for the late address.
+        assert 172 == mem.manager.statistics()["sessions_evicted"]
 
 
 @pytest.mark.spec("TM-SESS-SHUTDOWN")
@@ -349,6 +350,7 @@ async def test_expired_session_gets_404_over_http(live_server: StartServer) -> N
     assert 404 == response.status
 
 
+@pytest.mark.slow
 @pytest.mark.spec("TM-SESS-ABANDONED", "T-SESS-7")
 async def test_session_whose_client_left_a_never_ending_request_expires_as_abandoned(
     autojump_clock: trio.abc.Clock,

@@ -19,6 +19,7 @@ import trio.testing
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 from support.client import rpc_request
+from support.examples import examples
 from support.slow import MemoryServer, PacedResponder, Record, make_server, tasks_named
 
 from trio_mcp import ResponseMode, ServerConfig
@@ -430,7 +431,7 @@ def check(mem: MemoryServer, world: World, record: Record) -> None:
 
 @pytest.mark.spec("TM-SESS-IDLE", "TM-SESS-CAP", "TM-SESS-ABANDONED", "T-SESS-7")
 @settings(
-    max_examples=500,
+    max_examples=examples(200),
     deadline=None,
     derandomize=True,
     database=None,
@@ -489,7 +490,7 @@ def test_any_schedule_of_sessions_expires_evicts_and_refuses_as_the_rules_say(
 
 @pytest.mark.spec("TM-SESS-SHUTDOWN", "T-PSSE-4")
 @settings(
-    max_examples=200,
+    max_examples=examples(100),
     deadline=None,
     derandomize=True,
     database=None,

@@ -53,6 +53,7 @@ def start_call(
     )
 
 
+@pytest.mark.slow
 @pytest.mark.spec("TM-BP-PACE", "TM-BP-STALL", "TM-BP-SIGNAL", "T-RESUME-5")
 @pytest.mark.parametrize("maxseg", [None, MSS], ids=["loopback-mss", "mss-1448"])
 async def test_stopped_reader_behind_large_buffers_is_cut_within_the_budget(
@@ -108,6 +109,7 @@ async def test_stopped_reader_behind_large_buffers_is_cut_within_the_budget(
     assert "p" not in record.cancelled
 
 
+@pytest.mark.slow
 @pytest.mark.spec("TM-BP-PACE", "TM-BP-STALL")
 async def test_without_pacing_a_stopped_reader_behind_large_buffers_outlasts_the_budget(
     live_server: StartServer,
@@ -128,6 +130,7 @@ async def test_without_pacing_a_stopped_reader_behind_large_buffers_outlasts_the
             assert writer.pacer is None and writer.bytes_written > 40_000
 
 
+@pytest.mark.slow
 @pytest.mark.spec("TM-BP-PACE", "TM-BP-STALL")
 async def test_paced_readers_above_the_minimum_rate_are_never_cut(
     live_server: StartServer,
@@ -173,6 +176,7 @@ async def test_paced_readers_above_the_minimum_rate_are_never_cut(
     assert writers[-1].finished.is_set()
 
 
+@pytest.mark.slow
 @pytest.mark.spec("TM-BP-PACE")
 @pytest.mark.parametrize("maxseg", [None, MSS], ids=["loopback-mss", "mss-1448"])
 async def test_a_reader_that_keeps_up_is_released_from_pacing(

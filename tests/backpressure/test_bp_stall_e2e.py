@@ -99,6 +99,7 @@ async def read_slowly_then_resume(
     return SlowRead(message, client, sent_at, seen["cut_at"], streams_open, given_up_at, rest)
 
 
+@pytest.mark.slow
 @pytest.mark.spec("TM-BP-STALL", "TM-BP-SIGNAL", "T-PSSE-4", "T-PSSE-12", "T-RESUME-5")
 async def test_slow_reader_is_cut_signalled_and_resumes_without_loss(
     live_server: StartServer,
@@ -143,6 +144,7 @@ async def test_slow_reader_is_cut_signalled_and_resumes_without_loss(
     assert "e" not in record.cancelled
 
 
+@pytest.mark.slow
 @pytest.mark.spec("TM-BP-SIGNAL", "T-RESUME-5")
 async def test_slow_reader_that_cannot_take_the_signal_in_time_is_closed_and_resumes_without_loss(
     live_server: StartServer, http_server: str
@@ -176,6 +178,7 @@ async def test_slow_reader_that_cannot_take_the_signal_in_time_is_closed_and_res
     assert "d" not in record.cancelled
 
 
+@pytest.mark.slow
 @pytest.mark.spec("TM-BP-STALL", "TM-BP-RELEASE", "TM-BP-BOUNDED")
 async def test_stopped_reader_is_closed_and_everything_it_held_is_released(
     live_server: StartServer,

@@ -65,6 +65,7 @@ def run(*args: Any) -> tuple[float | None, PacedResponder, dict[str, Any], float
     return trio.run(serve_one_call, *args, clock=trio.testing.MockClock(autojump_threshold=0))
 
 
+@pytest.mark.slow
 @pytest.mark.spec("TM-BP-STALL")
 @SETTINGS
 @given(

@@ -25,6 +25,7 @@ from support.client import (
     open_session,
     open_stream,
 )
+from support.examples import examples
 from support.fixtures import HTTP_SERVERS
 from support.resume import serve_in
 
@@ -322,9 +323,10 @@ def check_answer(response: Response) -> None:
         assert response.body == b"", response
 
 
+@pytest.mark.slow
 @pytest.mark.spec("T-POST-5", "T-POST-6", "J-ERR-3", "MT-POST-6", "MJ-ERR-3", "TM-ERA-BODY")
 @settings(
-    max_examples=400,
+    max_examples=examples(150),
     deadline=None,
     derandomize=True,
     database=None,

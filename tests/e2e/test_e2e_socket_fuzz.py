@@ -17,10 +17,11 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from support import wirefuzz
 from support.edgefuzz import FuzzServer, fuzz_servers, send, summary
+from support.examples import examples
 
 #: Examples in the CI run, each of one to four connections sent at once: about 1,250
 #: connections, 20 to 40 s on this shared machine.
-EXAMPLES = 500
+EXAMPLES = examples(500)
 #: The neighbours' p99 latency allowed while fuzzing: the fuzzer's own process shares the
 #: machine's two cores with three servers and the test runner.
 NEIGHBOUR_P99 = 1.0

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import trio
+import trio.testing
 from support.client import (
     McpSession,
     Response,
@@ -1159,16 +1160,23 @@ async def test_requests_beyond_the_inflight_limit_get_503(live_server: StartServ
 
 
 @pytest.mark.spec("TM-SESS-IDLE", "T-SESS-7")
-async def test_idle_sessions_expire_and_busy_ones_do_not(live_server: StartServer) -> None:
+async def test_idle_sessions_expire_and_busy_ones_do_not(
+    live_server: StartServer, jumping_clock: trio.testing.MockClock
+) -> None:
     """A session with nothing in flight and no open connection ends after session_idle_ttl
     (its id then gets 404); a session holding an open GET stream is not idle and lives
     on."""
-    with trio.fail_after(TIMEOUT):
-        live = await live_server(config=ServerConfig(session_idle_ttl=0.3))
+    # A TTL longer than any machine takes to open the busy session's stream (with 0.3 s, a
+    # process waiting for a CPU could let that session expire first); the clock jumps over
+    # it once the stream is open.
+    ttl = 60.0
+    with trio.fail_after(TIMEOUT + ttl):
+        live = await live_server(config=ServerConfig(session_idle_ttl=ttl))
         idle = await open_session(live.url)
         busy = await open_session(live.url)
         async with busy.open_get() as get:
             await get.next_event()
+            jumping_clock.jump(ttl)
             await wait_until(lambda: idle.id not in live.manager.sessions)
             expired = await idle.post(rpc_request("ping"))
             alive = await busy.result("ping")

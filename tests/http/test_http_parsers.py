@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from support import wirefuzz as gen
+from support.examples import examples
 
 from trio_mcp._h1 import (
     BadRequest,
@@ -122,8 +123,9 @@ def _assert_agrees(data: bytes, pieces: list[bytes], eof: bool) -> None:
         assert fast.end.startswith("refused") or fast.end == "closed", (data, fast, reference)
 
 
+@pytest.mark.slow
 @pytest.mark.spec("TM-HTTP-PARSER")
-@settings(max_examples=2500)
+@settings(max_examples=examples(800))
 @given(st.data(), gen.wire(), st.booleans())
 def test_what_httptools_serves_h11_serves_the_same(
     data: st.DataObject, wire: bytes, eof: bool
@@ -134,8 +136,9 @@ def test_what_httptools_serves_h11_serves_the_same(
     _assert_agrees(wire, data.draw(gen.pieces(wire)), eof)
 
 
+@pytest.mark.slow
 @pytest.mark.spec("TM-HTTP-PARSER")
-@settings(max_examples=500)
+@settings(max_examples=examples(200))
 @given(st.data(), st.lists(gen.clean_request(), min_size=1, max_size=4))
 def test_pipelined_requests_are_read_one_after_another_in_any_pieces(
     data: st.DataObject, requests: list[bytes]
@@ -151,7 +154,7 @@ def test_pipelined_requests_are_read_one_after_another_in_any_pieces(
 
 
 @pytest.mark.spec("TM-HTTP-PARSER")
-@settings(max_examples=1000)
+@settings(max_examples=examples(300))
 @given(st.binary(max_size=3 * MAX_HEAD), st.booleans())
 def test_neither_reader_raises_anything_but_a_refusal_on_any_bytes(
     wire: bytes, eof: bool

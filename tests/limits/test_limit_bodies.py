@@ -115,7 +115,7 @@ async def test_many_slow_bodies_hold_no_more_than_the_budget_and_leave_the_neigh
     """Forty connections each declaring 4 MiB and sending 3 MiB of it (120 MiB in all)
     against the default 64 MiB budget: the ones past it get 503, the process grows by
     less than the budget and 32 MiB, the log stays a few lines, and a neighbour's pings
-    keep a p99 under 250 ms."""
+    keep a p99 within 250 ms (NEIGHBOUR_P99)."""
     live = await live_server()
     neighbour_session = await open_session(live.url)
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -138,7 +138,7 @@ async def test_many_slow_bodies_hold_no_more_than_the_budget_and_leave_the_neigh
 
     assert statuses.count(503) >= 15, statuses
     assert [] == neighbour.failures
-    assert neighbour.p99() < NEIGHBOUR_P99, neighbour.p99()
+    assert neighbour.p99() < NEIGHBOUR_P99, str(neighbour)
     assert grown_kib < (64 + 32) * 1024, grown_kib
     logged = server_log_size(caplog)
     assert logged.records < 20 and logged.chars < 20_000, logged

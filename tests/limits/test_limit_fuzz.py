@@ -117,7 +117,7 @@ async def test_broken_framing_gets_no_500_and_leaves_the_neighbour_served(
     """300 seeded broken exchanges, eight at a time: every answer that comes is an HTTP/1.x
     status line below 500, or 501 (a transfer coding it does not know), 503 (too busy) or
     505 (another HTTP version); none logs an error, and a neighbour session's pings keep a
-    p99 under 250 ms throughout."""
+    p99 within 250 ms (NEIGHBOUR_P99) throughout."""
     live = await live_server()
     neighbour_session = await open_session(live.url)
     statuses: list[int] = []
@@ -137,7 +137,7 @@ async def test_broken_framing_gets_no_500_and_leaves_the_neighbour_served(
     assert statuses, "no case got an answer"
     assert [s for s in statuses if s >= 500 and s not in (501, 503, 505)] == [], statuses
     assert [] == neighbour.failures
-    assert neighbour.p99() < NEIGHBOUR_P99, neighbour.p99()
+    assert neighbour.p99() < NEIGHBOUR_P99, str(neighbour)
 
 
 @pytest.mark.spec("TM-SEC-ISOLATE")

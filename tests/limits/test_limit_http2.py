@@ -29,8 +29,8 @@ async def test_http2_without_credit_is_refused_and_holds_nothing(
     """A prior-knowledge HTTP/2 client that opens 64 POST streams with an initial window
     of 0 gets nothing streamed: hypercorn's streams are each answered 505 with a few bytes,
     trio-mcp's own server does not speak HTTP/2 at all (it answers HTTP/1.1 505 and closes),
-    and the process does not grow; a neighbour's pings keep a p99 under 250 ms and the log
-    stays a few lines."""
+    and the process does not grow; a neighbour's pings keep a p99 within 250 ms
+    (NEIGHBOUR_P99) and the log stays a few lines."""
     live = await live_server()
     neighbour_session = await open_session(live.url)
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -80,6 +80,6 @@ async def test_http2_without_credit_is_refused_and_holds_nothing(
     assert 1 == live.manager.statistics()["sessions_open"]  # the neighbour's
     assert grown_kib < 16 * 1024, grown_kib
     assert [] == neighbour.failures
-    assert neighbour.p99() < NEIGHBOUR_P99, neighbour.p99()
+    assert neighbour.p99() < NEIGHBOUR_P99, str(neighbour)
     logged = server_log_size(caplog)
     assert logged.records < 20 and logged.chars < 20_000, logged

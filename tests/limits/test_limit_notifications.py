@@ -25,7 +25,7 @@ async def test_a_flood_of_notifications_costs_one_task_and_leaves_the_neighbour_
     """Three batches of 20,000 list_changed notifications to a session whose roots hook
     asks a client that never answers: each is acknowledged with 202, the session runs one
     hook task, the process grows by under 64 MiB, the log by a few lines, and a neighbour
-    session's pings keep a p99 under 250 ms throughout."""
+    session's pings keep a p99 within 250 ms (NEIGHBOUR_P99) throughout."""
     live = await live_server()
     attacker = await open_session(
         live.url, protocol_version="2025-03-26", capabilities={"roots": {"listChanged": True}}
@@ -46,7 +46,7 @@ async def test_a_flood_of_notifications_costs_one_task_and_leaves_the_neighbour_
     assert 1 == len(hook_tasks)
     assert [] == per_notification
     assert [] == neighbour.failures
-    assert neighbour.p99() < NEIGHBOUR_P99, neighbour.p99()
+    assert neighbour.p99() < NEIGHBOUR_P99, str(neighbour)
     assert grown_kib < 64 * 1024, grown_kib
     logged = server_log_size(caplog)
     assert logged.records < 20 and logged.chars < 20_000, logged

@@ -1,8 +1,9 @@
 # The session-table lock-out of issue 20 (item 2), over real sockets: a client at one address
-# (127.0.0.2) fills its share of the table with sessions that each hold a never-ending call,
-# abandons them all, and goes on initializing. It is refused only until its own sessions have
-# been silent for evict_abandoned_after (not abandoned_ttl, 30 minutes), and then evicts its
-# own; clients at other addresses keep getting sessions, and a neighbour keeps being served.
+# (127.0.0.2) fills the table with sessions that each hold a never-ending call, abandons them
+# all, and goes on initializing. It is refused only until its own sessions have been silent for
+# evict_abandoned_after (not abandoned_ttl, 30 minutes), and then evicts its own; a client at
+# another address gets a session at once, taken from it (TM-SEC-FAIR), and a neighbour keeps
+# being served.
 from __future__ import annotations
 
 import logging
@@ -63,21 +64,19 @@ async def _post_on(
 
 
 @pytest.mark.slow
-@pytest.mark.spec("TM-SESS-CAP", "TM-SESS-ABANDONED")
+@pytest.mark.spec("TM-SESS-CAP", "TM-SESS-ABANDONED", "TM-SEC-FAIR")
 async def test_abandoned_sessions_of_one_address_lock_out_no_one_else(
     live_server: StartServer, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """An address holding its 200 sessions (max_sessions_per_peer), each with a call that
-    never ends and no connection, gets 503 for a new one while they are fresh; another
-    address gets a session at once; after evict_abandoned_after (5 s) the first address's
-    next initialize evicts one of its own sessions, cancelling its handler.
-    No other session is evicted, the neighbour's pings keep a p99 under 250 ms, and the log
-    stays a few lines."""
+    """An address holding 200 sessions of a full table, each with a call that never ends and
+    no connection, gets 503 for a new one while they are fresh; another address gets a
+    session at once, taken from the first; after evict_abandoned_after (5 s) the first
+    address's next initialize evicts one of its own sessions, cancelling its handler.
+    The neighbour's session is never evicted, its pings keep a p99 within 250 ms
+    (NEIGHBOUR_P99), and the log stays a few lines."""
     server, record = make_server()
-    config = ServerConfig(
-        max_sessions=SESSIONS + 20, max_sessions_per_peer=SESSIONS,
-        evict_abandoned_after=EVICT_AFTER,
-    )
+    # The neighbour's session and the attacker's 200 fill it.
+    config = ServerConfig(max_sessions=SESSIONS + 1, evict_abandoned_after=EVICT_AFTER)
     live = await live_server(server, config)
     neighbour_session = await open_session(live.url)
     initialize = dumps(rpc_request("initialize", initialize_params()))
@@ -110,20 +109,20 @@ async def test_abandoned_sessions_of_one_address_lock_out_no_one_else(
                 s.views for s in live.manager.sessions.values() if s.peer == ATTACKER
             ), poll=0.05)
             refused, _ = await post_from(ATTACKER, live.port, initialize)
-            other, _ = await post_from("127.0.0.3", live.port, initialize)
             assert [] == list(record.cancelled), "an attacker's session was evicted while fresh"
+            other, _ = await post_from("127.0.0.3", live.port, initialize)
+            await wait_until(lambda: len(record.cancelled) >= 1)
             await trio.sleep(EVICT_AFTER + 0.5)
             admitted, _ = await post_from(ATTACKER, live.port, initialize)
             assert 200 == admitted, "no session of the attacker was evictable"
-            await wait_until(lambda: len(record.cancelled) >= 1)
+            await wait_until(lambda: len(record.cancelled) >= 2)
 
     assert (503, 200, 200) == (refused, other, admitted)
-    [evicted] = record.cancelled
-    assert evicted.startswith("w")
-    assert 1 == live.manager.statistics()["sessions_evicted"]
+    assert all(tag.startswith("w") for tag in record.cancelled), record.cancelled
+    assert 2 == live.manager.statistics()["sessions_evicted"]
     assert 1 == live.manager.statistics()["sessions_refused"]
     assert neighbour_session.id in live.manager.sessions
     assert [] == neighbour.failures
-    assert neighbour.p99() < NEIGHBOUR_P99, neighbour.p99()
+    assert neighbour.p99() < NEIGHBOUR_P99, str(neighbour)
     logged = server_log_size(caplog)
     assert logged.records < 20 and logged.chars < 20_000, logged

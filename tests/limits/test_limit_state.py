@@ -88,14 +88,16 @@ def _rss_kib() -> int:
 
 
 @pytest.mark.slow
-@pytest.mark.spec("TM-SEC-STATE")
+@pytest.mark.spec("TM-SEC-STATE", "TM-SEC-MEMORY")
 async def test_oversized_client_state_attack_keeps_nothing_and_leaves_the_neighbour_served(
     live_server: StartServer, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Ten initializes whose clientInfo holds 1.39 million empty objects (4 MiB bodies), and
-    fifty subscriptions to 4 MiB URIs: each is refused with -32602, the process is less
-    than 32 MiB larger afterwards (it kept 1.2 GiB before the limit), the log stays a few
-    lines, and a neighbour's pings keep a p99 under 250 ms."""
+    """Ten initializes whose clientInfo holds 1.39 million empty objects (4 MiB bodies, about
+    100 MiB decoded), and fifty subscriptions to 4 MiB URIs: the initializes are refused 503
+    with -31002 naming the client's memory budget (TM-SEC-MEMORY, before TM-SEC-STATE looks
+    at them), the subscriptions with -32602; the process is less than 32 MiB larger
+    afterwards (it kept 1.2 GiB before the limits), the log stays a few lines, and a
+    neighbour's pings keep a p99 within 250 ms (NEIGHBOUR_P99)."""
     live = await live_server()
     neighbour_session = await open_session(live.url)
     attacker = await open_session(live.url)
@@ -110,7 +112,9 @@ async def test_oversized_client_state_attack_keeps_nothing_and_leaves_the_neighb
         async with neighbour_pinging(neighbour_session) as neighbour:
             for _ in range(10):
                 answer = await request(live.url, "POST", post_headers(), huge_initialize)
-                assert -32602 == rpc_messages(answer)[0]["error"]["code"]
+                [error] = [m["error"] for m in rpc_messages(answer)]
+                assert (503, -31002) == (answer.status, error["code"]), error
+                assert "request_memory_per_client" == error["data"]["budget"]
             for _ in range(50):
                 refused = await attacker.call("resources/subscribe", {"uri": long_uri})
                 assert -32602 == refused["error"]["code"]
@@ -120,6 +124,6 @@ async def test_oversized_client_state_attack_keeps_nothing_and_leaves_the_neighb
     assert grown < 32 * 1024, grown
     assert 2 == live.manager.statistics()["sessions_open"]
     assert [] == neighbour.failures
-    assert neighbour.p99() < NEIGHBOUR_P99, neighbour.p99()
+    assert neighbour.p99() < NEIGHBOUR_P99, str(neighbour)
     logged = server_log_size(caplog)
     assert logged.records < 20 and logged.chars < 20_000, logged

@@ -20,6 +20,7 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
+from support.examples import examples
 
 from trio_mcp.protocol import (
     ENTRY_OVERHEAD,
@@ -1042,7 +1043,7 @@ def test_any_schedule_gives_exactly_once_in_order_delivery_or_explicit_failure()
     run_state_machine_as_test(
         EventLogSchedules,
         settings=settings(
-            max_examples=300,
+            max_examples=examples(120),
             stateful_step_count=60,
             deadline=None,
             suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],

@@ -271,7 +271,11 @@ async def test_any_schedule_across_workers_sharing_redis_delivers_each_message_o
     holding the stream), the client gets every notification once, in order, then the
     response once; a connection taken over by a newer one, at either worker, gets nothing
     more."""
-    config = ServerConfig(store=redis_url, secret=SECRET, workers=WORKERS)
+    # store_timeout also bounds a relay's connect to the worker holding the stream: 1 s, the
+    # default, was once too short for this process (both workers, the client and Hypothesis)
+    # to be scheduled again beside five other test workers, and the resume fell back to the
+    # store as if that worker were gone (holder-gone). The schedules are not about timeouts.
+    config = ServerConfig(store=redis_url, secret=SECRET, workers=WORKERS, store_timeout=10.0)
     await play(
         [config] * WORKERS, http_server, schedule, opened_at=opened_at, posted_at=posted_at
     )

@@ -221,7 +221,7 @@ async def test_sessions_evicted_at_one_worker_are_gone_from_redis_and_both_worke
     at both workers at once (never again from Redis); a session still in use is never
     evicted, and the flood is refused 503 while the address's sessions are all in use."""
     a, b = await _two_workers(
-        live_server, redis_url, max_sessions_per_peer=6, session_idle_ttl=30.0,
+        live_server, redis_url, store_max_sessions_per_client=6, session_idle_ttl=30.0,
         uninitialized_ttl=2.0,
     )
     made: list[McpSession] = []

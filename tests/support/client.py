@@ -197,12 +197,17 @@ class SSEStream:
 
 @contextlib.asynccontextmanager
 async def open_stream(
-    url: str, method: str = "GET", headers: HeaderList = (), body: bytes = b""
+    url: str,
+    method: str = "GET",
+    headers: HeaderList = (),
+    body: bytes = b"",
+    *,
+    local: str | None = None,
 ) -> AsyncIterator[SSEStream]:
-    """Send a request and yield once the response head has arrived; closes the connection
-    on exit."""
+    """Send a request (from the address ``local``, when given: 127.0.0.x on loopback) and
+    yield once the response head has arrived; closes the connection on exit."""
     host, port, path, authority = _target(url)
-    sock = await trio.open_tcp_stream(host, port)
+    sock = await trio.open_tcp_stream(host, port, local_address=local)
     try:
         conn = h11.Connection(our_role=h11.CLIENT)
         # Header values go out as latin-1 bytes, so tests can send any octet HTTP allows.
@@ -235,10 +240,16 @@ async def open_stream(
 
 
 async def request(
-    url: str, method: str = "POST", headers: HeaderList = (), body: bytes = b""
+    url: str,
+    method: str = "POST",
+    headers: HeaderList = (),
+    body: bytes = b"",
+    *,
+    local: str | None = None,
 ) -> Response:
-    """Send one request on a fresh connection and read the complete response."""
-    async with open_stream(url, method, headers, body) as stream:
+    """Send one request on a fresh connection (from ``local``, when given) and read the
+    complete response."""
+    async with open_stream(url, method, headers, body, local=local) as stream:
         payload = await stream.read_body()
         return Response(
             status=stream.status, headers=stream.headers, body=payload, truncated=stream.truncated

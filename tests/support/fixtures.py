@@ -10,6 +10,7 @@ from typing import Any
 import attrs
 import pytest
 import trio
+import trio.testing
 from hypercorn.trio import serve as hypercorn_serve
 
 from trio_mcp import Server, ServerConfig
@@ -27,6 +28,7 @@ __all__ = [
     "demo_url",
     "free_port",
     "http_server",
+    "jumping_clock",
     "live_server",
     "start_live",
     "wait_until",
@@ -190,6 +192,16 @@ async def live_server(nursery: trio.Nursery, http_server: str) -> StartServer:
 async def demo_url(live_server: StartServer) -> str:
     """The MCP endpoint URL of the demo server with the default configuration."""
     return (await live_server()).url
+
+
+@pytest.fixture
+def jumping_clock() -> trio.testing.MockClock:
+    """The test's clock (pytest-trio runs a test on a Clock fixture it asks for): it keeps
+    the wall clock's pace, and the test can move it forward at once with ``jump``. For a test
+    over real sockets that must wait out a time to live: the TTL can be far longer than a
+    loaded machine could take to do what comes before it, and its passing still costs no
+    waiting."""
+    return trio.testing.MockClock(rate=1.0)
 
 
 @pytest.fixture

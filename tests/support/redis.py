@@ -31,8 +31,9 @@ class RedisServer:
         exe = shutil.which("redis-server")
         if exe is None:
             raise RuntimeError(
-                "redis-server is not installed (apt-get install -y redis-server); the "
-                "store tests need a real one"
+                "redis-server is not installed (apt-get install -y redis-server; the test "
+                "run installs it where it may: tests/support/system.py); the store tests "
+                "need a real one"
             )
         self.exe = exe
         self.port = _free_port()

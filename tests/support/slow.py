@@ -506,6 +506,24 @@ class MemoryServer:
 # -- over loopback ----------------------------------------------------------------------------
 
 
+class _Pace:
+    """``rate`` bytes a second, counted from the first bytes taken: after ``took(n)``, the
+    reader waits until the time at which all it took so far was due (at once when behind)."""
+
+    def __init__(self, rate: float | None) -> None:
+        self.rate = rate
+        self.start: float | None = None
+        self.taken = 0
+
+    async def took(self, nbytes: int) -> None:
+        if self.rate is None or not nbytes:
+            return
+        if self.start is None:
+            self.start = trio.current_time()
+        self.taken += nbytes
+        await trio.sleep_until(self.start + self.taken / self.rate)
+
+
 class SlowClient:
     """One HTTP/1.1 exchange on a raw socket whose reader is slow on purpose.
 
@@ -580,7 +598,13 @@ class SlowClient:
 
     async def read(self, rate: float | None, *, until: trio.Event | None = None) -> None:
         """Read at ``rate`` bytes per second (None: as fast as it comes) until EOF, or until
-        ``until`` is set."""
+        ``until`` is set.
+
+        The pace is kept against the clock from the first read, not read by read: a reader
+        whose sleeps ran late (this process waiting for a CPU on a loaded machine) catches
+        up, so that over any stretch its rate is ``rate``, as the tests' premise says, and
+        not whatever is left of it once the machine's delays are added to every sleep."""
+        pace = _Pace(rate)
         while not self.eof and not (until is not None and until.is_set()):
             n = 65536 if rate is None else max(1, min(256, int(rate)))
             if until is None:
@@ -592,17 +616,17 @@ class SlowClient:
                 if not data and not self.eof:
                     continue
             self._feed(data)
-            if rate is not None and data:
-                await trio.sleep(len(data) / rate)
+            await pace.took(len(data))
 
     async def wait_for(self, predicate: Any, rate: float | None = None) -> None:
-        """Read (at ``rate``) until ``predicate(self)`` holds or the connection ends."""
+        """Read (at ``rate``, kept as ``read`` keeps it) until ``predicate(self)`` holds or
+        the connection ends."""
+        pace = _Pace(rate)
         while not predicate(self) and not self.eof:
             n = 65536 if rate is None else max(1, min(256, int(rate)))
             data = await self._recv(n)
             self._feed(data)
-            if rate is not None and data:
-                await trio.sleep(len(data) / rate)
+            await pace.took(len(data))
 
     def close(self) -> None:
         self._sock.close()

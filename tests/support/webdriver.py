@@ -25,13 +25,14 @@ import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
+from support.system import CHROMIUM_NAMES
+
 __all__ = ["Browser", "find_chromium", "open_browser"]
 
-#: Where Debian's packages put them (the `chromium` and `chromium-driver` packages).
-CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome")
 INSTALL_HINT = (
     "the browser test needs headless Chromium and its driver: "
-    "apt-get install -y chromium chromium-driver (.ci/run installs them)"
+    "apt-get install -y chromium chromium-driver (the test run installs them where it may: "
+    "tests/support/system.py)"
 )
 
 

@@ -307,9 +307,10 @@ async def test_a_dropped_connection_cancels_a_call_but_not_a_task(
 
 @pytest.mark.spec("TM-TASK-BOUND")
 async def test_bounds_refuse_explicitly(live_server: StartServer) -> None:
-    """Past max_tasks_per_owner a task-only call gets 503-class -31002 and an optional one
-    runs as a plain call; a result over max_task_result_bytes fails its task with -32603."""
-    config = ServerConfig(max_tasks_per_owner=2, max_task_result_bytes=1000, task_after=0.05)
+    """Past max_tasks running, a client holding them all gets 503-class -31002 for a
+    task-only call, and an optional one runs as a plain call; a result over
+    max_task_result_bytes fails its task with -32603."""
+    config = ServerConfig(max_tasks=2, max_task_result_bytes=1000, task_after=0.05)
     with trio.fail_after(TIMEOUT):
         live = await live_server(tasks_server(), config)
         for _ in range(2):
@@ -542,7 +543,7 @@ async def test_a_task_its_client_was_never_told_of_is_withdrawn_at_once() -> Non
     from trio_mcp.protocol import Request
     from trio_mcp.protocol._era import Envelope, ModernCall
 
-    manager = TaskManager(tasks_server(), ServerConfig(max_tasks_per_owner=1))
+    manager = TaskManager(tasks_server(), ServerConfig(max_tasks=1))
     call = ModernCall(
         request=Request(id=1, method="tools/call", params={"name": "job",
                                                           "arguments": {"seconds": 600}}),
@@ -562,7 +563,7 @@ async def test_a_task_its_client_was_never_told_of_is_withdrawn_at_once() -> Non
             nursery.cancel_scope.cancel()
 
     assert run.scope.cancel_called and run.task_id not in manager.runs
-    assert again is not None  # the owner's one slot was given back
+    assert again is not None  # the one slot was given back
     assert (1, 2) == (manager.stats.withdrawn, manager.stats.created)
 
 

@@ -29,11 +29,13 @@ from hypothesis import strategies as st
 from support.modern import META_CAPS, META_INFO, META_LEVEL, META_VERSION, MODERN
 
 from trio_mcp import Context, Server, ServerConfig, elicitation_request
+from trio_mcp._trio._tasks import TASK_FOOTPRINT
 from trio_mcp.protocol import ErrorCode, RemoteProtocolError, SSEDecoder, dumps
 
 TTL: Final = 30.0
 TASK_AFTER: Final = 0.5
-#: TM-TASK-BOUND: tasks alive at once for one client (every client here is one peer).
+#: TM-TASK-BOUND: tasks running at once (max_tasks; every client here is one peer, so it
+#: holds them all, and nothing is ever taken from another client's).
 PER_OWNER: Final = 5
 #: The extension and form elicitation, declared in every request's own _meta (TK-OPTIN).
 CAPS: Final[dict[str, Any]] = {
@@ -173,7 +175,8 @@ class World:
     """Tasks published as their client left, so that no one was told of them: withdrawn at
     once (TM-TASK-WITHDRAW)."""
     busy: int = 0
-    """Calls refused, or run on their exchange, because the client had PER_OWNER tasks."""
+    """Calls refused, or run on their exchange, because the client had PER_OWNER tasks
+    running."""
     leaves: set[str] = attrs.Factory(set)
     notes: set[str] = attrs.Factory(set)
     at_once: frozenset[int] = frozenset({0})
@@ -184,7 +187,10 @@ class World:
         return next((t for t in self.tasks if t.task_id == task_id), None)
 
     def full(self, now: float) -> bool:
-        return sum(not t.gone(now) for t in self.tasks) >= PER_OWNER
+        # A task that has ended gives its running slot back at once (TM-TASK-BOUND).
+        return sum(
+            not t.gone(now) and t.status(now) not in TERMINAL for t in self.tasks
+        ) >= PER_OWNER
 
 
 # -- requests --------------------------------------------------------------------------------
@@ -345,6 +351,8 @@ def check_runtime(ms: MemoryServer, world: World) -> None:
             assert task.open == set(snapshot.input_requests), (task, snapshot)
         if snapshot.result is not None:
             held += len(dumps(snapshot.result))
+        if snapshot.status.value in TERMINAL:
+            held += TASK_FOOTPRINT  # an ended task is kept with its record
     for task_id, moves in world.history.items():
         moved = world.find(task_id)
         assert moved is not None, ("a transition of a task the model does not know", task_id)
@@ -378,7 +386,8 @@ def check_runtime(ms: MemoryServer, world: World) -> None:
     for status in ("completed", "failed", "cancelled"):
         made = sum(s == status for s in ended.values())
         assert made == stats[f"tasks_{status}"], (status, stats)
-    # The results held are exactly those of the completed tasks within their TTL.
+    # The bytes kept are exactly the results of the completed tasks within their TTL, and
+    # each ended task's record.
     assert held == stats["tasks_result_bytes"], (held, stats)
 
 
@@ -611,7 +620,7 @@ async def step(
 async def run_schedule(steps: list[tuple[str, Any, Any]]) -> World:
     config = ServerConfig(
         task_ttl=TTL, task_after=TASK_AFTER, task_poll_interval=0.25,
-        max_tasks_per_owner=PER_OWNER,
+        max_tasks=PER_OWNER,
     )
     world = World()
     async with trio.open_nursery() as nursery:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+import attrs
+
 from ..protocol import JSON
 from ..protocol._era import ModernCall
 
@@ -23,6 +25,13 @@ class EnvelopePort:
         self._request = call.request
         self._envelope = call.envelope
         self._config = config
+
+    def _forget_arguments(self) -> None:
+        """The handler is done: keep the request's method and id, not its params, which may
+        be megabytes held for a task's whole TTL otherwise (TM-SEC-MEMORY)."""
+        if self._request.params is not None:
+            self._request = attrs.evolve(self._request, params=None)
+            self._call = attrs.evolve(self._call, request=self._request)
 
     @property
     def session_id(self) -> str | None:

@@ -3,12 +3,12 @@
 # Every protocol decision is made by trio_mcp.protocol; this module executes them.
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import math
 import secrets
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +35,8 @@ from ..protocol import (
     encode_event,
 )
 from ..protocol._auth import Principal
+from ..protocol._fair import Unit, UnitPolicy
+from ..protocol._headers import Headers
 from ..protocol._jsonrpc import dumps_json
 from ..protocol._lifecycle import Admission, initialize_result
 from ..protocol._logtext import LogLimiter
@@ -59,6 +61,7 @@ from ._budget import ByteBudget
 from ._describe import ManagerInfo
 from ._memory import MemoryReleaser
 from ._mirror import StreamMirror
+from ._pools import Charge, Pool, pool_busy
 from ._relay import RelaySeal, relay
 from ._reqstats import RequestMetrics
 from ._responder import Responder, watching_disconnect
@@ -92,7 +95,7 @@ _AT_ONCE_BYTES = 16384
 #: What cancelling one running handler may cost at shutdown, in seconds: held back from the
 #: grace (TM-SESS-SHUTDOWN; measured in benchmarks/ANALYSIS.md).
 CANCEL_COST = 0.0003
-#: The most sessions one eviction looks at before it answers 503 (TM-SESS-CAP).
+#: The most sessions of one client an eviction looks at for an idle one (TM-SESS-CAP).
 EVICTION_SCAN = 64
 #: A session no worker has renewed in the shared store for this many expiry periods has
 #: nothing running anywhere and no request of its client since: the store may delete it to
@@ -121,8 +124,8 @@ class ManagerStats:
     """Events appended by sessions that have ended (live sessions are summed on demand)."""
     events_evicted_closed: int = 0
     sessions_refused: int = 0
-    """Initialize requests answered 503: the table (or the address's share) was full of
-    sessions that could not be evicted (TM-SESS-CAP)."""
+    """Initialize requests answered 503: the table was full and their client held its fair
+    share of it or more, with no idle session of its own to give up (TM-SESS-CAP)."""
     client_state_refused: int = 0
     """Initialize requests refused for the size of their clientInfo and capabilities
     (TM-SEC-STATE)."""
@@ -159,12 +162,26 @@ class SessionManager:
         store: SessionStore | None = None,
         on_notify: Callable[[Notification], object] | None = None,
         on_lapse: Callable[[], Any] | None = None,
+        units: UnitPolicy | None = None,
+        streams: Pool[Any] | None = None,
     ) -> None:
         self.app = app
         self.config = config
         #: Told when this worker's relay address had lapsed in the store (TM-STORE-TASKS):
         #: the other workers may have taken it for gone, and ended its tasks there.
         self._on_lapse = on_lapse
+        #: TM-SEC-UNIT: who a client is, for the fair shares.
+        self.units = units if units is not None else UnitPolicy.of(
+            ipv4_prefix=config.client_ipv4_prefix,
+            ipv6_prefix=config.client_ipv6_prefix,
+            trusted_proxies=config.trusted_proxies,
+            header=config.client_address_header,
+        )
+        #: TM-SEC-FAIR: the long-lived streams of both eras (the runtime's, shared with its
+        #: listeners); legacy GET streams are entered here.
+        self.streams: Pool[Any] = streams if streams is not None else Pool(
+            "streams", config.max_streams, evict=lambda stream: stream.evict()
+        )
         #: Where a change notification published by another worker goes (TM-STORE-NOTIFY):
         #: the runtime, which delivers it to every client of this worker.
         self._on_notify = on_notify
@@ -175,11 +192,18 @@ class SessionManager:
         #: T-AUTH-17 / TM-STORE-STREAMS: what a relayed request carries instead of its
         #: client's credentials, under a key only the workers sharing the secret have.
         self.relay_seal = RelaySeal(config.derived_key("relay"))
-        #: Least recently used first (``used`` moves a session to the end): eviction looks
-        #: at the front only (TM-SESS-CAP).
-        self.sessions: OrderedDict[str, Session] = OrderedDict()
-        #: The same, per client address (TM-SESS-CAP).
-        self._by_peer: dict[str, OrderedDict[str, Session]] = {}
+        #: Every session, by id.
+        self.sessions: dict[str, Session] = {}
+        #: TM-SESS-CAP / TM-SEC-FAIR: the sessions by client, each's least recently used
+        #: first (``used`` moves a session to the end): a full table takes from the client
+        #: holding the most.
+        self.pool: Pool[Session] = Pool(
+            "sessions",
+            config.max_sessions,
+            evict=self._evicted,
+            pick=self._least_needed,
+            replace=self._own_idle,
+        )
         # TM-RES-EVENTID / TM-WORK-SECRET: without a shared secret the key lives only in this
         # process, and cursors from before a restart (or from another worker) do not verify.
         self.codec = CursorCodec(config.derived_key("cursor"), origin=self.store.origin)
@@ -230,10 +254,7 @@ class SessionManager:
         return self._dropped_notifications_log
 
     def used(self, session: Session) -> None:
-        if session.id in self.sessions:
-            self.sessions.move_to_end(session.id)
-            if session.peer is not None:
-                self._by_peer[session.peer].move_to_end(session.id)
+        self.pool.touch(session)
 
     def count_stall(self) -> None:
         self.stats.streams_stalled += 1
@@ -246,11 +267,7 @@ class SessionManager:
             self._mirror.forget(session.id)
         if self.sessions.get(session.id) is session:
             del self.sessions[session.id]
-            if session.peer is not None:
-                mine = self._by_peer[session.peer]
-                del mine[session.id]
-                if not mine:
-                    del self._by_peer[session.peer]
+            self.pool.discard(session)
         if not session.tallied:
             session.tallied = True
             # TM-SESS-RELEASE: what the session held, for the next memory release.
@@ -454,6 +471,10 @@ class SessionManager:
             client_state_bytes=record.client_state_bytes,
             peer=record.peer,
             principal=record.principal,
+            # The unit it was counted against where it was created (TM-SEC-UNIT).
+            unit=record.unit or self.units.of_request(
+                record.principal, record.peer, Headers([])
+            ).key,
             server_capabilities=record.server_capabilities,
             config=self.config,
         )
@@ -472,11 +493,12 @@ class SessionManager:
         it there can start handlers at once."""
         assert self._nursery is not None
         await self._nursery.start(session.run)
+        if session.closed:
+            return  # taken for another client's meanwhile (TM-SEC-FAIR)
         if self.sessions.get(session.id) not in (None, session):
             return  # the caller sees the other one
         self.sessions[session.id] = session
-        if session.peer is not None:
-            self._by_peer.setdefault(session.peer, OrderedDict())[session.id] = session
+        self.pool.add(session.unit, session)
 
     @property
     def outbound_base(self) -> int:
@@ -528,11 +550,14 @@ class SessionManager:
 
     # -- HTTP entry ---------------------------------------------------------------------
 
-    async def serve(self, request: HttpRequest, responder: Responder) -> None:
+    async def serve(
+        self, request: HttpRequest, responder: Responder, *, unit: Unit | None = None
+    ) -> None:
         """Serve a legacy GET or DELETE (or refuse another method); the Runtime checked
-        Origin and Host, and the era (raises RemoteProtocolError)."""
+        Origin and Host, and the era, and says whose the request is, ``unit`` (raises
+        RemoteProtocolError)."""
         if request.method == "GET":
-            await self._get(request, responder)
+            await self._get(request, responder, unit or self._unit_of(request))
         elif request.method == "DELETE":
             await self._delete(request, responder)
         else:
@@ -572,12 +597,30 @@ class SessionManager:
 
     # -- POST ---------------------------------------------------------------------------
 
-    async def post(self, request: HttpRequest, body: JSON, responder: Responder) -> None:
-        """Serve a legacy POST whose body the Runtime decoded (raises RemoteProtocolError)."""
+    def _unit_of(self, request: HttpRequest) -> Unit:
+        return self.units.of_request(
+            _principal_key(request), request.peer_host, request.headers
+        )
+
+    async def post(
+        self,
+        request: HttpRequest,
+        body: JSON,
+        responder: Responder,
+        *,
+        unit: Unit | None = None,
+        charge: Charge | None = None,
+    ) -> None:
+        """Serve a legacy POST whose body the Runtime decoded, charged with ``charge`` to
+        its client ``unit`` (raises RemoteProtocolError)."""
         plan = plan_legacy_post(request.headers, body)
         if plan.is_initialize and plan.session_id is None:
             await self._initialize(
-                plan, responder, peer=request.peer_host, principal=_principal_key(request)
+                plan,
+                responder,
+                peer=self.units.client_address(request.peer_host, request.headers),
+                principal=_principal_key(request),
+                unit=unit or self._unit_of(request),
             )
             return
         assert plan.session_id is not None
@@ -615,7 +658,12 @@ class SessionManager:
         # Checked before a stream is opened for them: a refused POST must leave no stream
         # behind in the log (one that no response would ever end).
         session.check_request_ids(tuple(requests))
-        await self._answer(session, tuple(requests), plan, responder, request.principal)
+        if charge is not None:
+            # TM-SEC-MEMORY: the session's budget too, before anything starts.
+            charge.attach(session.meter, requests[0].id)
+        await self._answer(
+            session, tuple(requests), plan, responder, request.principal, charge
+        )
 
     async def _initialize(
         self,
@@ -624,6 +672,7 @@ class SessionManager:
         *,
         peer: str | None = None,
         principal: str = "",
+        unit: Unit | None = None,
     ) -> None:
         [message] = plan.messages
         assert isinstance(message, Request)
@@ -672,45 +721,17 @@ class SessionManager:
             )
         if plan.version_header is not None:
             effective_version(plan.version_header, None)
-        if not self._room_for(peer):
+        if unit is None:
+            unit = self.units.of_request(principal, peer, Headers([]))
+        if not self.pool.admit(unit.key):
+            # TM-SESS-CAP / TM-SEC-FAIR: the table is full, and this client holds its share.
             self.stats.sessions_refused += 1
-            raise RemoteProtocolError(
-                "Service Unavailable: every session is busy; retry later.",
-                code=ErrorCode.SERVER_BUSY,
-                http_status=503,
-                headers=(("retry-after", "5"),),
-                request_id=message.id,
-            )
+            raise pool_busy("sessions", retry_after=5, request_id=message.id)
         version = negotiate(requested)
         # T-SESS-2 / T-SEC-9 / T-SEC-10: 192 bits from the OS CSPRNG; T-SESS-3: base64url is
         # visible ASCII.
         session_id = secrets.token_urlsafe(24)
         capabilities = self.app.capabilities()
-        # TM-STORE-RECORD: kept where every worker finds it before the client learns its id;
-        # TM-STORE-BOUND: counted there against the store's caps.
-        stored = await self._stored(self.store.create(
-            SessionRecord(
-                id=session_id, version=version, client_info=info, client_capabilities=caps,
-                server_capabilities=capabilities, client_state_bytes=state_bytes, peer=peer,
-                principal=principal, unit=_unit_key(peer, principal),
-            ),
-            self.config.uninitialized_ttl,
-            self._store_limits(),
-        ))
-        for gone in stored.evicted:
-            self.stats.sessions_evicted += 1
-            evicted = self.sessions.get(gone)
-            if evicted is not None:
-                evicted.close("evicted")
-        if stored.kind is not CreateKind.CREATED:
-            self.stats.sessions_refused += 1
-            raise RemoteProtocolError(
-                "Service Unavailable: every session is busy; retry later.",
-                code=ErrorCode.SERVER_BUSY,
-                http_status=503,
-                headers=(("retry-after", "5"),),
-                request_id=message.id,
-            )
         session = Session(
             manager=self,
             session_id=session_id,
@@ -720,10 +741,48 @@ class SessionManager:
             client_state_bytes=state_bytes,
             peer=peer,
             principal=principal,
+            unit=unit.key,
             server_capabilities=capabilities,
             config=self.config,
         )
+        # The place admitted is taken now: what follows waits, and another initialize must
+        # not be admitted to the same place meanwhile.
+        self.pool.add(unit.key, session)
+        try:
+            # TM-STORE-RECORD: kept where every worker finds it before the client learns its
+            # id; TM-STORE-BOUND: counted there against the store's caps.
+            stored = await self._stored(self.store.create(
+                SessionRecord(
+                    id=session_id, version=version, client_info=info, client_capabilities=caps,
+                    server_capabilities=capabilities, client_state_bytes=state_bytes, peer=peer,
+                    principal=principal, unit=unit.key,
+                ),
+                self.config.uninitialized_ttl,
+                self._store_limits(),
+            ))
+        except BaseException:
+            self.pool.discard(session)
+            raise
+        for gone in stored.evicted:
+            self.stats.sessions_evicted += 1
+            evicted = self.sessions.get(gone)
+            if evicted is not None:
+                evicted.close("evicted")
+        if stored.kind is not CreateKind.CREATED:
+            self.pool.discard(session)
+            self.stats.sessions_refused += 1
+            raise RemoteProtocolError(
+                "Service Unavailable: every session is busy; retry later.",
+                code=ErrorCode.SERVER_BUSY,
+                http_status=503,
+                headers=(("retry-after", "5"),),
+                request_id=message.id,
+            )
         await self._register(session)
+        if session.closed:
+            # Taken for another client's while it started (TM-SEC-FAIR): as if refused.
+            self.stats.sessions_refused += 1
+            raise pool_busy("sessions", retry_after=5, request_id=message.id)
         self.stats.sessions_created += 1
         if self.config.tracer is not None:
             self._trace_post(session, plan, responder)
@@ -739,13 +798,23 @@ class SessionManager:
         extra = (("mcp-session-id", session_id),)
         await self._reply_now(session, message, response, plan, responder, extra)
 
+    def _evicted(self, session: Session) -> None:
+        """TM-SESS-CAP: a full table took this session for another client's."""
+        self.stats.sessions_evicted += 1
+        session.close("evicted")  # which takes it out of the table (Session.close)
+        if self.store.shared:
+            # TM-STORE-BOUND: evicted for every worker, not left in the store to be taken up
+            # again until its time to live runs out; unless it is in use at another worker
+            # (then this one has only let its replica go).
+            self._spawn(self._evict_elsewhere, session.id)
+
     def _store_limits(self) -> StoreLimits:
         """The shared store's bound on sessions (TM-STORE-BOUND): this server's caps, over
         every worker's sessions."""
         cfg = self.config
         return StoreLimits(
             max_sessions=cfg.max_sessions,
-            max_per_unit=cfg.max_sessions_per_peer,
+            max_per_unit=cfg.store_max_sessions_per_client,
             idle_after=STORE_IDLE_PERIODS * self._expire_period(),
         )
 
@@ -792,33 +861,27 @@ class SessionManager:
             ))
         return True
 
-    def _room_for(self, peer: str | None) -> bool:
-        """Whether a new session from ``peer`` may be created, after evicting one if need
-        be: one of its own at its per-peer cap, else one of any at the global cap."""
-        cap = self.config.max_sessions_per_peer
-        if peer is not None and cap is not None and len(self._by_peer.get(peer, ())) >= cap:
-            return self._evict_one(self._by_peer[peer])
-        return len(self.sessions) < self.config.max_sessions or self._evict_one(self.sessions)
-
-    def _evict_one(self, sessions: OrderedDict[str, Session]) -> bool:
-        """Make room by ending the least recently used evictable session: idle, or
-        abandoned for ``evict_abandoned_after`` (TM-SESS-CAP). At most EVICTION_SCAN
-        sessions are looked at; one in use now goes to the back of the order, so that
-        the next eviction does not look at it again, and each costs O(1) amortized."""
+    def _idle_among(self, sessions: dict[Session, None]) -> Session | None:
+        """The least recently used evictable session (idle, or abandoned for
+        ``evict_abandoned_after``) among the first EVICTION_SCAN of ``sessions``. One in use
+        now goes to the back of the order, so that the next look does not look at it again:
+        each costs O(1) amortized."""
         now = trio.current_time()
-        for _ in range(min(len(sessions), EVICTION_SCAN)):
-            session_id, session = next(iter(sessions.items()))
+        for session in list(itertools.islice(sessions, EVICTION_SCAN)):
             if session.evictable(now):
-                self.stats.sessions_evicted += 1
-                session.close("evicted")  # which takes it out of the table (Session.close)
-                if self.store.shared:
-                    # TM-STORE-BOUND: evicted for every worker, not left in the store to be
-                    # taken up again until its time to live runs out; unless it is in use at
-                    # another worker (then this one has only let its replica go).
-                    self._spawn(self._evict_elsewhere, session.id)
-                return True
-            sessions.move_to_end(session_id)
-        return False
+                return session
+            self.pool.touch(session)
+        return None
+
+    def _least_needed(self, sessions: dict[Session, None]) -> Session:
+        """Which session of the client holding the most a full table takes (TM-SESS-CAP):
+        its least recently used idle one, else its least recently used one."""
+        return self._idle_among(sessions) or next(iter(sessions))
+
+    def _own_idle(self, sessions: dict[Session, None]) -> Session | None:
+        """A client at its share of a full table may give up an idle session of its own
+        for a new one (TM-SESS-CAP): none, and it is refused."""
+        return self._idle_among(sessions)
 
     async def _reply_now(
         self,
@@ -877,9 +940,12 @@ class SessionManager:
         plan: PostPlan,
         responder: Responder,
         principal: Principal | None = None,
+        charge: Charge | None = None,
     ) -> None:
         if self.config.response_mode is ResponseMode.JSON:
-            flights = session.start_requests(requests, stream=None, principal=principal)
+            flights = session.start_requests(
+                requests, stream=None, principal=principal, charge=charge
+            )
             # The POST waits for its handlers. Closing the connection does not cancel them
             # (T-PSSE-12): they finish and their results are dropped, having nowhere to go.
             # While it waits, the client holds a connection: it has not abandoned the
@@ -920,7 +986,9 @@ class SessionManager:
             return
         state = session.log.open_stream([r.id for r in requests])
         priming = self._prime(session, state.number)
-        flights = session.start_requests(requests, stream=state.number, principal=principal)
+        flights = session.start_requests(
+            requests, stream=state.number, principal=principal, charge=charge
+        )
         # Handlers that answer without waiting on anything have done so after two turns of
         # the scheduler (trio runs a batch in either order). Their stream is then complete
         # before its first byte goes out, and needs no view, writer or watcher.
@@ -993,24 +1061,32 @@ class SessionManager:
         attached_comment: bool = False,
         headers: tuple[tuple[str, str], ...] = (),
         preface: bytes = b"",
+        pooled: str | None = None,
     ) -> str:
+        """Serve ``stream`` on a View; a GET's holds a slot of the streams for client
+        ``pooled`` until it ends (TM-SEC-FAIR)."""
         view = View(session=session, stream=stream, cursor=after, responder=responder)
+        if pooled is not None:
+            self.streams.add(pooled, view)
         session.attach_view(view)
         self.stats.streams_opened += 1
-        return await view.run(
-            priming=priming, attached_comment=attached_comment, headers=headers,
-            preface=preface,
-        )
+        try:
+            return await view.run(
+                priming=priming, attached_comment=attached_comment, headers=headers,
+                preface=preface,
+            )
+        finally:
+            self.streams.discard(view)
 
     # -- GET ----------------------------------------------------------------------------
 
-    async def _get(self, request: HttpRequest, responder: Responder) -> None:
+    async def _get(self, request: HttpRequest, responder: Responder, unit: Unit) -> None:
         plan = plan_get(request)
         session = await self._lookup(plan.session_id, request)
         effective_version(plan.version_header, session.version)
         session.heard()
         if plan.last_event_id is not None:
-            await self._resume(session, plan, responder, request)
+            await self._resume(session, plan, responder, request, unit.key)
             return
         # TM-GET-ONE: a second fresh GET takes the standalone stream over, as a resume
         # does (TM-RES-TAKEOVER): the older connection is detached (T-MULTI-2), and every
@@ -1024,13 +1100,32 @@ class SessionManager:
         # What left the window unsent is lost either way; starting after it keeps a fresh
         # GET from reporting an old loss forever instead of delivering what is new.
         after = max(state.written_through, state.lost_through)
+        pooled = self._stream_slot(session, STANDALONE_STREAM, unit.key)
         await self._serve_view(
             session, STANDALONE_STREAM, after, responder,
-            priming=self._prime(session, STANDALONE_STREAM, carry=True),
+            priming=self._prime(session, STANDALONE_STREAM, carry=True), pooled=pooled,
         )
 
+    def _stream_slot(self, session: Session, stream: int, unit: str) -> str:
+        """TM-SEC-FAIR: a slot of the long-lived streams for a GET on ``stream`` of client
+        ``unit``: the slot of the connection it takes the stream over from, when that one
+        holds one (a client reconnecting is never refused for its own old connection), else
+        one the pool admits (raises RemoteProtocolError 503 when it does not)."""
+        old = session.views.get(stream)
+        if old is not None and old in self.streams:
+            self.streams.discard(old)
+        elif not self.streams.admit(unit):
+            # Every long-lived stream is in use, and this client holds its share or more.
+            raise pool_busy("streams")
+        return unit
+
     async def _resume(
-        self, session: Session, plan: GetPlan, responder: Responder, request: HttpRequest
+        self,
+        session: Session,
+        plan: GetPlan,
+        responder: Responder,
+        request: HttpRequest,
+        unit: str,
     ) -> None:
         assert plan.last_event_id is not None
         cursor = self.codec.decode(session.id, plan.last_event_id)
@@ -1058,7 +1153,7 @@ class SessionManager:
             ):
                 return
             if not request.relayed and await self._resume_orphan(
-                session, cursor, plan.last_event_id, responder
+                session, cursor, plan.last_event_id, responder, unit
             ):
                 return
             raise RemoteProtocolError(
@@ -1072,10 +1167,18 @@ class SessionManager:
             self._trace(TraceKind.REQUEST, session, responder, http="GET",
                         detail=f"Last-Event-ID {cursor.stream}.{cursor.seq}")
         # T-RESUME-5 / T-RESUME-6: re-attach to the cursor's own stream, after the cursor.
-        await self._serve_view(session, cursor.stream, cursor.seq, responder, attached_comment=True)
+        pooled = self._stream_slot(session, cursor.stream, unit)
+        await self._serve_view(
+            session, cursor.stream, cursor.seq, responder, attached_comment=True, pooled=pooled
+        )
 
     async def _resume_orphan(
-        self, session: Session, cursor: Cursor, last_event_id: str, responder: Responder
+        self,
+        session: Session,
+        cursor: Cursor,
+        last_event_id: str,
+        responder: Responder,
+        unit: str,
     ) -> bool:
         """Resume a stream whose worker is gone (TM-STORE-STREAMS); False when the store
         has nothing of it. A request stream is read from its copy, strictly after the
@@ -1093,11 +1196,13 @@ class SessionManager:
             self.stats.resumes_from_store += 1
             state = session.log.stream(STANDALONE_STREAM)
             assert state is not None
+            pooled = self._stream_slot(session, STANDALONE_STREAM, unit)
             await self._serve_view(
                 session, STANDALONE_STREAM, max(state.written_through, state.lost_through),
                 responder, priming=self._prime(session, STANDALONE_STREAM, carry=True),
                 preface=gap_event({**details, "reason": "holder-gone: the messages after "
                                    "this cursor were held by a worker that is gone"}),
+                pooled=pooled,
             )
             return True
         failed = ErrorResponse(
@@ -1271,13 +1376,6 @@ class SessionManager:
             session.refresh(record)
         if session.takes(notification):
             session.send(notification)
-
-
-def _unit_key(peer: str | None, principal: str) -> str:
-    """Whom a new session is counted against in the shared store (TM-STORE-BOUND): its
-    principal when authenticated, else its peer address. Opaque to the store: a finer unit
-    (an address prefix, a proxy's client) plugs in here."""
-    return f"p:{principal}" if principal else f"a:{peer or ''}"
 
 
 def _principal_key(request: HttpRequest) -> str:

@@ -28,6 +28,7 @@ from ..protocol import (
 )
 from ..protocol._auth import Principal
 from ..protocol._era import ModernCall
+from ..protocol._fair import Unit
 from ..protocol._headers import Headers
 from ..protocol._jsonrpc import error_response
 from ..protocol._modern import (
@@ -65,6 +66,7 @@ from ..protocol._transport import modern_reply
 from ._describe import ExchangeInfo
 from ._envport import EnvelopePort
 from ._handler import outcome_of
+from ._pools import Charge
 from ._reqstats import RequestMetrics
 from ._responder import Responder, watching_disconnect
 from ._stream import EventStream
@@ -172,10 +174,13 @@ class ModernServer:
         *,
         principal: Principal | None = None,
         peer: str | None = None,
+        unit: Unit | None = None,
+        charge: Charge | None = None,
     ) -> None:
         """Answer one modern request on its exchange (raises RemoteProtocolError for a
         refusal before anything ran); ``principal`` is who its token speaks for, ``peer``
-        the address it came from."""
+        the address it came from, ``unit`` its client for the fair shares (TM-SEC-UNIT),
+        ``charge`` what it is charged (TM-SEC-MEMORY), which a task it becomes holds too."""
         self.check(call, headers)
         self.stats.requests += 1
         if call.request.method == "server/discover":
@@ -203,7 +208,10 @@ class ModernServer:
         if call.request.method in TASK_METHODS:
             await self.reply_task(call, self.tasks.answer(call.request, principal), responder)
             return
-        exchange = ModernExchange(self, call, responder, principal=principal, peer=peer)
+        exchange = ModernExchange(
+            self, call, responder, principal=principal, peer=peer,
+            unit=None if unit is None else unit.key, charge=charge,
+        )
         self.running.add(exchange)
         try:
             await exchange.run()
@@ -242,8 +250,12 @@ class ModernExchange(EnvelopePort):
         *,
         principal: Principal | None = None,
         peer: str | None = None,
+        unit: str | None = None,
+        charge: Charge | None = None,
     ) -> None:
         super().__init__(call, server.config)
+        self._unit = unit
+        self._charge = charge
         self._server = server
         #: The task this call became, until its CreateTaskResult is sent.
         self._task: TaskRun | None = None
@@ -334,7 +346,10 @@ class ModernExchange(EnvelopePort):
         if self._stream is not None and self._stream.closed:
             # Cut, or its client left as the answer was ready: it cannot be told of a task.
             self._withdraw_task()
-        await self._answer(outcome)
+        if not await self._answer(outcome):
+            # TM-TASK-WITHDRAW: its client left while its answer was going out, and it was
+            # not written: the task it names is known to nobody.
+            self._withdraw_task()
 
     def _withdraw_task(self) -> None:
         """TM-TASK-WITHDRAW: a task whose CreateTaskResult cannot reach its client is known
@@ -351,8 +366,10 @@ class ModernExchange(EnvelopePort):
                 front=self,
                 principal=self.principal,
                 peer=self._peer,
+                unit=self._unit,
                 answers=self._answers,
                 publish=support is TaskSupport.REQUIRED,
+                charge=self._charge,
             )
             if run is not None:
                 return await self._via_task(run, binding)
@@ -405,6 +422,14 @@ class ModernExchange(EnvelopePort):
                     return self._input_required(outcome, binding)
                 if outcome is not None:
                     return outcome
+                if run.preempted:
+                    # TM-SEC-FAIR: the running tasks' pool took it for another client's.
+                    return ErrorResponse(
+                        id=self._request.id,
+                        code=ErrorCode.SERVER_BUSY,
+                        message="Service Unavailable: the server ended this call to make room "
+                        "for another client's task; retry later.",
+                    )
                 # Ended with no outcome while its client waited: the server is stopping.
                 return ErrorResponse(
                     id=self._request.id,
@@ -426,7 +451,8 @@ class ModernExchange(EnvelopePort):
             self._answers = self._server.codec.open(params["requestState"], binding, time.time())
         self._answers.update(fresh)
 
-    async def _answer(self, outcome: Response | ErrorResponse) -> None:
+    async def _answer(self, outcome: Response | ErrorResponse) -> bool:
+        """Send the answer; whether it was written to the connection."""
         server = self._server
         if isinstance(outcome, Response):
             result = outcome.result
@@ -450,9 +476,9 @@ class ModernExchange(EnvelopePort):
             await self._responder.reply(modern_reply(status, body))
             if server.config.tracer is not None:
                 self._trace(TraceKind.REPLY, status=status, detail=_result_type(message))
-            return
+            return self._responder.finished
         # MT-SSE-4 (SHOULD): the final response ends the stream.
-        await self._stream.finish(encode_data_event(body))
+        return await self._stream.finish(encode_data_event(body))
 
     def _trace(self, kind: TraceKind, **fields: Any) -> None:
         """Tell the tracer (there is one: callers check) what this request did. It has no

@@ -17,6 +17,8 @@ import trio
 from .._ports import App, SessionPort
 from ..protocol import JSON, ErrorCode, Notification, OriginPolicy, RemoteProtocolError
 from ..protocol._era import Era, ModernCall, ModernNotification, route_other, route_post
+from ..protocol._fair import Unit, UnitPolicy
+from ..protocol._footprint import body_cost
 from ..protocol._logtext import LogLimiter
 from ..protocol._mrtr import RequestStateCodec
 from ..protocol._tasks import (
@@ -41,6 +43,7 @@ from ._failures import FailureLog
 from ._listen import Listeners
 from ._manager import SessionManager
 from ._modern import ModernServer
+from ._pools import Charge, Ledger, Pool
 from ._relay import relay
 from ._responder import Responder
 from ._session import SessionPort as LegacySessionPort
@@ -88,9 +91,32 @@ class Runtime:
         #: rate-limited, so that a client repeating the request that triggers one cannot
         #: fill the log (TM-SEC-LOG).
         self.failures = FailureLog(logger, "unexpected error; answered 500 if nothing was sent")
+        #: TM-SEC-UNIT: who a request's client is, for the fair shares.
+        self.units = UnitPolicy.of(
+            ipv4_prefix=config.client_ipv4_prefix,
+            ipv6_prefix=config.client_ipv6_prefix,
+            trusted_proxies=config.trusted_proxies,
+            header=config.client_address_header,
+        )
+        #: TM-SEC-FAIR: the long-lived streams of both eras (legacy GETs, listens).
+        self.streams: Pool[Any] = Pool(
+            "streams", config.max_streams, evict=lambda stream: stream.evict()
+        )
+        #: Pools kept by the HTTP edges (the own server's connections), counted here.
+        self._edge_pools: list[Pool[Any]] = []
         self.manager = SessionManager(
             app, config, bind_hosts=bind_hosts, store=_store_for(config),
-            on_notify=self._deliver, on_lapse=self.reconcile_tasks,
+            on_notify=self._deliver, on_lapse=self.reconcile_tasks, units=self.units,
+            streams=self.streams,
+        )
+        #: TM-SEC-MEMORY: what requests hold while they are served, per session, per client
+        #: and in all; what each gave back is told to the memory releaser (TM-SESS-RELEASE).
+        self.ledger = Ledger(
+            server=config.request_memory,
+            per_client=config.request_memory_per_client,
+            per_session=config.request_memory_per_session,
+            releaser=self.manager.releaser,
+            enabled=config.memory_accounting,
         )
         if self.manager.store.shared and config.secret is None and config.workers > 1:
             # TM-WORK-SECRET: each process would draw keys of its own.
@@ -117,6 +143,7 @@ class Runtime:
             requests=self.manager.requests,
             origin=self.manager.store.origin,
             keep=self._keep_task if self.manager.store.shared else None,
+            units=self.units,
         )
         #: TM-STORE-TASKS: task changes on their way to the shared store, in order.
         self._kept_tasks: collections.deque[StoredTask] = collections.deque()
@@ -130,7 +157,10 @@ class Runtime:
             tasks=self.tasks,
             requests=self.manager.requests,
         )
-        self.listeners = Listeners(app, config, spawn=self.spawn, stats=self.modern.stats)
+        self.listeners = Listeners(
+            app, config, spawn=self.spawn, stats=self.modern.stats, streams=self.streams,
+            releaser=self.manager.releaser,
+        )
         self.auth = Authenticator(config.auth) if config.auth is not None else None
         #: The task of run(), once it runs (for the inspector; ``tasks`` are the tasks
         #: extension's).
@@ -321,12 +351,14 @@ class Runtime:
                 # T-AUTH-EVERY (MUST): every request carries its token, in a session or not.
                 principal = await self.auth.authenticate(request.headers)
                 request = attrs.evolve(request, principal=principal)
+            # TM-SEC-UNIT: whose share of the pools and budgets the request takes.
+            unit = self.unit_of(request)
             if request.method != "POST":
                 if self.auth is not None:
                     assert request.principal is not None
                     self.auth.check(request.principal, frozenset())
                 route_other(request.method, request.headers)
-                await self.manager.serve(request, responder)
+                await self.manager.serve(request, responder, unit=unit)
                 return
             body = read_post_body(request, max_body_bytes=self.config.max_body_bytes)
             if self.auth is not None:
@@ -337,32 +369,77 @@ class Runtime:
                     request.principal, self._scopes_for(body), request_id=_request_id(body)
                 )
             route = route_post(request.headers, body)
-            if route is Era.LEGACY:
-                await self.manager.post(request, body, responder)
-            elif isinstance(route, ModernCall):
-                if route.request.method == "subscriptions/listen":
-                    self.modern.check(route, request.headers)
-                    await self.listeners.serve(
-                        route,
-                        responder,
-                        accept_task=self.tasks.follower(request.principal)
-                        if declares_tasks(route.envelope.client_capabilities)
-                        else None,
-                    )
-                elif not await self._relay_task(route, request, responder):
-                    await self.modern.serve(
-                        route,
-                        request.headers,
-                        responder,
-                        principal=request.principal,
-                        peer=request.peer_host,
-                    )
-            else:
-                assert isinstance(route, ModernNotification)
+            if isinstance(route, ModernNotification):
                 # MT-POST-5 (MUST): an accepted notification gets 202 and no body.
                 await responder.reply(Reply(status=202))
+                return
+            charge = self._charge(request, body, unit)
+            try:
+                await self._serve_post(request, body, route, responder, unit, charge)
+            finally:
+                if charge is not None:
+                    charge.exchange_done()
         except RemoteProtocolError as exc:
             await responder.reply(error_reply(exc))
+
+    async def _serve_post(
+        self,
+        request: HttpRequest,
+        body: JSON,
+        route: Era | ModernCall,
+        responder: Responder,
+        unit: Unit,
+        charge: Charge | None,
+    ) -> None:
+        if route is Era.LEGACY:
+            await self.manager.post(request, body, responder, unit=unit, charge=charge)
+            return
+        assert isinstance(route, ModernCall)
+        if route.request.method == "subscriptions/listen":
+            self.modern.check(route, request.headers)
+            await self.listeners.serve(
+                route,
+                responder,
+                accept_task=self.tasks.follower(request.principal)
+                if declares_tasks(route.envelope.client_capabilities)
+                else None,
+                unit=unit,
+                charge=charge,
+            )
+        elif not await self._relay_task(route, request, responder):
+            await self.modern.serve(
+                route,
+                request.headers,
+                responder,
+                principal=request.principal,
+                unit=unit,
+                charge=charge,
+            )
+
+    def unit_of(self, request: HttpRequest) -> Unit:
+        """TM-SEC-UNIT: the request's principal, else its client's address (read from the
+        forwarding header only for a connection from a trusted proxy) under the prefix."""
+        principal = request.principal
+        return self.units.of_request(
+            principal.key if principal is not None else None, request.peer_host, request.headers
+        )
+
+    def _charge(self, request: HttpRequest, body: JSON, unit: Unit) -> Charge | None:
+        """TM-SEC-MEMORY: charge a POST's body, what it decoded to and its handlers to the
+        client and the server (raises RemoteProtocolError 503 naming the budget)."""
+        ledger = self.ledger
+        if not ledger.enabled:
+            return None
+        # Each request starts a handler; notifications and responses start none.
+        if isinstance(body, dict):
+            requests = 1 if "id" in body and "method" in body else 0
+        elif isinstance(body, list):
+            requests = sum(isinstance(m, dict) and "id" in m and "method" in m for m in body)
+        else:
+            requests = 0
+        raw = request.body
+        cost = body_cost(raw, body, requests=requests, limit=ledger.room(unit.key))
+        return ledger.charge(unit.key, cost, raw=len(raw), request_id=_request_id(body))
 
     async def _relay_task(
         self, call: ModernCall, request: HttpRequest, responder: Responder
@@ -496,4 +573,20 @@ class Runtime:
             "modern_requests_running": len(self.modern.running),
             "listeners_open": len(self.listeners.live),
             **self.tasks.statistics(),
+            "long_streams_open": len(self.streams),
+            **self.streams.statistics(),
+            **self.ledger.statistics(),
+            **self._edge_statistics(),
         }
+
+    def count_pool(self, pool: Pool[Any]) -> None:
+        """An HTTP edge's pool (the own server's connections, TM-SEC-FAIR): its refusals and
+        evictions are among the statistics, summed over the edges that keep one."""
+        self._edge_pools.append(pool)
+
+    def _edge_statistics(self) -> dict[str, int]:
+        totals: dict[str, int] = {}
+        for pool in self._edge_pools:
+            for name, value in pool.statistics().items():
+                totals[name] = totals.get(name, 0) + value
+        return totals

@@ -48,6 +48,7 @@ from ..protocol._versions import revision_at_least
 from ._describe import HandlerInfo, LogInfo, SessionInfo, ViewInfo
 from ._handler import outcome_of
 from ._mirror import StreamMirror
+from ._pools import Charge, Meter
 from ._reqstats import RequestMetrics
 from ._store import Control, ControlKind, SessionRecord, SharedState
 from ._view import View, ViewEnd, gap_event
@@ -88,6 +89,8 @@ class InFlight:
     """Who the request's access token speaks for (None without authorization)."""
     task: trio.lowlevel.Task | None = None
     """The handler's task, once it runs (for describe())."""
+    charge: Charge | None = None
+    """What the request is charged (TM-SEC-MEMORY), held until the handler's task ends."""
 
 
 @attrs.define(eq=False)
@@ -124,11 +127,13 @@ class SessionStats:
 
 @attrs.frozen
 class Creator:
-    """Who created a session: the client's address, when known, and the key of its
-    token's principal ("" without authorization)."""
+    """Who created a session: the client's address, when known, the key of its token's
+    principal ("" without authorization), and the client as the fair shares count it
+    (``Unit.key``, TM-SEC-UNIT)."""
 
     peer: str | None
     principal: str
+    unit: str = "ip:unknown"
 
 
 @attrs.define(slots=True)
@@ -204,14 +209,18 @@ class Session:
         client_state_bytes: int = 0,
         peer: str | None = None,
         principal: str = "",
+        unit: str = "ip:unknown",
         config: ServerConfig,
         log_base: int = 0,
     ) -> None:
         self.manager = manager
         self.id = session_id
         self.version = version
-        #: Who created it: the client's address (TM-SESS-CAP) and principal (TM-AUTH-BIND).
-        self.creator = Creator(peer=peer, principal=principal)
+        #: Who created it: the client's address and unit (TM-SESS-CAP, TM-SEC-UNIT) and
+        #: principal (TM-AUTH-BIND).
+        self.creator = Creator(peer=peer, principal=principal, unit=unit)
+        #: TM-SEC-MEMORY: what its requests in flight are charged.
+        self.meter = Meter()
         self.client_info = dict(client_info)
         self.client_capabilities = dict(client_capabilities)
         #: What the server declared in this session's InitializeResult: the session holds to
@@ -330,6 +339,10 @@ class Session:
     @property
     def principal(self) -> str:
         return self.creator.principal
+
+    @property
+    def unit(self) -> str:
+        return self.creator.unit
 
     @property
     def closed(self) -> bool:
@@ -673,8 +686,10 @@ class Session:
         *,
         stream: int | None,
         principal: Principal | None = None,
+        charge: Charge | None = None,
     ) -> list[InFlight]:
-        """Start a handler task for each request, in this session's nursery."""
+        """Start a handler task for each request, in this session's nursery; each holds
+        ``charge`` (TM-SEC-MEMORY) until its task ends."""
         if self._nursery is None:
             raise RemoteProtocolError(
                 "Session not found: it has ended.", http_status=404
@@ -682,7 +697,9 @@ class Session:
         self.check_request_ids(requests)
         flights = []
         for req in requests:
-            flight = InFlight(request=req, stream=stream, principal=principal)
+            flight = InFlight(request=req, stream=stream, principal=principal, charge=charge)
+            if charge is not None:
+                charge.hold()
             self.inflight[req.id] = flight
             self.stats.requests += 1
             run = self._run_handler if self.config.tracer is None else self._run_traced
@@ -712,8 +729,15 @@ class Session:
         flight.task = trio.lowlevel.current_task()
         port = RequestPort(self, flight)
         outcome: Message | None = None
-        with flight.scope:
-            outcome = await outcome_of(lambda: self._handle(port, req), req, self.manager.requests)
+        try:
+            with flight.scope:
+                outcome = await outcome_of(
+                    lambda: self._handle(port, req), req, self.manager.requests
+                )
+        finally:
+            if flight.charge is not None:
+                # TM-SEC-MEMORY: the handler's task, and what it held, is done.
+                flight.charge.drop()
         if self.inflight.get(req.id) is flight:
             del self.inflight[req.id]
         if flight.cancelled_by_client or outcome is None:

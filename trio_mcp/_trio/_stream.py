@@ -56,6 +56,8 @@ class EventStream:
         self.cut = False
         """Set when the reader was cut for draining too slowly."""
         self.closed = False
+        self.lost = False
+        """Set when the stream closed with events not yet written to its connection."""
 
     @property
     def started(self) -> bool:
@@ -115,29 +117,33 @@ class EventStream:
             await self._arm().wait()
         return self.offer(data)
 
-    async def finish(self, data: bytes | None) -> None:
+    async def finish(self, data: bytes | None) -> bool:
         """Send the last event, wait (bounded by the stall rule) until it is written, and
-        end the response. A cut stream is not ended: the connection closes instead."""
+        end the response. A cut stream is not ended: the connection closes instead. Whether
+        every event, the last included, was written to the connection (TM-TASK-WITHDRAW: a
+        CreateTaskResult that was not is withdrawn)."""
         writer = self._writer
         if writer is None or self.closed:
-            return
+            return False
         if data is not None and not await self.send(data):
-            return
+            return False
         while not self.closed and (self._pending or not writer.idle):
             await self._arm().wait()
         if self.cut or writer.finished.is_set() or self._responder.disconnected.is_set():
             self.close()
-            return
+            return not self.lost
         self.close()
         with trio.move_on_after(self._config.signal_timeout) as cs:
             cs.shield = True
             await self._responder.end()
+        return not self.lost
 
     def close(self) -> None:
         """Stop the stream; what is still queued is dropped."""
         if self.closed:
             return
         self.closed = True
+        self.lost = bool(self._pending) or (self._writer is not None and not self._writer.idle)
         self._pending.clear()
         if self._writer is not None:
             self._writer.close()

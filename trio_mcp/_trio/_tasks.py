@@ -16,7 +16,7 @@ import math
 import secrets
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import trio
 
@@ -34,6 +34,8 @@ from ..protocol import (
 )
 from ..protocol._auth import Principal
 from ..protocol._era import ModernCall
+from ..protocol._fair import UnitPolicy
+from ..protocol._headers import Headers
 from ..protocol._modern import modern_error
 from ..protocol._mrtr import InputRequest, check_input_response
 from ..protocol._tasks import (
@@ -46,11 +48,11 @@ from ..protocol._tasks import (
     read_task_id,
     task_not_found,
 )
-from ._budget import ByteBudget
 from ._describe import TaskRunInfo
 from ._envport import EnvelopePort
 from ._handler import outcome_of
 from ._memory import MemoryReleaser
+from ._pools import Charge, Pool
 from ._reqstats import RequestMetrics
 
 if TYPE_CHECKING:
@@ -92,7 +94,13 @@ class TaskStats:
         self.expired = 0
         """Tasks freed at the end of their TTL (those still running were cancelled)."""
         self.refused = 0
-        """Calls that found no room (TM-TASK-BOUND)."""
+        """Calls that found no room (TM-TASK-BOUND): every running slot taken, and their
+        client holding its fair share or more (TM-SEC-FAIR)."""
+        self.preempted = 0
+        """Running tasks ended (failed) to make room for a client holding fewer (TM-SEC-FAIR)."""
+        self.evicted = 0
+        """Ended tasks deleted before their TTL to make room for a client keeping less
+        (TM-SEC-FAIR), or because even their record found no room."""
         self.withdrawn = 0
         """Tasks whose CreateTaskResult could not reach their client (TM-TASK-WITHDRAW)."""
         self.results_too_large = 0
@@ -129,8 +137,15 @@ class TaskRun(EnvelopePort):
         principal: Principal | None,
         owner: str,
         answers: Mapping[str, JSON],
+        charge: Charge | None = None,
     ) -> None:
         super().__init__(call, manager.config)
+        #: What its request is charged (TM-SEC-MEMORY), held until its handler ends.
+        self._charge = charge
+        #: Set when the running pool took this run for another client (TM-SEC-FAIR).
+        self.preempted = False
+        #: The bytes the ended task is kept with (TM-TASK-BOUND), its record's included.
+        self.kept_bytes = 0
         self._manager = manager
         self._front: Front | None = front
         self.principal = principal
@@ -196,11 +211,18 @@ class TaskRun(EnvelopePort):
                     outcome = ask
         finally:
             self.outcome = outcome
+            # A task that ended gives its running slot back at once (TM-TASK-BOUND).
+            self._manager.stopped(self)
             if self.published:
                 self._end(outcome)
             else:
                 self._manager.discard(self)
             self.settled.set()
+            # TM-SEC-MEMORY: the arguments are the handler's, and it is done with them.
+            self._forget_arguments()
+            if self._charge is not None:
+                self._charge.drop()
+                self._charge = None
 
     def publish(self) -> TaskSnapshot:
         """The run becomes a task: visible to tasks/* from now (TK-CREATE: stored before the
@@ -240,9 +262,11 @@ class TaskRun(EnvelopePort):
                     error={"code": int(ErrorCode.INTERNAL_ERROR),
                            "message": "Internal error: the task's result is too large to keep."},
                 )
+                self._manager.keep_ended(self)
                 return
             self._result_bytes = size
             self._move(TaskStatus.COMPLETED, result=outcome.result)
+            return
         elif isinstance(outcome, ErrorResponse):
             # MJ-ERR-5 / MJ-ERR-7: the error a task shows is the one a modern answer carries.
             outcome = modern_error(outcome)
@@ -259,6 +283,26 @@ class TaskRun(EnvelopePort):
                 error={"code": int(ErrorCode.INTERNAL_ERROR),
                        "message": "Internal error: the server ended the task."},
             )
+        self._manager.keep_ended(self)
+
+    def preempt(self) -> None:
+        """TM-SEC-FAIR: the running pool takes this run for a client holding fewer. A task
+        fails, saying why, and its work is cancelled; a run still deciding ends, and its
+        exchange answers 503 (``ModernExchange._via_task``)."""
+        self.preempted = True
+        self.scope.cancel()
+        if self.snapshot is None or self.snapshot.status.terminal:
+            return
+        self._open.clear()
+        self._move(
+            TaskStatus.FAILED,
+            message="The server ended this task to make room for another client's: this "
+            "client held more than its fair share of the running tasks. Retry later.",
+            error={"code": int(ErrorCode.SERVER_BUSY),
+                   "message": "Service Unavailable: ended for another client's task; retry."},
+        )
+        self._answered.set()
+        self._manager.keep_ended(self)
 
     def ended_elsewhere(self, task: Mapping[str, JSON]) -> bool:
         """TM-STORE-TASKS: another worker declared this task failed (this one had been out
@@ -282,9 +326,15 @@ class TaskRun(EnvelopePort):
         return True
 
     def release(self) -> int:
-        """The result bytes this run held, given back (TK-TTL)."""
-        held, self._result_bytes = self._result_bytes, 0
+        """The bytes this ended task was kept with, given back (TK-TTL); what it held of its
+        work is dropped with it."""
+        held, self.kept_bytes = self.kept_bytes, 0
+        self._result_bytes = 0
         return held
+
+    @property
+    def result_bytes(self) -> int:
+        return self._result_bytes
 
     # -- what tasks/* do --------------------------------------------------------------------
 
@@ -297,6 +347,7 @@ class TaskRun(EnvelopePort):
         self._move(TaskStatus.CANCELLED, message="Cancelled by the client.")
         self.scope.cancel()
         self._answered.set()
+        self._manager.keep_ended(self)
 
     def update(self, answers: Mapping[str, JSON], request: Request) -> None:
         """TK-UPDATE: answers to open questions, applied before the ack, so the very next
@@ -415,8 +466,16 @@ class TaskManager:
         requests: RequestMetrics | None = None,
         origin: str = "",
         keep: Callable[[TaskSnapshot, str], None] | None = None,
+        units: UnitPolicy | None = None,
     ) -> None:
         self.app = app
+        #: TM-SEC-UNIT: whose share a call takes, when its caller does not say.
+        self._units = units if units is not None else UnitPolicy.of(
+            ipv4_prefix=config.client_ipv4_prefix,
+            ipv6_prefix=config.client_ipv6_prefix,
+            trusted_proxies=config.trusted_proxies,
+            header=config.client_address_header,
+        )
         #: This worker's name among those sharing a store: the start of its task ids
         #: (TM-STORE-TASKS); "" for a server alone.
         self.origin = origin
@@ -430,13 +489,25 @@ class TaskManager:
         self.stats = TaskStats()
         self._on_change = on_change
         self._nursery: trio.Nursery | None = None
-        #: Every run alive: published tasks, and runs still deciding (TM-TASK-BOUND counts both).
+        #: Every run alive: published tasks, and runs still deciding.
         self.runs: dict[str, TaskRun] = {}
-        self._by_owner: collections.Counter[str] = collections.Counter()
+        #: TM-TASK-BOUND / TM-SEC-FAIR: the runs whose handler runs (deciding or published),
+        #: by client; a full pool takes the newest of the client holding the most.
+        self.running: Pool[TaskRun] = Pool(
+            "tasks_running", config.max_tasks, evict=self._preempt, pick=_newest
+        )
+        #: TM-TASK-BOUND / TM-SEC-FAIR: the ended tasks kept until their TTL, in bytes (their
+        #: result and record), by client, oldest first; a full pool deletes the oldest of the
+        #: client keeping the most, or a client's own oldest when it keeps the most.
+        self.retained: Pool[TaskRun] = Pool(
+            "tasks_retained", config.max_task_results_memory, evict=self._evict_kept,
+            replace=_oldest,
+        )
         #: Published tasks in order of their TTL's end: one TTL for all, so creation order.
         self._expiry: collections.deque[TaskRun] = collections.deque()
+        #: Runs in _expiry forgotten before their TTL (compacted away when they are many).
+        self._expiry_dead = 0
         self._expiry_changed = trio.Event()
-        self.results = ByteBudget(config.max_task_results_memory)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """The nursery the tasks run in, and the TTLs' end (TK-TTL)."""
@@ -473,6 +544,8 @@ class TaskManager:
         if self.runs.get(run.task_id) is run:
             self.stats.expired += 1
             self._forget(run)
+        else:
+            self._expiry_dead -= 1
 
     # -- the calls ---------------------------------------------------------------------------
 
@@ -482,23 +555,33 @@ class TaskManager:
         *,
         front: Front,
         principal: Principal | None,
-        peer: str | None,
+        peer: str | None = None,
+        unit: str | None = None,
         answers: Mapping[str, JSON],
         publish: bool,
+        charge: Charge | None = None,
     ) -> TaskRun | None:
         """Start a call's handler as a run in the tasks' nursery; published at once with
-        ``publish``. None when there is no room (TM-TASK-BOUND) or the server is stopping."""
-        owner = principal.key if principal is not None else f"peer:{peer or ''}"
-        if (
-            self._nursery is None
-            or len(self.runs) >= self.config.max_tasks
-            or self._by_owner[owner] >= self.config.max_tasks_per_owner
-        ):
+        ``publish``. ``unit`` is its client (TM-SEC-UNIT; without it, the principal's or
+        ``peer``'s); ``charge`` what its request is charged, which the run holds until its
+        handler ends. None when there is no room (TM-TASK-BOUND) or the server is stopping."""
+        if unit is not None:
+            owner = unit
+        elif principal is not None:
+            owner = self._units.of_request(principal.key, None, _NO_HEADERS).key
+        else:
+            owner = self._units.of_address(peer).key
+        if self._nursery is None or not self.running.admit(owner):
             self.stats.refused += 1
             return None
-        run = TaskRun(self, call, front=front, principal=principal, owner=owner, answers=answers)
+        run = TaskRun(
+            self, call, front=front, principal=principal, owner=owner, answers=answers,
+            charge=charge,
+        )
+        if charge is not None:
+            charge.hold()
         self.runs[run.task_id] = run
-        self._by_owner[owner] += 1
+        self.running.add(owner, run)
         if publish:
             run.publish()
         self._nursery.start_soon(run.main, name=f"task {call.request.method}")
@@ -535,24 +618,67 @@ class TaskManager:
             self.stats.answered_at_once += 1
             self._forget(run)
 
+    def stopped(self, run: TaskRun) -> None:
+        """A run's handler has ended: its running slot is free at once (TM-TASK-BOUND)."""
+        self.running.discard(run)
+
+    def _preempt(self, run: TaskRun) -> None:
+        """The running pool took ``run`` for another client (TM-SEC-FAIR)."""
+        self.stats.preempted += 1
+        run.preempt()
+
     def _forget(self, run: TaskRun) -> None:
         del self.runs[run.task_id]
-        self._by_owner[run.owner] -= 1
-        if self._by_owner[run.owner] <= 0:
-            del self._by_owner[run.owner]
+        self.running.discard(run)
+        self.retained.discard(run)
         held = run.release()
-        self.results.give(held)
-        if self._releaser is not None and run.published:
-            self._releaser.freed(held + TASK_FOOTPRINT)
+        if run.published:
+            if run.deadline > trio.current_time():
+                # Its entry in the expiry queue is dead now; the queue is compacted once
+                # dead entries outnumber the live tasks, so that churn cannot grow it.
+                self._expiry_dead += 1
+                if self._expiry_dead > len(self.runs) + 64:
+                    self._expiry = collections.deque(
+                        r for r in self._expiry if self.runs.get(r.task_id) is r
+                    )
+                    self._expiry_dead = 0
+            if self._releaser is not None:
+                # TM-SESS-RELEASE: what the task kept (its record's share included).
+                self._releaser.freed(max(held, TASK_FOOTPRINT))
 
     def holds(self, run: TaskRun) -> bool:
         return self.runs.get(run.task_id) is run
 
     def hold_result(self, run: TaskRun, size: int) -> bool:
-        if size > self.config.max_task_result_bytes or not self.results.take(size):
+        """Room in the kept pool for ``run``'s result of ``size`` bytes and its record
+        (TM-TASK-BOUND, TM-SEC-FAIR); False: it is too large to keep."""
+        amount = TASK_FOOTPRINT + size
+        if size > self.config.max_task_result_bytes or not self.retained.admit(run.owner, amount):
             self.stats.results_too_large += 1
             return False
+        run.kept_bytes = amount
+        self.retained.add(run.owner, run, amount)
         return True
+
+    def keep_ended(self, run: TaskRun) -> None:
+        """``run`` ended (TK-LIFE): kept until its TTL in the kept pool, with its result when
+        ``hold_result`` found room for it, else its record alone; a record that finds no room
+        either is deleted now (TM-SEC-FAIR)."""
+        if run in self.retained or not self.holds(run):
+            return
+        if not self.retained.admit(run.owner, TASK_FOOTPRINT):
+            self.stats.evicted += 1
+            self._forget(run)
+            return
+        run.kept_bytes = TASK_FOOTPRINT
+        self.retained.add(run.owner, run, TASK_FOOTPRINT)
+
+    def _evict_kept(self, run: TaskRun) -> None:
+        """The kept pool deleted ``run`` for another (TM-SEC-FAIR): tasks/get now answers
+        that it is unknown, as after its TTL."""
+        if self.holds(run):
+            self.stats.evicted += 1
+            self._forget(run)
 
     def changed(self, run: TaskRun) -> None:
         status = run.status
@@ -632,5 +758,18 @@ class TaskManager:
         return {
             **{f"tasks_{k}": v for k, v in self.stats.as_dict().items()},
             "tasks_alive": len(self.runs),
-            "tasks_result_bytes": self.results.held,
+            "tasks_running": len(self.running),
+            "tasks_result_bytes": self.retained.total,
         }
+
+
+def _newest(runs: dict[TaskRun, None]) -> TaskRun:
+    """The run of a client that the running pool takes: its newest, which has done least."""
+    return next(reversed(runs))
+
+
+def _oldest(runs: dict[TaskRun, None]) -> TaskRun | None:
+    return next(iter(runs), None)
+
+
+_NO_HEADERS: Final = Headers([])

@@ -81,6 +81,7 @@ class ViewEnd:
     SERVER_CLOSED = "server-closed"  # polling close (SEP-1699), session end or shutdown
     GAP = "gap"  # the cursor fell outside the window
     STALLED = "stalled"  # the reader drained too slowly for too long (TM-BP-STALL)
+    EVICTED = "evicted"  # a full streams pool took it for another client (TM-SEC-FAIR)
 
 
 #: How often a busy view looks at its writer's drain rate.
@@ -139,6 +140,12 @@ class View:
             self.end_reason = reason
             self.send_retry = send_retry
         self.scope.cancel()
+
+    def evict(self) -> None:
+        """TM-SEC-FAIR: a full streams pool takes this connection for another client's: it
+        ends with ``retry``, and its client resumes from its last event id (the stream lives
+        on in the log)."""
+        self.stop(ViewEnd.EVICTED)
 
     def describe(self) -> ViewInfo:
         """This connection: its stream, cursor, lag and writer; reads only."""

@@ -428,6 +428,7 @@ class ListenFilter:
         capabilities: Mapping[str, JSON],
         *,
         max_resources: int,
+        max_uri_bytes: int | None = None,
         accept_task: Callable[[str], bool] | None = None,
     ) -> ListenFilter:
         """Read a listen request's ``notifications`` against the server's capabilities.
@@ -465,6 +466,14 @@ class ListenFilter:
                 raise _invalid_listen(
                     f"at most {max_resources} resource subscriptions per listen request",
                     request,
+                )
+            if max_uri_bytes is not None and any(
+                len(u.encode("utf-8")) > max_uri_bytes for u in subs
+            ):
+                # TM-SEC-STATE: a URI kept for the stream's life is bounded, as a legacy
+                # session's subscription is.
+                raise _invalid_listen(
+                    f"a resource URI is longer than {max_uri_bytes} bytes", request
                 )
             resources = capabilities.get("resources")
             if isinstance(resources, Mapping) and resources.get("subscribe"):

@@ -1,0 +1,234 @@
+"""The one admission rule (TM-SEC-FAIR) and the client it counts by (TM-SEC-UNIT), as pure code:
+over Hypothesis schedules of up to 64 clients arriving and leaving, a client at or below its
+max-min fair share is never refused, and room is never taken from a client at or below its
+share; both judged against a brute-force water level."""
+
+from __future__ import annotations
+
+import collections
+from typing import Any
+
+import pytest
+from hypothesis import event, example, given, settings
+from hypothesis import strategies as st
+from support.examples import examples
+
+from trio_mcp._trio._pools import Pool
+from trio_mcp.protocol import Headers
+from trio_mcp.protocol._fair import FairShare, Unit, UnitPolicy, Verdict, fair_share_level
+
+UNITS = [f"ip:10.0.0.{i}" for i in range(64)]
+
+#: One step: a client asks for one more slot, or gives one back; arrivals are the most, so
+#: that the pools fill (Hypothesis's statistics show how often each verdict is reached).
+_step = st.tuples(
+    st.sampled_from(("arrive", "arrive", "arrive", "leave")), st.integers(0, 63)
+)
+
+
+def _demand_level(held: dict[str, int], asker: str, amount: int, capacity: int) -> float:
+    """The water level of the pool if ``asker`` held ``amount`` more."""
+    demands = dict(held)
+    demands[asker] = demands.get(asker, 0) + amount
+    return fair_share_level(demands.values(), capacity)
+
+
+@pytest.mark.spec("TM-SEC-FAIR")
+@settings(max_examples=examples(300), deadline=None)
+@given(
+    capacity=st.integers(1, 64),
+    steps=st.lists(_step, min_size=20, max_size=400),
+    clients=st.integers(1, 64),
+)
+@example(capacity=10, steps=[("arrive", 0)] * 10 + [("arrive", 1)] * 5, clients=2)
+@example(capacity=40, steps=[("arrive", 1)] * 50 + [("arrive", 0)] * 20, clients=2)
+def test_a_client_at_or_below_its_fair_share_is_never_refused_nor_taken_from(
+    capacity: int, steps: list[tuple[str, int]], clients: int
+) -> None:
+    """Slots pool: every arrival that finds the pool full is served (taking one slot from
+    the client holding the most) exactly when the asker is within its max-min share once
+    served; the client taken from held more than that share; the pool never holds more
+    than its capacity; and the top the heap reports is the true maximum."""
+    share = FairShare(capacity)
+    for what, index in steps:
+        unit = UNITS[index % clients]
+        held = share.holdings()
+        if what == "leave":
+            if share.held(unit):
+                share.remove(unit)
+            continue
+        level = _demand_level(held, unit, 1, capacity)
+        verdict = share.verdict(unit)
+        if share.total < capacity:
+            assert Verdict.ADMIT == verdict
+            share.add(unit)
+            continue
+        within = held.get(unit, 0) + 1 <= level
+        assert (Verdict.EVICT == verdict) == within, (held, unit, level)
+        event(f"a full pool {verdict.value}s")
+        if verdict is Verdict.EVICT:
+            victim = share.victim(unit)
+            assert victim is not None and victim != unit
+            # Taken from a client above its share, and the one holding the most.
+            assert held[victim] > level
+            assert held[victim] == max(held.values())
+            share.remove(victim)
+            share.add(unit)
+        assert share.total <= capacity
+    top = share.top()
+    holdings = share.holdings()
+    if holdings:
+        assert top is not None and top[1] == max(holdings.values())
+        assert sum(holdings.values()) == share.total
+    else:
+        assert top is None
+
+
+_byte_step = st.tuples(
+    st.sampled_from(("keep", "keep", "drop")), st.integers(0, 63), st.integers(1, 40)
+)
+
+
+@pytest.mark.spec("TM-SEC-FAIR")
+@settings(max_examples=examples(200), deadline=None)
+@given(
+    capacity=st.integers(40, 400),
+    steps=st.lists(_byte_step, max_size=200),
+    clients=st.integers(1, 64),
+)
+# A client whose heap entries went stale several times counts once (it was counted three
+# times, and an item taken for a request then refused).
+@example(capacity=40, steps=[("keep", 1, 1), ("keep", 1, 1), ("keep", 1, 20), ("keep", 0, 21)],
+         clients=2)
+def test_a_pool_of_bytes_takes_room_only_from_clients_above_their_share(
+    capacity: int, steps: list[tuple[str, int, int]], clients: int
+) -> None:
+    """Bytes pool (items of any size, as ended tasks are kept): a client asking for bytes
+    it is within its share for is served; every item taken went from a client that held
+    more than its share at that moment; a refusal takes nothing from anyone."""
+    taken: list[tuple[str, float, int]] = []
+    pool: Pool[Any] = Pool("bytes", capacity, evict=lambda item: None)
+    original_end = pool._end
+
+    def end(item: Any) -> None:
+        # Judge each eviction at its moment: the victim's holding against the level.
+        unit, _ = pool._held[item]
+        taken.append((unit, pending_level, pool.held(unit)))
+        original_end(item)
+
+    pool._end = end  # type: ignore[method-assign]
+    counter = 0
+    items: dict[str, collections.deque[int]] = collections.defaultdict(collections.deque)
+    for what, index, size in steps:
+        unit = UNITS[index % clients]
+        if what == "drop":
+            while items[unit] and items[unit][0] not in pool:
+                items[unit].popleft()
+            if items[unit]:
+                pool.discard(items[unit].popleft())
+            continue
+        held = pool.share.holdings()
+        pending_level = _demand_level(held, unit, size, capacity)
+        within = held.get(unit, 0) + size <= pending_level
+        before = dict(held)
+        taken.clear()
+        admitted = pool.admit(unit, size)
+        if size <= capacity - pool.total or within:
+            assert admitted, (before, unit, size, pending_level)
+        if not admitted:
+            assert pool.share.holdings() == before, "a refusal took something"
+        event("bytes: " + ("refused" if not admitted else "taken from others" if taken
+                           else "room"))
+        for victim, level, victim_held in taken:
+            assert victim != unit and victim_held > level, (victim, victim_held, level)
+        if admitted:
+            counter += 1
+            pool.add(unit, counter, size)
+            items[unit].append(counter)
+        assert pool.total <= capacity
+
+
+@pytest.mark.spec("TM-SEC-FAIR")
+def test_a_full_pool_serves_a_newcomer_from_the_client_holding_the_most() -> None:
+    """Sixteen clients hold a full pool of 64 in shares of four; a seventeenth is served,
+    taking the newest slot of one holding four, and again while someone holds two more than
+    it; a client holding four is refused one more, and so is the one left with three (no one
+    holds two more than it)."""
+    pool: Pool[tuple[str, int]] = Pool(
+        "tasks", 64, evict=lambda item: None, pick=lambda items: next(reversed(items))
+    )
+    for n in range(16):
+        for k in range(4):
+            assert pool.admit(UNITS[n])
+            pool.add(UNITS[n], (UNITS[n], k))
+    assert pool.admit(UNITS[16])
+    pool.add(UNITS[16], (UNITS[16], 0))
+    [three] = [u for u in UNITS[:16] if pool.held(u) == 3]
+    assert (three, 3) not in pool  # its newest went
+    four = UNITS[0] if UNITS[0] != three else UNITS[1]
+    assert not pool.admit(four)
+    assert not pool.admit(three)
+    assert pool.admit(UNITS[16])
+    pool.add(UNITS[16], (UNITS[16], 1))
+    assert (2, 2, 64) == (pool.stats.refused, pool.stats.evicted, pool.total)
+
+
+@pytest.mark.spec("TM-SEC-UNIT")
+def test_a_client_is_its_principal_else_its_network() -> None:
+    """An authenticated request's client is its principal; else its address, an IPv6 /64
+    as one, an IPv4-mapped address as its IPv4 address; the key is a plain string."""
+    policy = UnitPolicy.of()
+    none = Headers([])
+
+    assert "principal:https://as#alice" == policy.of_request("https://as#alice", "192.0.2.1",
+                                                             none).key
+    assert Unit("ip:192.0.2.1") == policy.of_request(None, "192.0.2.1", none)
+    assert Unit("ip:192.0.2.1") == policy.of_address("::ffff:192.0.2.1")
+    a = policy.of_address("2001:db8:1:2:aaaa::1")
+    b = policy.of_address("2001:db8:1:2:bbbb::9")
+    assert a == b and "ip:2001:db8:1:2::/64" == a.key
+    assert a != policy.of_address("2001:db8:1:3::1")
+    assert "ip:unknown" == policy.of_address(None).key
+    wide = UnitPolicy.of(ipv4_prefix=24)
+    assert wide.of_address("192.0.2.7") == wide.of_address("192.0.2.200")
+    assert isinstance(a.key, str) and str(a) == a.key
+
+
+@pytest.mark.spec("TM-SEC-UNIT")
+@pytest.mark.parametrize(
+    ("header", "value", "peer", "client"),
+    [
+        # Not a trusted proxy: the header is the client's own text, never read.
+        ("x-forwarded-for", "203.0.113.9", "198.51.100.1", "198.51.100.1"),
+        # One proxy: the address it saw.
+        ("x-forwarded-for", "203.0.113.9", "10.0.0.2", "203.0.113.9"),
+        # A forged entry left of the one the proxy wrote is never reached.
+        ("x-forwarded-for", "1.2.3.4, 203.0.113.9", "10.0.0.2", "203.0.113.9"),
+        # Two trusted proxies: past both.
+        ("x-forwarded-for", "1.2.3.4, 203.0.113.9, 10.0.0.5", "10.0.0.2", "203.0.113.9"),
+        # Every entry trusted: the leftmost.
+        ("x-forwarded-for", "10.0.0.9, 10.0.0.5", "10.0.0.2", "10.0.0.9"),
+        # Not an address: the proxy that wrote it is as far as is known.
+        ("x-forwarded-for", "unknown", "10.0.0.2", "10.0.0.2"),
+        # RFC 7239, with a port and an IPv6 address in brackets.
+        ("forwarded", 'for=1.2.3.4, for="[2001:db8::7]:4711";proto=https', "10.0.0.2",
+         "2001:db8::7"),
+        ("x-real-ip", "203.0.113.9", "10.0.0.2", "203.0.113.9"),
+    ],
+)
+def test_the_client_address_is_read_from_a_header_only_behind_a_trusted_proxy(
+    header: str, value: str, peer: str, client: str
+) -> None:
+    """TM-SEC-UNIT: a forwarding header counts only on a trusted proxy's connection, read
+    from the right past every trusted proxy."""
+    policy = UnitPolicy.of(trusted_proxies=["10.0.0.0/8"], header=header)
+    headers = Headers([(header.encode(), value.encode())])
+
+    assert client == policy.client_address(peer, headers)
+
+
+def test_unit_policy_refuses_impossible_settings() -> None:
+    with pytest.raises(ValueError):
+        UnitPolicy.of(ipv4_prefix=33)
+    with pytest.raises(ValueError):
+        UnitPolicy.of(header="x-client")

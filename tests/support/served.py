@@ -1,0 +1,167 @@
+"""A trio-mcp server in a process of its own, started as `trio-mcp serve` starts one (the C
+allocator, the collector's threshold), for the tests that watch its resident size while
+clients attack it over real sockets (tests/limits/test_limit_fair.py). Its tools: ``hold``
+takes an argument and keeps it until cancelled; ``job`` is a task that works a while; its
+resources can be subscribed to, so a listen's filter is kept."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import urllib.request
+from collections.abc import AsyncIterator, Callable, Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import attrs
+import trio
+
+LAUNCHER = """
+import json, sys
+from trio_mcp import use_allocator, use_collector_threshold
+use_allocator()
+use_collector_threshold()
+import trio
+from trio_mcp import Context, Server, ServerConfig, serve
+from trio_mcp._allocator import running_allocator
+from trio_mcp.protocol import Retention
+
+settings = json.loads(sys.argv[1])
+http_server = settings.pop("http_server")
+if "retention" in settings:
+    settings["retention"] = Retention(**settings["retention"])
+if "trusted_proxies" in settings:
+    settings["trusted_proxies"] = frozenset(settings["trusted_proxies"])
+server = Server("fair-rows")
+
+@server.tool()
+async def hold(data: str) -> str:
+    '''Keep the argument until cancelled.
+
+    Args:
+        data: anything.
+    '''
+    await trio.sleep_forever()
+    return data
+
+@server.tool(task="required")
+async def job(seconds: float, size: int = 0) -> str:
+    '''Work for a while as a task, then answer with size bytes.
+
+    Args:
+        seconds: how long.
+        size: bytes of the answer.
+    '''
+    await trio.sleep(seconds)
+    return "x" * size if size else "done"
+
+@server.tool()
+async def chatter(ctx: Context, n: int, size: int) -> str:
+    '''Log n messages of size bytes on the request's stream, then answer.
+
+    Args:
+        n: how many.
+        size: bytes each.
+    '''
+    for i in range(n):
+        await ctx.log("info", {"i": i, "pad": "x" * size})
+    return "said"
+
+@server.resource("test://r/{n}")
+async def item(n: str) -> str:
+    return n
+
+async def main():
+    async with trio.open_nursery() as nursery:
+        urls = await nursery.start(
+            lambda task_status: serve(
+                server, port=0, config=ServerConfig(**settings), stats_port=0,
+                http_server=http_server, task_status=task_status,
+            )
+        )
+        print("READY", json.dumps([running_allocator(), *urls]), flush=True)
+
+trio.run(main)
+"""
+
+
+@attrs.frozen
+class Served:
+    """A server process: its MCP endpoint, its port, its stats URL and its pid."""
+
+    proc: subprocess.Popen[str]
+    url: str
+    port: int
+    stats_url: str
+    allocator: str
+
+    def rss_kib(self) -> int:
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+        raise AssertionError("no VmRSS")
+
+    async def stats(self) -> dict[str, Any]:
+        def get() -> dict[str, Any]:
+            with urllib.request.urlopen(self.stats_url, timeout=10) as resp:
+                return dict(json.load(resp))
+
+        return await trio.to_thread.run_sync(get)
+
+    async def until(self, check: Callable[[dict[str, Any]], bool], poll: float = 0.1) -> None:
+        """Poll the server's counters until ``check`` holds (another process: no event to
+        wait on)."""
+        while not check(await self.stats()):  # noqa: ASYNC110
+            await trio.sleep(poll)
+
+    async def released(self, timeout: float = 10.0) -> None:
+        """Wait for the server's next memory release (TM-SESS-RELEASE), at most
+        ``timeout`` seconds (none comes when under a sixteenth of the threshold was
+        freed)."""
+        seen = (await self.stats())["memory_releases"]
+        with trio.move_on_after(timeout):
+            await self.until(lambda stats: stats["memory_releases"] != seen)
+
+
+def _start(tmp_path: Path, settings: Mapping[str, Any], http_server: str) -> Served:
+    script = tmp_path / "fair_server.py"
+    script.write_text(LAUNCHER)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONMALLOC"}
+    arg = json.dumps({**settings, "http_server": http_server})
+    proc = subprocess.Popen(
+        [sys.executable, str(script), arg], env=env, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        if not line.startswith("READY "):
+            raise AssertionError(f"the server did not start: {line!r}")
+        allocator, url, stats_url = json.loads(line[len("READY "):])
+        parts = urlsplit(url)
+        assert parts.port is not None, url
+    except BaseException:
+        # Never left running behind a test that could not use it.
+        proc.kill()
+        proc.wait()
+        raise
+    # serve() reports the endpoint with its path.
+    endpoint = url if parts.path.rstrip("/") else url.rstrip("/") + "/mcp"
+    return Served(proc=proc, url=endpoint, port=parts.port, stats_url=stats_url,
+                  allocator=allocator)
+
+
+@contextlib.asynccontextmanager
+async def served(
+    tmp_path: Path, settings: Mapping[str, Any] | None = None, *, http_server: str = "trio-mcp"
+) -> AsyncIterator[Served]:
+    """Run the server with ServerConfig ``settings`` for the block, then stop it."""
+    proc = await trio.to_thread.run_sync(_start, tmp_path, dict(settings or {}), http_server)
+    try:
+        yield proc
+    finally:
+        proc.proc.terminate()
+        await trio.to_thread.run_sync(proc.proc.wait)
