@@ -4,8 +4,9 @@
 # inspector of three server processes at once (trio-mcp's own server with httptools and with
 # h11, and hypercorn), each with a neighbour client pinging its own session throughout. The
 # invariants: every process stays up, every neighbour is answered, every fuzzed connection
-# ends (the client shuts its side; the server answers and closes) with no 5xx but 501, 503
-# and 505, and nothing reaches a server's log but what hypercorn's isolation caught. A
+# ends (the client shuts its side; the server answers and closes; only an event stream the
+# client asked for runs on) with no 5xx but 501, 503 and 505, and nothing reaches a server's
+# log but what hypercorn's isolation caught. A
 # bounded run here; benchmarks/fuzz_edge.py runs the same for 100,000 connections and more.
 from __future__ import annotations
 
