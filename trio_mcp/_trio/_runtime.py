@@ -42,6 +42,7 @@ from ..protocol._transport import HttpRequest, Reply, error_reply, read_post_bod
 from ._announce import Announcer
 from ._auth import Authenticator
 from ._budget import ByteBudget
+from ._failures import FailureLog
 from ._listen import Listeners
 from ._manager import SessionManager
 from ._modern import ModernServer
@@ -56,6 +57,7 @@ if TYPE_CHECKING:
     from .._config import ServerConfig
 
 logger = logging.getLogger("trio_mcp.runtime")
+
 
 __all__ = ["Runtime"]
 
@@ -88,6 +90,10 @@ class Runtime:
         self._bind_hosts = list(bind_hosts)
         self._policies: dict[str | None, OriginPolicy] = {}
         self._nursery: trio.Nursery | None = None
+        #: Errors of our own while serving a request (bugs): logged per place and
+        #: rate-limited, so that a client repeating the request that triggers one cannot
+        #: fill the log (TM-SEC-LOG).
+        self.failures = FailureLog(logger, "unexpected error; answered 500 if nothing was sent")
         #: TM-SEC-UNIT: who a request's client is, for the fair shares.
         self.units = UnitPolicy.of(
             ipv4_prefix=config.client_ipv4_prefix,
@@ -357,6 +363,8 @@ class Runtime:
                 route_other(request.method, request.headers)
                 await self.manager.serve(request, responder, unit=unit)
                 return
+            # TM-SEC-MEMORY: a body the client's room cannot hold is not decoded.
+            self.ledger.check_body(unit.key, len(request.body))
             body = read_post_body(request, max_body_bytes=self.config.max_body_bytes)
             if self.auth is not None:
                 # MT-AUTH-3: the scopes every request needs and those of what it names, in
@@ -522,8 +530,8 @@ class Runtime:
         when that happened."""
         try:
             await self.serve(request, responder, relay_port=relay_port)
-        except Exception:
-            logger.exception("unexpected error serving %s", request.method)
+        except Exception as exc:
+            self.failures.caught(exc, context=f"serving {request.method}")
             if not responder.started:
                 await responder.reply(
                     error_reply(
