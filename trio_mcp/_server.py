@@ -17,6 +17,7 @@ from ._prompts import PromptDef
 from ._resources import ResourceDef
 from ._tools import ToolDef, ToolError, make_tool
 from .protocol import Notification, Request
+from .protocol._jsonschema import preload as preload_schemas
 from .protocol._methods import BROADCASTS, METHODS, ScopeKind, named
 from .protocol._tasks import TaskSupport
 
@@ -619,6 +620,8 @@ class Server:
         return self._dispatcher.notification_handler(method)
 
     def attach(self, hub: Hub) -> None:
+        # A runtime starts serving: the schemas' library is loaded before the first call.
+        preload_schemas()
         self._hubs.append(hub)
 
     def detach(self, hub: Hub) -> None:

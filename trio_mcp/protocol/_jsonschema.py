@@ -20,7 +20,9 @@ from typing import Any, Final
 
 import attrs
 
-__all__ = ["DIALECTS", "Problem", "ProblemKind", "Schema", "json_type", "schema_problems"]
+__all__ = [
+    "DIALECTS", "Problem", "ProblemKind", "Schema", "json_type", "preload", "schema_problems",
+]
 
 #: MJ-SCHEMA-4: the dialects a schema may name in ``$schema``, by the name `Server.tool`'s
 #: documentation gives them; a schema that names none is 2020-12 (MJ-SCHEMA-2).
@@ -147,6 +149,14 @@ class Schema:
         self._validator = _lenient(validator_class, _forbids_a_property(self.schema))(
             dict(self.schema), registry=referencing.Registry()
         )
+
+
+def preload() -> None:
+    """Import the validating library now: a server calls this before it serves, so that its
+    first tool call does not wait a few hundred milliseconds (longer on a busy machine) for
+    an import every call's arguments need."""
+    import jsonschema  # noqa: F401
+    import referencing  # noqa: F401
 
 
 def schema_problems(instance: Any, schema: Mapping[str, Any], limit: int | None = 3) -> list[str]:
