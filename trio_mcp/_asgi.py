@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from ._hypercorn import isolate_connections
-from ._trio._budget import ByteBudget, bodies_busy
+from ._trio._budget import BodyPool, bodies_busy
 from ._trio._failures import FailureLog
 from ._trio._manager import SessionManager
 from ._trio._responder import Departure
@@ -337,13 +337,23 @@ class ASGIApp:
             await self._refuse(responder, receive, known or error_reply(not_found(cfg.path)))
             return
         limit = plan.limit
+        peer = _client_host(scope)
         try:
             # TM-SEC-BODIES: as on trio-mcp's own server, a body has http_body_timeout to
             # arrive; hypercorn's read_timeout would also end idle SSE streams.
             with trio.move_on_after(cfg.http_body_timeout) as body_deadline:
-                body, complete = await _read_body(receive, limit, self.runtime.bodies)
-        except _BodiesBusy:
-            await self._refuse(responder, receive, error_reply(bodies_busy()))
+                body, complete = await _read_body(
+                    receive, limit, self.runtime.bodies,
+                    # TM-SEC-UNIT: by address (through a trusted proxy's header): the
+                    # principal is not known before the body is.
+                    self.runtime.units.of_request(None, peer, headers).key,
+                )
+        except _BodiesBusy as busy:
+            # TM-SEC-BODIES: the rest of the body is not read; hypercorn closes the
+            # connection once the answer is out.
+            await self._refuse(
+                responder, receive, error_reply(bodies_busy(evicted=busy.evicted)), close=True
+            )
             return
         if body_deadline.cancelled_caught:
             self.runtime.bodies.count_timeout()
@@ -361,7 +371,7 @@ class ASGIApp:
             headers=headers,
             body=body or b"",
             local_host=local_host,
-            peer_host=_client_host(scope),
+            peer_host=peer,
         )
         async with trio.open_nursery() as nursery:
             responder.watch_with(lambda: nursery.start_soon(_watch_disconnect, receive, responder))
@@ -380,32 +390,43 @@ class ASGIApp:
 
 
 class _BodiesBusy(Exception):
-    """The server-wide budget for bodies being read is spent (TM-SEC-BODIES)."""
+    """The pool of bodies arriving cannot hold the next piece, or gave this body's room to
+    another client's (``evicted``) (TM-SEC-BODIES)."""
+
+    def __init__(self, *, evicted: bool) -> None:
+        super().__init__()
+        self.evicted = evicted
 
 
 async def _read_body(
-    receive: Receive, limit: int, budget: ByteBudget
+    receive: Receive, limit: int, bodies: BodyPool, unit: str
 ) -> tuple[bytes | None, bool]:
     """The request body; (body, False) when it exceeds ``limit``; (None, False) on
-    disconnect. Raises _BodiesBusy when ``budget`` cannot hold the next chunk."""
-    chunks: list[bytes] = []
-    size = 0
+    disconnect. Its bytes are held in ``bodies`` for the client ``unit`` while it arrives;
+    raises _BodiesBusy when the pool cannot hold the next piece, or takes this body for
+    another client's."""
+    arrival = bodies.arrival(unit)
     try:
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return None, False
-            chunk = message.get("body", b"")
-            if size + len(chunk) > limit:
-                return b"", False
-            if not budget.take(len(chunk)):
-                raise _BodiesBusy
-            size += len(chunk)
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                return b"".join(chunks), True
+        # An eviction (another client's body took this one's room) cancels the scope.
+        with arrival.scope:
+            while True:
+                message = await receive()
+                if arrival.evicted:
+                    break  # taken as the message came, before the scope could say so
+                if message["type"] == "http.disconnect":
+                    return None, False
+                chunk = message.get("body", b"")
+                if arrival.size + len(chunk) > limit:
+                    return b"", False
+                if not bodies.take(arrival, chunk):
+                    raise _BodiesBusy(evicted=False)
+                del chunk  # the pool's now: an eviction frees it at once
+                if not message.get("more_body", False):
+                    return arrival.body(), True
+                del message
     finally:
-        budget.give(size)
+        bodies.done(arrival)
+    raise _BodiesBusy(evicted=True)
 
 
 async def _watch_disconnect(receive: Receive, responder: ASGIResponder) -> None:
