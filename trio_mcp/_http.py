@@ -756,7 +756,8 @@ class HttpServer:
             await connection.write(b"HTTP/1.1 100 Continue\r\n\r\n")
         bodies = self.runtime.bodies
         arrival = bodies.arrival(
-            self.runtime.units.of_request(None, connection.peer_host, headers).key
+            self.runtime.units.of_request(None, connection.peer_host, headers).key,
+            trio.CancelScope(),
         )
         deadline = trio.current_time() + cfg.http_body_timeout
         refusal: RemoteProtocolError | None = None

@@ -9,6 +9,7 @@ import collections
 from typing import Any
 
 import pytest
+import trio
 from hypothesis import event, example, given, settings
 from hypothesis import strategies as st
 from support.examples import examples
@@ -244,13 +245,13 @@ def test_the_pool_of_bodies_arriving_takes_the_largest_body_of_the_client_holdin
     counters say so, and everything given back leaves nothing held."""
     bodies = BodyPool(1000)
     a, b = UNITS[0], UNITS[1]
-    small, large, medium = bodies.arrival(a), bodies.arrival(a), bodies.arrival(a)
+    small, large, medium = (bodies.arrival(a, trio.CancelScope()) for _ in range(3))
     assert bodies.take(small, b"s" * 100)
     assert bodies.take(large, b"l" * 300)
     assert bodies.take(large, b"l" * 300)
     assert bodies.take(medium, b"m" * 300)
     assert (1000, 1) == (bodies.held, bodies.clients())
-    neighbour = bodies.arrival(b)
+    neighbour = bodies.arrival(b, trio.CancelScope())
     assert bodies.take(neighbour, b"n" * 200)
     assert large.evicted and large.scope.cancel_called and [] == large.chunks
     assert not small.evicted and not medium.evicted
@@ -259,7 +260,7 @@ def test_the_pool_of_bodies_arriving_takes_the_largest_body_of_the_client_holdin
     assert bodies.take(small, b"s" * 100)  # room: a client over its share gets room too
     # Full (1,000: 500 each) and a holds its share: refused, nothing taken from b.
     assert not bodies.take(medium, b"m" * 1)
-    assert not bodies.take(bodies.arrival(a), b"x")
+    assert not bodies.take(bodies.arrival(a, trio.CancelScope()), b"x")
     assert (1000, 500) == (bodies.held, bodies.pool.held(b))
     # b below... at its share too: refused as well (a holds no more than b + 1).
     assert not bodies.take(neighbour, b"n")
@@ -299,7 +300,7 @@ def test_bodies_arriving_never_pass_the_limit_nor_refuse_a_client_within_its_sha
         unit = UNITS[index]
         mine = open_[unit]
         if what == "start" or not mine:
-            mine.append(bodies.arrival(unit))
+            mine.append(bodies.arrival(unit, trio.CancelScope()))
         arrival = mine[-1]
         if what == "done":
             bodies.done(arrival)

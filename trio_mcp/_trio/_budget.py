@@ -16,18 +16,18 @@ __all__ = ["Arrival", "BodyPool", "bodies_busy"]
 
 class Arrival:
     """One request body still arriving: its client's unit (``Unit.key``), the pieces read so
-    far, and the cancel scope its reader waits in. When the pool takes it for another
-    client's body (``BodyPool``), its pieces are dropped at once and its reader is woken,
-    with ``evicted`` set, to refuse the request and close the connection."""
+    far, and the cancel scope its reader waits in (the body's deadline, under hypercorn).
+    When the pool takes it for another client's body (``BodyPool``), its pieces are dropped
+    at once and the scope is cancelled, with ``evicted`` set: its reader refuses the request
+    and the connection is closed."""
 
     __slots__ = ("chunks", "evicted", "scope", "size", "unit")
 
-    def __init__(self, unit: str) -> None:
+    def __init__(self, unit: str, scope: trio.CancelScope) -> None:
         self.unit = unit
         self.chunks: list[bytes] = []
         self.size = 0
-        #: The reader waits for the next piece inside it; an eviction cancels it.
-        self.scope = trio.CancelScope()
+        self.scope = scope
         self.evicted = False
 
     def body(self) -> bytes:
@@ -90,8 +90,9 @@ class BodyPool:
     def count_timeout(self) -> None:
         self.timed_out += 1
 
-    def arrival(self, unit: str) -> Arrival:
-        return Arrival(unit)
+    def arrival(self, unit: str, scope: trio.CancelScope) -> Arrival:
+        """A body of the client ``unit`` starts arriving; its reader waits in ``scope``."""
+        return Arrival(unit, scope)
 
     def take(self, arrival: Arrival, chunk: bytes) -> bool:
         """Add ``chunk`` to ``arrival``; False when the pool cannot make room for it (the
