@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import resource
@@ -187,16 +188,18 @@ class HeldBody:
 
 
 async def hold_a_body(
-    port: int, declared: int, send: int, held: HeldBody, hold_for: float
+    port: int, declared: int, send: int, held: HeldBody, hold_for: float,
+    *, local: str = ATTACKER, forwarded_for: str | None = None,
 ) -> None:
-    """From ATTACKER: declare ``declared`` bytes, send ``send`` of them in 64 KiB pieces,
+    """From ``local``: declare ``declared`` bytes, send ``send`` of them in 64 KiB pieces,
     then send nothing more for ``hold_for`` seconds (within the body deadline), reading
     whatever the server answers; ``held`` records it."""
-    sock = await trio.open_tcp_stream("127.0.0.1", port, local_address=ATTACKER)
+    sock = await trio.open_tcp_stream("127.0.0.1", port, local_address=local)
+    forwarded = f"x-forwarded-for: {forwarded_for}\r\n" if forwarded_for else ""
     head = (
         f"POST /mcp HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\n"
         "accept: application/json, text/event-stream\r\ncontent-type: application/json\r\n"
-        f"content-length: {declared}\r\n\r\n"
+        f"{forwarded}content-length: {declared}\r\n\r\n"
     ).encode("latin-1")
     try:
         got = bytearray()
@@ -241,18 +244,21 @@ def h11_head(raw: bytes) -> tuple[int, dict[str, str]]:
     return status, headers
 
 
-async def neighbour_session(url: str) -> str:
-    """A session of NEIGHBOUR's, initialized before the attack: its id."""
+async def neighbour_session(
+    url: str, local: str = NEIGHBOUR, extra: list[tuple[str, str]] | None = None
+) -> str:
+    """A session of the neighbour's (from ``local``, with ``extra`` headers), initialized
+    before the attack: its id."""
     response = await request(
-        url, "POST", post_headers(), dumps(rpc_request("initialize", initialize_params())),
-        local=NEIGHBOUR,
+        url, "POST", post_headers(extra=extra or ()),
+        dumps(rpc_request("initialize", initialize_params())), local=local,
     )
     assert 200 == response.status, response.body[:300]
     session_id = response.header("mcp-session-id")
     assert session_id is not None
     ack = await request(
-        url, "POST", post_headers(session_id=session_id),
-        dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}), local=NEIGHBOUR,
+        url, "POST", post_headers(session_id=session_id, extra=extra or ()),
+        dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}), local=local,
     )
     assert 202 == ack.status
     return session_id
@@ -335,3 +341,42 @@ async def test_one_address_holding_the_bodies_budget_locks_out_no_other_address(
     assert 1 <= stats["bodies_evicted"], stats
     assert len(evicted) == stats["bodies_evicted"] + stats["bodies_refused"], stats
     await wait_until(lambda: bodies.held == 0)
+
+
+@pytest.mark.spec("TM-SEC-BODIES", "TM-SEC-UNIT")
+async def test_behind_a_trusted_proxy_bodies_are_counted_by_the_forwarded_client(
+    live_server: StartServer,
+) -> None:
+    """Behind a trusted proxy (127.0.0.2) every client comes from one address: its bodies
+    arriving are counted by the address the proxy forwards. One client behind it fills the
+    pool (8 MiB: eight bodies of 1 MiB but a byte); another behind the same proxy still has
+    its 256 KB POST answered 200, taking one of the first client's bodies (503, closed)."""
+    proxy = ATTACKER
+    config = ServerConfig(
+        max_body_memory=8 * MiB, max_body_bytes=MiB, trusted_proxies=frozenset({proxy})
+    )
+    live = await live_server(config=config)
+    bodies = live.app.runtime.bodies
+    neighbour = [("x-forwarded-for", "10.0.0.2")]
+    sid = await neighbour_session(live.url, proxy, neighbour)
+    held = [HeldBody() for _ in range(8)]
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            for one in held:
+                nursery.start_soon(functools.partial(
+                    hold_a_body, live.port, MiB, MiB - 1, one, 20, local=proxy,
+                    forwarded_for="10.0.0.1",
+                ))
+            await wait_until(lambda: bodies.held == 8 * (MiB - 1), poll=0.01)
+            assert {"ip:10.0.0.1": 8 * (MiB - 1)} == bodies.pool.share.holdings()
+            call = rpc_request("tools/call", {"name": "echo", "arguments": {"text": "n" * 256_000}})
+            response = await request(
+                live.url, "POST", post_headers(session_id=sid, extra=neighbour), dumps(call),
+                local=proxy,
+            )
+            assert 200 == response.status, response.body[:300]
+            await wait_until(lambda: any(one.closed for one in held), poll=0.01)
+            nursery.cancel_scope.cancel()
+    [taken] = [one for one in held if one.status]
+    assert (503, "1", -31002, True) == (taken.status, taken.retry_after, taken.code, taken.closed)
+    assert 1 == live.manager.statistics()["bodies_evicted"]
