@@ -58,7 +58,7 @@ from ..protocol._transport import (
 )
 from ..protocol._versions import MODERN_VERSIONS, effective_version, negotiate
 from ._announce import announced
-from ._budget import ByteBudget
+from ._budget import BodyPool
 from ._describe import ManagerInfo
 from ._memory import MemoryReleaser
 from ._mirror import StreamMirror
@@ -216,8 +216,9 @@ class SessionManager:
         )
         self.stats = ManagerStats()
         self._dropped_notifications_log = LogLimiter(interval=10.0)
-        #: TM-SEC-BODIES: bodies still arriving, server-wide (the HTTP edges take from it).
-        self.bodies = ByteBudget(config.max_body_memory)
+        #: TM-SEC-BODIES: bodies still arriving, server-wide and shared fairly among clients
+        #: (the HTTP edges take from it).
+        self.bodies = BodyPool(config.max_body_memory)
         #: Requests by method and outcome, both eras and tasks (/metrics).
         self.requests = RequestMetrics()
         self.releaser = MemoryReleaser(config.release_memory_after)
@@ -1329,9 +1330,7 @@ class SessionManager:
             "subscriptions_refused": subscriptions
             + sum(s.stats.subscriptions_refused for s in sessions),
             "stream_copies_lost": 0 if self._mirror is None else self._mirror.lost,
-            "bodies_refused": self.bodies.refused,
-            "bodies_timed_out": self.bodies.timed_out,
-            "bytes_of_bodies_arriving": self.bodies.held,
+            **self.bodies.statistics(),
         }
 
     def broadcast(self, notification: Notification) -> int:

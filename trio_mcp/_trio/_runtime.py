@@ -41,7 +41,7 @@ from ..protocol._tasks import (
 from ..protocol._transport import HttpRequest, Reply, error_reply, read_post_body
 from ._announce import Announcer
 from ._auth import Authenticator
-from ._budget import ByteBudget
+from ._budget import BodyPool
 from ._failures import FailureLog
 from ._listen import Listeners
 from ._manager import SessionManager
@@ -132,7 +132,7 @@ class Runtime:
         self._announcer = Announcer(self.manager.store) if self.manager.store.shared else None
         #: TM-SEC-BODIES: what the HTTP edges hold of bodies still arriving (the manager
         #: keeps it, so that its counters are among the server's).
-        self.bodies: ByteBudget = self.manager.bodies
+        self.bodies: BodyPool = self.manager.bodies
         # TM-MRTR-STATE: the configured key, shared by the processes that serve the same
         # clients (ML-STATE-2); else one that lives only in this process.
         key = config.request_state_key or config.derived_key("request-state")
