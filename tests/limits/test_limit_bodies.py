@@ -88,7 +88,7 @@ async def test_a_body_past_the_server_wide_budget_gets_503_and_the_budget_comes_
             assert -31002 == json.loads(body)["error"]["code"]
             assert {} == await session.result("ping")
         await wait_until(lambda: budget.held == 0)
-    assert 1 <= live.manager.statistics()["bodies_refused"]
+    assert 1 <= live.stats()["bodies_refused"]
 
 
 @pytest.mark.spec("TM-SEC-BODIES")
@@ -104,7 +104,7 @@ async def test_a_body_that_stops_arriving_gets_408_after_the_body_deadline(
             status, _raw = await read_status(sock)
     assert 408 == status
     assert 0 == budget.held
-    assert 1 == live.manager.statistics()["bodies_timed_out"]
+    assert 1 == live.stats()["bodies_timed_out"]
 
 
 @pytest.mark.slow

@@ -3,9 +3,23 @@
 # hold the server's memory between them. Both HTTP edges take from the one budget.
 from __future__ import annotations
 
-from ..protocol import ErrorCode, RemoteProtocolError
+import attrs
 
-__all__ = ["ByteBudget", "bodies_busy"]
+from ..protocol import ErrorCode, RemoteProtocolError
+from ._stats import counter, gauge
+
+__all__ = ["BodyStatistics", "ByteBudget", "bodies_busy"]
+
+
+@attrs.frozen
+class BodyStatistics:
+    """The bodies of requests still arriving (TM-SEC-BODIES)."""
+
+    bodies_refused: int = counter()
+    """Requests refused because the budget was spent."""
+    bodies_timed_out: int = counter()
+    """Requests whose body did not arrive within the body deadline."""
+    bytes_of_bodies_arriving: int = gauge()
 
 
 class ByteBudget:
@@ -35,6 +49,12 @@ class ByteBudget:
     def give(self, size: int) -> None:
         self.held -= size
         assert self.held >= 0, self.held
+
+    def statistics(self) -> BodyStatistics:
+        return BodyStatistics(
+            bodies_refused=self.refused, bodies_timed_out=self.timed_out,
+            bytes_of_bodies_arriving=self.held,
+        )
 
 
 def bodies_busy() -> RemoteProtocolError:

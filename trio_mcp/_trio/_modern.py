@@ -70,7 +70,8 @@ from ._pools import Charge
 from ._reqstats import RequestMetrics
 from ._responder import Responder, watching_disconnect
 from ._stream import EventStream
-from ._tasks import TaskManager, TaskRun, split_answers
+from ._taskmanager import TaskManager
+from ._tasks import TaskRun, split_answers
 
 if TYPE_CHECKING:
     from .._config import ServerConfig

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 import attrs
 import trio
 
-from ._describe import WriterInfo
+from ._describe import Judgement, WriterInfo
 from ._judge import RATE_LOOKBACK, SILENCE_FACTOR, KernelJudge, StallJudge, judge_for
 from ._pacer import WindowPacer
 from ._responder import Responder, SendRoom
@@ -214,13 +214,13 @@ class ConnectionWriter:
             queued += len(self.in_flight.data)
         stalled = self._last_stalled_for if self.judge.busy_since is not None else 0.0
         if self.judge.busy_since is None:
-            judgement = "idle"
+            judgement = Judgement.IDLE
         elif stalled >= self.window:
-            judgement = "stalled"
+            judgement = Judgement.STALLED
         elif stalled > 0:
-            judgement = "slow"
+            judgement = Judgement.SLOW
         else:
-            judgement = "draining"
+            judgement = Judgement.DRAINING
         return WriterInfo(
             task=self.task,
             bytes_queued=queued,
