@@ -335,7 +335,7 @@ class TreeBuilder:
             if described.cancel_called:
                 node["state"] = Attention.CANCELLED.value
         elif isinstance(described, TaskRunInfo):
-            status = described.status or "deciding"
+            status = "deciding" if described.status is None else described.status.value
             node["label"] = (
                 f"task {described.task_id[:SESSION_ID_SHOWN]} {described.method} · {status}"
             )

@@ -219,10 +219,10 @@ def remove_budgets() -> None:
     """Make the limits' per-request work free: each function becomes one that does nothing
     (the checks pass), in this process only. Not for serving anyone."""
     from trio_mcp import _tools
-    from trio_mcp._trio import _budget, _manager
+    from trio_mcp._trio import _budget, _table
 
     _tools.non_finite_at = lambda value: None  # type: ignore[assignment]
-    _manager.SessionManager.used = lambda self, session: None  # type: ignore[method-assign]
+    _table.SessionTable.used = lambda self, session: None  # type: ignore[method-assign]
     _budget.ByteBudget.take = lambda self, size: True  # type: ignore[method-assign]
     _budget.ByteBudget.give = lambda self, size: None  # type: ignore[method-assign]
 
@@ -239,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json-response", action="store_true")
     parser.add_argument("--session-ttl", type=float, default=None, help="session_idle_ttl, s")
     parser.add_argument("--stats-port", type=int, default=None,
-                        help="serve SessionManager.statistics() on 127.0.0.1:PORT/stats (0: any)")
+                        help="serve Runtime.statistics() on 127.0.0.1:PORT/stats (0: any)")
     parser.add_argument("--stall-budget", type=float, default=None, help="stall_budget, s")
     parser.add_argument("--window-events", type=int, default=None, help="retention.max_events")
     parser.add_argument("--window-bytes", type=int, default=None, help="retention.max_bytes")

@@ -33,7 +33,7 @@ _step = st.one_of(
 def _holdings(mem: MemoryServer) -> dict[str, int]:
     held: dict[str, int] = {}
     for session in mem.table.sessions.values():
-        held[session.peer] = held.get(session.peer, 0) + 1
+        held[session.creator.peer] = held.get(session.creator.peer, 0) + 1
     return held
 
 

@@ -283,7 +283,7 @@ async def test_shutdown_keeps_back_from_the_grace_what_cancelling_its_handlers_c
     """With many handlers running, shutdown cancels them before the grace has passed, by
     CANCEL_COST for each (at most half the grace), so that the cancelling itself, which
     takes CPU time per handler, still ends within the grace."""
-    from trio_mcp._trio._manager import CANCEL_COST
+    from trio_mcp._trio._table import CANCEL_COST
 
     server, record = make_server()
     async with MemoryServer.open(server, ServerConfig(max_inflight_requests=100)) as mem:
@@ -308,7 +308,7 @@ async def test_an_eviction_looks_at_a_bounded_number_of_sessions(
     """With a full table of busy sessions, each refused initialize looks at no more than
     EVICTION_SCAN of them, and a run of refusals looks at each busy one about once: the
     cost of admission does not grow with the table."""
-    from trio_mcp._trio import _manager, _session
+    from trio_mcp._trio import _session, _table
 
     server, _record = make_server()
     config = ServerConfig(max_sessions=300)
@@ -331,7 +331,7 @@ async def test_an_eviction_looks_at_a_bounded_number_of_sessions(
                 with pytest.raises(AssertionError, match="503"):
                     await mem.initialize()
 
-    assert looked <= 10 * _manager.EVICTION_SCAN
+    assert looked <= 10 * _table.EVICTION_SCAN
 
 
 @pytest.mark.spec("TM-SESS-IDLE", "T-SESS-7")

@@ -106,7 +106,7 @@ async def test_abandoned_sessions_of_one_address_lock_out_no_one_else(
                     await trio.aclose_forcefully(sock)
             # The silence counts from each connection's end as the server sees it.
             await wait_until(lambda: not any(
-                s.views for s in live.table.sessions.values() if s.peer == ATTACKER
+                s.views for s in live.table.sessions.values() if s.creator.peer == ATTACKER
             ), poll=0.05)
             refused, _ = await post_from(ATTACKER, live.port, initialize)
             assert [] == list(record.cancelled), "an attacker's session was evicted while fresh"

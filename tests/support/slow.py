@@ -34,6 +34,7 @@ from support.fixtures import wait_until
 from trio_mcp import Context, Server, ServerConfig
 from trio_mcp._asgi import ASGIApp
 from trio_mcp._trio._session import Session
+from trio_mcp._trio._runtime import Runtime
 from trio_mcp._trio._stats import as_dict
 from trio_mcp._trio._table import SessionTable
 from trio_mcp._trio._writer import ConnectionWriter
@@ -386,6 +387,10 @@ class MemoryServer:
     def stats(self) -> dict[str, int | float]:
         """The counters of TM-BP-COUNTERS by their names (what the stats port serves)."""
         return as_dict(self.app.runtime.statistics())
+
+    @property
+    def runtime(self) -> Runtime:
+        return self.app.runtime
 
     def headers(
         self, session_id: str | None, *, method: str = "POST", extra: Sequence[tuple[str, str]] = ()

@@ -540,7 +540,7 @@ async def test_a_task_its_client_was_never_told_of_is_withdrawn_at_once() -> Non
     """A published task withdrawn because its CreateTaskResult could not be sent has its
     work cancelled and its slot and table entry freed at once, not at its TTL; a second
     withdrawal changes nothing."""
-    from trio_mcp._trio._tasks import TaskManager
+    from trio_mcp._trio._taskmanager import TaskManager
     from trio_mcp.protocol import Request
     from trio_mcp.protocol._era import Envelope, ModernCall
 

@@ -83,6 +83,10 @@ class _Counts:
     controls_received: int = 0
     resumes_from_store: int = 0
 
+    def relayed(self) -> None:
+        """A resume was answered by the worker holding its stream."""
+        self.resumes_relayed += 1
+
 
 class Cluster:
     """The other workers sharing ``store``, for one runtime (a Peers)."""
@@ -158,7 +162,7 @@ class Cluster:
             self._nursery = None
 
     def _spawn(self, fn: Callable[..., Coroutine[Any, Any, object]], *args: Any) -> None:
-        if self._nursery is not None:
+        if self._nursery is not None:  # else the worker stops: nothing more is told
             self._nursery.start_soon(fn, *args)
 
     async def stored(self, call: Any) -> Any:
@@ -359,10 +363,12 @@ class Cluster:
         if control.kind is ControlKind.END:
             session.close(SessionEnd.ENDED_ELSEWHERE)
         elif control.kind is ControlKind.CHANGED:
-            self._changed(session, control.payload)
+            # One subscription changed (TM-STORE-SUBS), else read the record again.
+            if not session.subs.take_change(control.payload):
+                session.record_changed()
         elif control.kind is ControlKind.CANCEL:
             if isinstance(control.payload, str | int):
-                session.cancel_request(control.payload)
+                session.handlers.cancel_request(control.payload)
         elif control.kind is ControlKind.RESPONSE:
             try:
                 message = parse_message(control.payload)
@@ -370,21 +376,6 @@ class Cluster:
                 return
             if isinstance(message, Response | ErrorResponse):
                 session.receive_response(message, forwarded=True)
-
-    @staticmethod
-    def _changed(session: Session, change: JSON) -> None:
-        """Another worker changed the record: read it again at the next request; or, for
-        one subscription added or removed (TM-STORE-SUBS), take that change, if it is the
-        next after the version this worker holds."""
-        if isinstance(change, dict):
-            uri, added, version = change.get("uri"), change.get("added"), change.get("version")
-            if isinstance(uri, str) and isinstance(added, bool) and isinstance(version, int):
-                if version <= session.subs.version:
-                    return  # seen already
-                if version == session.subs.version + 1:
-                    session.subs.change(uri, added=added, version=version)
-                    return
-        session.record_changed()
 
     def deliver(self, session: Session, notification: Notification) -> bool:
         """TM-STORE-NOTIFY: a session told that its record changed elsewhere may have
@@ -470,7 +461,7 @@ class Cluster:
         """Relayed to the worker holding the stream, once; a holder that is gone (or a
         request relayed already) is resumed from the stream's copy: strictly after the
         cursor, then its end (TM-STORE-STREAMS)."""
-        if await self.relay_to(cursor.origin, request, responder, self._relayed) is None:
+        if await self.relay_to(cursor.origin, request, responder, self._counts.relayed) is None:
             return Resumed.ANSWERED
         if request.relayed:
             return Resumed.LOST
@@ -485,9 +476,6 @@ class Cluster:
             return Resumed.LOST
         self._counts.resumes_from_store += 1
         return Resumed.ANSWERED
-
-    def _relayed(self) -> None:
-        self._counts.resumes_relayed += 1
 
     def keep_task(self, snapshot: TaskSnapshot, owner: str) -> None:
         self.tasks.keep(snapshot, owner)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import attrs
 
 from ..protocol import Phase
+from ..protocol._tasks import TaskStatus
 
 if TYPE_CHECKING:
     import trio
@@ -231,9 +232,9 @@ class TaskRunInfo:
     task: trio.lowlevel.Task | None = attrs.field(eq=False, repr=False)
     task_id: str
     method: str
-    status: str | None
-    """The task's status (protocol._tasks.TaskStatus's value); None before it is published,
-    while the call decides whether to become a task."""
+    status: TaskStatus | None
+    """The task's status; None before it is published, while the call decides whether to
+    become a task."""
     cancel_called: bool
 
 

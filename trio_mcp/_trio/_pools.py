@@ -8,8 +8,9 @@ from typing import Generic, TypeVar
 
 import attrs
 
-from ..protocol import ErrorCode, RemoteProtocolError
+from ..protocol import JSON, ErrorCode, RemoteProtocolError
 from ..protocol._fair import FairShare
+from ..protocol._footprint import body_cost
 from ._memory import MemoryReleaser
 from ._stats import counter, gauge
 
@@ -264,6 +265,25 @@ class Ledger:
             return None
         self._take(unit, nbytes, request_id)
         return Charge(self, unit, nbytes, raw)
+
+    def charge_post(
+        self, raw: bytes, body: JSON, unit: str, *, request_id: object = None
+    ) -> Charge | None:
+        """Charge a POST of ``raw`` bytes that decoded to ``body``: the body, what it
+        decoded to and the handlers its requests start (protocol._footprint.body_cost), to
+        ``unit`` and the server; None when accounting is off (raises RemoteProtocolError
+        503 naming the budget)."""
+        if not self.enabled:
+            return None
+        # Each request starts a handler; notifications and responses start none.
+        if isinstance(body, dict):
+            requests = 1 if "id" in body and "method" in body else 0
+        elif isinstance(body, list):
+            requests = sum(isinstance(m, dict) and "id" in m and "method" in m for m in body)
+        else:
+            requests = 0
+        cost = body_cost(raw, body, requests=requests, limit=self.room(unit))
+        return self.charge(unit, cost, raw=len(raw), request_id=request_id)
 
     def _take(self, unit: str, nbytes: int, request_id: object) -> None:
         held = self.units.get(unit, 0)

@@ -26,9 +26,8 @@ from ..protocol import (
 )
 from ..protocol._era import Era, ModernCall, ModernNotification, route_other, route_post
 from ..protocol._fair import Unit, UnitPolicy
-from ..protocol._footprint import body_cost
 from ..protocol._mrtr import RequestStateCodec
-from ..protocol._tasks import TaskSnapshot, declares_tasks, task_notification
+from ..protocol._tasks import declares_tasks, task_notification
 from ..protocol._transport import HttpRequest, Reply, error_reply, read_post_body
 from ._auth import Authenticator
 from ._budget import BodyStatistics, ByteBudget
@@ -99,14 +98,42 @@ class RuntimeStatistics:
     """The own server's connections (TM-SEC-FAIR); None under another HTTP server."""
 
 
+class OriginPolicies:
+    """The Origin/Host policy for the requests arriving on each local address.
+
+    Served by ``serve()`` the bind address is known. Under another ASGI server (the
+    hypercorn command line) it is not, so the address each request arrived on decides: a
+    request that came in over loopback gets the loopback Host check (TM-SEC-HOST).
+    """
+
+    def __init__(self, config: ServerConfig, bind_hosts: list[str]) -> None:
+        self._config = config
+        self._bind_hosts = list(bind_hosts)
+        self._policies: dict[str | None, OriginPolicy] = {}
+
+    def for_host(self, local_host: str | None) -> OriginPolicy:
+        key = None if self._bind_hosts else local_host
+        policy = self._policies.get(key)
+        if policy is None:
+            binds = self._bind_hosts or ([local_host] if local_host else [])
+            policy = OriginPolicy.for_bind(binds, self._config.allowed_origins)
+            if self._config.allowed_hosts is not None:
+                policy = attrs.evolve(
+                    policy, allowed_hosts=frozenset(self._config.allowed_hosts) or None
+                )
+            if len(self._policies) < 64:  # a few local addresses at most
+                self._policies[key] = policy
+        return policy
+
+
 class Runtime:
     """Serves ``app`` over HTTP. ``run()`` must be running for requests to be served."""
 
     def __init__(self, app: App, config: ServerConfig, *, bind_hosts: list[str]) -> None:
         self.app = app
         self.config = config
-        self._bind_hosts = list(bind_hosts)
-        self._policies: dict[str | None, OriginPolicy] = {}
+        #: T-SEC-1 / TM-SEC-HOST: the Origin and Host policy of each local address.
+        self.origins = OriginPolicies(config, bind_hosts)
         self._nursery: trio.Nursery | None = None
         #: TM-SEC-UNIT: who a request's client is, for the fair shares.
         self.units = UnitPolicy.of(
@@ -162,7 +189,7 @@ class Runtime:
         self.tasks = TaskManager(
             app,
             config,
-            on_change=self._task_changed,
+            on_change=lambda snapshot: self.listeners.offer_task(task_notification(snapshot)),
             releaser=self.releaser,
             requests=self.requests,
             origin=self.peers.origin,
@@ -228,9 +255,6 @@ class Runtime:
     def running(self) -> bool:
         return self._nursery is not None and self.table.running
 
-    def _task_changed(self, snapshot: TaskSnapshot) -> None:
-        self.listeners.offer_task(task_notification(snapshot))
-
     def spawn(self, fn: Any, *args: Any, name: str) -> bool:
         """Start a task that outlives the HTTP exchange that needs it (a stream's writer)."""
         if self._nursery is None:
@@ -243,7 +267,8 @@ class Runtime:
         with its result, give running requests ``grace`` seconds, then end them all."""
         self.listeners.end_all()
         self.tasks.stop()
-        running = self._running_handlers()
+        # Requests whose handlers run now, in both eras.
+        running = self.table.running_handlers() + len(self.modern.running)
         if running:
             # Said, so that an operator who stopped the server knows what it waits for.
             logger.info(
@@ -267,10 +292,6 @@ class Runtime:
             logger.warning(
                 "shutdown: %d request handler(s) still running after %g s: cancelled", left, grace
             )
-
-    def _running_handlers(self) -> int:
-        """Requests whose handlers run now, in both eras."""
-        return self.table.running_handlers() + len(self.modern.running)
 
     # -- the Hub the App sees ---------------------------------------------------------------
 
@@ -353,7 +374,10 @@ class Runtime:
                 # MT-POST-5 (MUST): an accepted notification gets 202 and no body.
                 await responder.reply(Reply(status=202))
                 return
-            charge = self._charge(request, body, unit)
+            # TM-SEC-MEMORY: the body, what it decoded to and its handlers, charged.
+            charge = self.ledger.charge_post(
+                request.body, body, unit.key, request_id=_request_id(body)
+            )
             try:
                 await self._serve_post(request, body, route, responder, unit, charge)
             finally:
@@ -404,23 +428,6 @@ class Runtime:
             principal.key if principal is not None else None, request.peer_host, request.headers
         )
 
-    def _charge(self, request: HttpRequest, body: JSON, unit: Unit) -> Charge | None:
-        """TM-SEC-MEMORY: charge a POST's body, what it decoded to and its handlers to the
-        client and the server (raises RemoteProtocolError 503 naming the budget)."""
-        ledger = self.ledger
-        if not ledger.enabled:
-            return None
-        # Each request starts a handler; notifications and responses start none.
-        if isinstance(body, dict):
-            requests = 1 if "id" in body and "method" in body else 0
-        elif isinstance(body, list):
-            requests = sum(isinstance(m, dict) and "id" in m and "method" in m for m in body)
-        else:
-            requests = 0
-        raw = request.body
-        cost = body_cost(raw, body, requests=requests, limit=ledger.room(unit.key))
-        return ledger.charge(unit.key, cost, raw=len(raw), request_id=_request_id(body))
-
     def well_known(self, method: str, path: str) -> Reply | None:
         """The answer to a request outside the MCP endpoint that the server serves anyway:
         its Protected Resource Metadata (T-AUTH-PRM), when it has authorization."""
@@ -459,24 +466,8 @@ class Runtime:
         return True
 
     def policy_for(self, local_host: str | None) -> OriginPolicy:
-        """The Origin/Host policy for requests arriving on ``local_host``.
-
-        Served by ``serve()`` the bind address is known. Under another ASGI server (the
-        hypercorn command line) it is not, so the address each request arrived on decides:
-        a request that came in over loopback gets the loopback Host check (TM-SEC-HOST).
-        """
-        key = None if self._bind_hosts else local_host
-        policy = self._policies.get(key)
-        if policy is None:
-            binds = self._bind_hosts or ([local_host] if local_host else [])
-            policy = OriginPolicy.for_bind(binds, self.config.allowed_origins)
-            if self.config.allowed_hosts is not None:
-                policy = attrs.evolve(
-                    policy, allowed_hosts=frozenset(self.config.allowed_hosts) or None
-                )
-            if len(self._policies) < 64:  # a few local addresses at most
-                self._policies[key] = policy
-        return policy
+        """The Origin/Host policy for requests arriving on ``local_host`` (OriginPolicies)."""
+        return self.origins.for_host(local_host)
 
     # -- introspection ----------------------------------------------------------------------
 

@@ -198,7 +198,8 @@ class Session:
         self.out = StreamOut(
             session_id=session_id, config=config, codec=host.codec, log=self.log,
             primes=revision_at_least(version, PRIMING_SINCE), copies=host.copies,
-            spawn=self.spawn, fail_request=self.cancel_request, heard=self.heard,
+            spawn=self.spawn, fail_request=lambda rid: self.handlers.cancel_request(rid),
+            heard=self.heard,
         )
         self.handlers = Handlers(
             config, self.out, handle=lambda f: self._handle(RequestPort(self, f), f.request),
@@ -372,10 +373,11 @@ class Session:
         principal: Principal | None = None,
         charge: Charge | None = None,
     ) -> Started:
-        """Start a handler for each request (raises RemoteProtocolError when the session
-        has no room for them, or an id is in flight): with ``sse``, their responses go to
-        a new stream of the log, primed; else they are answered as JSON. Each holds
-        ``charge`` (TM-SEC-MEMORY, the session's budget too) until its handler ends."""
+        """Start a handler for each request ``receive`` returned (raises RemoteProtocolError
+        when the session has no room for them, or an id is in flight): with ``sse``, their
+        responses go to a new stream of the log, primed; else they are answered as JSON.
+        Each holds ``charge`` (TM-SEC-MEMORY, the session's budget too) until its handler
+        ends."""
         if self._nursery is None:
             raise RemoteProtocolError("Session not found: it has ended.", http_status=404)
         # Checked before a stream is opened for them: a refused POST must leave no stream
@@ -385,7 +387,6 @@ class Session:
             charge.attach(self.meter, requests[0].id)
         stream, priming = self.out.open(tuple(r.id for r in requests)) if sse else (None, None)
         flights = self.handlers.start(requests, stream=stream, principal=principal, charge=charge)
-        self.heard()
         return Started(tuple(flights), stream, priming)
 
     def receive_response(
@@ -398,10 +399,6 @@ class Session:
             # TM-STORE-CONTROL: it may answer another worker's request.
             self._host.peers.forward(self, ControlKind.RESPONSE, message.to_dict())
         logger.debug("response to unknown server request %r ignored", message.id)
-
-    def cancel_request(self, request_id: RequestId) -> None:
-        """Cancel request ``request_id`` if it runs here (U-CANCEL-4)."""
-        self.handlers.cancel_request(request_id)
 
     async def _handle(self, port: RequestPort, request: Request) -> Mapping[str, Any]:
         """The session's own methods, else the App's method table."""

@@ -98,7 +98,7 @@ class StreamOut:
         primes: bool,
         copies: Copies,
         spawn: Callable[..., bool],
-        fail_request: Callable[[RequestId], None],
+        fail_request: Callable[[RequestId], object],
         heard: Callable[[], None],
     ) -> None:
         self.id = session_id

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Set
 from typing import TYPE_CHECKING
 
-from ..protocol import ErrorCode, RemoteProtocolError
+from ..protocol import JSON, ErrorCode, RemoteProtocolError
 
 if TYPE_CHECKING:
     from .._config import ServerConfig
@@ -66,6 +66,19 @@ class Subscriptions:
             self._log.reserve(-_size({uri}))
         if version is not None:
             self.version = version
+
+    def take_change(self, change: JSON) -> bool:
+        """One subscription added or removed at another worker (TM-STORE-SUBS: ``uri``,
+        ``added``, ``version``), taken if it is the next after the version held here, or
+        seen already; False when the set must be read again from the store."""
+        if not isinstance(change, dict):
+            return False
+        uri, added, version = change.get("uri"), change.get("added"), change.get("version")
+        if not (isinstance(uri, str) and isinstance(added, bool) and isinstance(version, int)):
+            return False
+        if version == self.version + 1:
+            self.change(uri, added=added, version=version)
+        return version <= self.version
 
     def replace(self, uris: Set[str], version: int) -> None:
         """The whole set, as the store holds it at ``version`` (TM-STORE-SUBS)."""

@@ -97,7 +97,7 @@ class TaskManager:
         app: App,
         config: ServerConfig,
         *,
-        on_change: Callable[[TaskSnapshot], None] | None = None,
+        on_change: Callable[[TaskSnapshot], object] | None = None,
         releaser: MemoryReleaser | None = None,
         requests: RequestMetrics | None = None,
         origin: str = "",

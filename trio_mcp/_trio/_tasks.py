@@ -175,7 +175,7 @@ class TaskRun(EnvelopePort):
             task=self.task,
             task_id=self.task_id,
             method=self._request.method,
-            status=None if status is None else str(status.value),
+            status=status,
             cancel_called=self.scope.cancel_called,
         )
 

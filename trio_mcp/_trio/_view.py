@@ -76,9 +76,6 @@ class ViewHost(Protocol):
 
 #: How often a busy view looks at its writer's drain rate.
 _CHECK_EVERY = 0.25
-#: How often a cut connection asks the kernel whether its signal has reached the reader's
-#: buffers (TM-BP-CLOSE): a small fraction of signal_timeout.
-_DELIVERY_POLL = 0.01
 
 
 @attrs.define(eq=False)
@@ -286,6 +283,7 @@ class View:
         MAX_QUEUED events instead, it would not reach a reader this slow within the bound.
         """
         cfg = self.session.config
+        min_rate = cfg.min_read_rate
         writer.drop_queued()
         # TM-BP-PACE: a paced reader's buffers have room for the rest of the write in
         # progress and the signal; holding them back would only delay the close.
@@ -293,7 +291,8 @@ class View:
         delivered = False
         with trio.move_on_after(cfg.signal_timeout) as cs:
             cs.shield = True
-            if await self._drain_while_read(writer) and not writer.finished.is_set():
+            drained = await writer.drain_while_read(min_rate, _CHECK_EVERY)
+            if drained and not writer.finished.is_set():
                 details = {
                     "lastEventId": self.event_id(self.delivered) if self.delivered >= 0 else None,
                     "retry": cfg.retry_ms,
@@ -307,8 +306,8 @@ class View:
                         retry=cfg.retry_ms,
                     )
                 )
-                if await self._drain_while_read(writer):
-                    delivered = await self._until_delivered(writer)
+                if await writer.drain_while_read(min_rate, _CHECK_EVERY):
+                    delivered = await writer.until_delivered(min_rate)
                     if delivered and cfg.tracer is not None:
                         self._trace(TraceKind.SIGNAL, self.delivered, "resumption-required")
         if not delivered and isinstance(self.responder, Resettable):
@@ -319,34 +318,6 @@ class View:
             # end, and resumes from the last id it read.
             self.responder.reset_on_close()
         writer.close()
-
-    async def _until_delivered(self, writer: ConnectionWriter) -> bool:
-        """TM-BP-CLOSE: wait until the kernel has nothing of the connection's writes that
-        the reader's buffers have not taken (True), or shows the reader silent (False).
-        True at once when the kernel does not say: the close is then a plain one, as it
-        always was."""
-        min_rate = self.session.config.min_read_rate
-        while True:
-            held = writer.undelivered()
-            if held is None or held == 0:
-                return True
-            if writer.finished.is_set() or writer.reader_silent(trio.current_time(), min_rate):
-                return False
-            await trio.sleep(_DELIVERY_POLL)
-
-    async def _drain_while_read(self, writer: ConnectionWriter) -> bool:
-        """Wait until the writer is idle or finished: True; or until the kernel shows its
-        reader silent for longer than a slow reader would be (TM-BP-SIGNAL): False. A
-        reader that stopped cannot take the signal, so its connection is closed then rather
-        than after signal_timeout; the client resumes from the last id it read, as after
-        any drop."""
-        min_rate = self.session.config.min_read_rate
-        while not writer.idle and not writer.finished.is_set():
-            if writer.reader_silent(trio.current_time(), min_rate):
-                return False
-            with trio.move_on_after(_CHECK_EVERY):
-                await writer.wait_progress()
-        return True
 
     async def _pump(self, writer: ConnectionWriter) -> ViewEnd:
         session = self.session

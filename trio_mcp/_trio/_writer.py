@@ -37,6 +37,9 @@ __all__ = [
 #: Chunks a writer holds besides the one on the wire: enough to keep the socket busy, few
 #: enough that a slow reader pins almost nothing in the server (TM-BP-BOUNDED).
 MAX_QUEUED = 2
+#: How often a cut connection asks the kernel whether its signal has reached the reader's
+#: buffers (TM-BP-CLOSE): a small fraction of signal_timeout.
+_DELIVERY_POLL = 0.01
 #: The most a chunk holds (unless the write grain is larger): what trio lets a socket hold
 #: unsent (TCP_NOTSENT_LOWAT), so a reader that keeps up takes a chunk in one write.
 MAX_CHUNK = 16384
@@ -243,6 +246,32 @@ class ConnectionWriter:
         """TM-BP-SIGNAL: whether the judge shows the reader silent for so long that it will
         not take the signal (``StallJudge.reader_silent``)."""
         return self.judge.reader_silent(now, min_rate)
+
+    async def drain_while_read(self, min_rate: float, check_every: float) -> bool:
+        """Wait until the writer is idle or finished: True; or until the kernel shows its
+        reader silent for longer than a reader at ``min_rate`` would be (TM-BP-SIGNAL):
+        False. A reader that stopped cannot take a cut connection's signal, so its
+        connection is closed then rather than after signal_timeout; the client resumes from
+        the last id it read, as after any drop."""
+        while not self.idle and not self.finished.is_set():
+            if self.reader_silent(trio.current_time(), min_rate):
+                return False
+            with trio.move_on_after(check_every):
+                await self.wait_progress()
+        return True
+
+    async def until_delivered(self, min_rate: float) -> bool:
+        """TM-BP-CLOSE: wait until the kernel has nothing of the connection's writes that
+        the reader's buffers have not taken (True), or shows the reader silent (False).
+        True at once when the kernel does not say: the close is then a plain one, as it
+        always was."""
+        while True:
+            held = self.undelivered()
+            if held is None or held == 0:
+                return True
+            if self.finished.is_set() or self.reader_silent(trio.current_time(), min_rate):
+                return False
+            await trio.sleep(_DELIVERY_POLL)
 
     def _take(self) -> _Chunk:
         """The next chunk, joined with the queued ones after it that fit in the same write.
