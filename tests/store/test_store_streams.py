@@ -2,7 +2,7 @@
 # store), the mirror driven directly: what the copy holds when not every change could be
 # copied. A copy may end early, never skip: a change that was not copied is written as the
 # stream's loss, and a cursor before it reads a gap. (With live servers:
-# tests/store/test_store_redis.py.)
+# tests/store/test_store_sessions.py.)
 from __future__ import annotations
 
 import attrs

@@ -33,8 +33,8 @@ from support.client import dumps as json_body
 from support.fixtures import wait_until
 from trio_mcp import Context, Server, ServerConfig
 from trio_mcp._asgi import ASGIApp
-from trio_mcp._trio._session import Session
 from trio_mcp._trio._runtime import Runtime
+from trio_mcp._trio._session import Session
 from trio_mcp._trio._stats import as_dict
 from trio_mcp._trio._table import SessionTable
 from trio_mcp._trio._writer import ConnectionWriter

@@ -292,7 +292,7 @@ class TaskManager:
         if size > self.config.max_task_result_bytes or not self.retained.admit(run.owner, amount):
             self.stats.results_too_large += 1
             return False
-        run.kept_bytes = amount
+        run.kept_with(amount)
         self.retained.add(run.owner, run, amount)
         return True
 
@@ -306,7 +306,7 @@ class TaskManager:
             self.stats.evicted += 1
             self._forget(run)
             return
-        run.kept_bytes = TASK_FOOTPRINT
+        run.kept_with(TASK_FOOTPRINT)
         self.retained.add(run.owner, run, TASK_FOOTPRINT)
 
     def _evict_kept(self, run: TaskRun) -> None:

@@ -317,6 +317,10 @@ class TaskRun(EnvelopePort):
         self._answered.set()
         return True
 
+    def kept_with(self, nbytes: int) -> None:
+        """The ended task is kept with ``nbytes`` (TM-TASK-BOUND), its record's included."""
+        self.kept_bytes = nbytes
+
     def release(self) -> int:
         """The bytes this ended task was kept with, given back (TK-TTL); what it held of its
         work is dropped with it."""
