@@ -358,8 +358,10 @@ class LegacyEndpoint:
         view = View(session=session.out, stream=stream, cursor=after, responder=responder)
         if pooled is not None:
             self.streams.add(pooled, view)
-        session.out.attach(view)
         self._counts.streams_opened += 1
+        # The endpoint's own work is done before the stream is handed to the session's
+        # StreamOut: one switch into the session, and one back when the view ends.
+        session.out.attach(view)
         try:
             await view.run(
                 priming=priming, attached_comment=attached_comment, headers=headers,

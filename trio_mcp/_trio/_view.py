@@ -207,9 +207,9 @@ class View:
                 window=cfg.stall_budget,
                 pacer=lambda probing: _pacer(probing, cfg, gone),
             ),
+            on_progress=self.ring,
         )
         self.writer = writer
-        writer.on_progress = self.ring
         if not session.spawn(writer.run, name=f"mcp:writer:{self.stream}"):
             writer.close()
             return ViewEnd.SERVER_CLOSED

@@ -97,6 +97,7 @@ class ConnectionWriter:
         window: float,
         max_write: int | None = None,
         judge: StallJudge | None = None,
+        on_progress: Callable[[], None] | None = None,
     ) -> None:
         self.responder = responder
         self.window = window
@@ -121,7 +122,7 @@ class ConnectionWriter:
         self.finished = trio.Event()
         #: Called when a write completes and when the writer stops, besides the event that
         #: wait_progress() waits on: a View rings its bell with it (see View._bell).
-        self.on_progress: Callable[[], None] | None = None
+        self._on_progress = on_progress
         #: The writer's own task, once it runs (for the inspector's describe()).
         self.task: trio.lowlevel.Task | None = None
         #: The last answer of stalled_for(), for describe(), which must not ask the judge
@@ -375,13 +376,13 @@ class ConnectionWriter:
                 self.in_flight = None
                 self._progress.set()
                 self._progress = trio.Event()
-                if self.on_progress is not None:
-                    self.on_progress()
+                if self._on_progress is not None:
+                    self._on_progress()
         finally:
             self.in_flight = None
             self._closed = True
             judge.release()
             self._progress.set()
             self.finished.set()
-            if self.on_progress is not None:
-                self.on_progress()
+            if self._on_progress is not None:
+                self._on_progress()
