@@ -65,6 +65,18 @@ def _request_id(body: JSON) -> str | int | None:
     return None
 
 
+def _scopes_for(app: App, body: JSON) -> frozenset[str]:
+    """T-AUTH-STEPUP: the scopes of whatever the POSTed messages name."""
+    needed: frozenset[str] = frozenset()
+    for message in body if isinstance(body, list) else [body]:
+        if isinstance(message, dict) and isinstance(message.get("method"), str):
+            params = message.get("params")
+            needed |= app.required_scopes(
+                message["method"], params if isinstance(params, dict) else {}
+            )
+    return needed
+
+
 @attrs.frozen
 class ModernStatistics:
     """The modern path (TM-BP-COUNTERS: ModernStats, and what runs now), named ``modern_*``."""
@@ -367,7 +379,7 @@ class Runtime:
                 # one challenge, not one after the other.
                 assert request.principal is not None
                 self.auth.check(
-                    request.principal, self._scopes_for(body), request_id=_request_id(body)
+                    request.principal, _scopes_for(self.app, body), request_id=_request_id(body)
                 )
             route = route_post(request.headers, body)
             if isinstance(route, ModernNotification):
@@ -432,17 +444,6 @@ class Runtime:
         """The answer to a request outside the MCP endpoint that the server serves anyway:
         its Protected Resource Metadata (T-AUTH-PRM), when it has authorization."""
         return self.auth.well_known(method, path) if self.auth is not None else None
-
-    def _scopes_for(self, body: JSON) -> frozenset[str]:
-        """T-AUTH-STEPUP: the scopes of whatever the POSTed messages name."""
-        needed: frozenset[str] = frozenset()
-        for message in body if isinstance(body, list) else [body]:
-            if isinstance(message, dict) and isinstance(message.get("method"), str):
-                params = message.get("params")
-                needed |= self.app.required_scopes(
-                    message["method"], params if isinstance(params, dict) else {}
-                )
-        return needed
 
     async def serve_guarded(
         self, request: HttpRequest, responder: Responder, *, relay_port: bool = False
