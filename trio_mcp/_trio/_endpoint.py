@@ -163,6 +163,9 @@ class LegacyEndpoint:
             return
         assert plan.session_id is not None
         session = await self._lookup(plan.session_id, request)
+        # The client showed itself: its session is the table's last to evict (the session's
+        # own clocks are set by ``receive``).
+        self.table.used(session)
         if self.config.tracer is not None:
             self._trace_post(session, plan, responder)
         # Checked for validity; the session's negotiated version rules behaviour.

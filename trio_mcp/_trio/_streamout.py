@@ -213,7 +213,8 @@ class StreamOut:
         # T-PSSE-1 (SHOULD): the priming event first, as on any stream.
         events = [] if priming is None else [self.encode(stream, priming.seq, b"")]
         events += [self.encode(stream, e.seq, e.data) for e in taken]
-        self._heard()
+        # The client was heard a moment ago, by the POST this answers (LegacyEndpoint.post
+        # and _initialize): nothing to tell the session or its table again.
         if responder.disconnected.is_set():
             # The client left already: its answer stays in the log for a resume.
             return True
