@@ -230,7 +230,7 @@ async def test_another_principal_gets_404_for_a_session_and_its_cursors(
     assert [404, 404, 404, 404] == [r.status for r in answers]
     assert 200 == still.status
     session = live.table.sessions[sid]
-    assert f"{issuer.issuer}#alice" == session.principal
+    assert f"{issuer.issuer}#alice" == session.creator.principal
     assert alice not in repr(vars(session))
 
 
