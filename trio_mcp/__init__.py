@@ -30,6 +30,7 @@ _EXPORTS: dict[str, str] = {
     "JWTVerifier": "._trio._auth",
     "Principal": ".protocol._auth",
     "TokenVerifier": "._ports",
+    "HttpParser": "._config",
     "ResponseMode": "._config",
     "ServerConfig": "._config",
     "AssistantMessage": "._content",
@@ -87,6 +88,7 @@ if TYPE_CHECKING:
     from ._completion import Completion as Completion
     from ._completion import CompletionRef as CompletionRef
     from ._config import AuthConfig as AuthConfig
+    from ._config import HttpParser as HttpParser
     from ._config import ResponseMode as ResponseMode
     from ._config import ServerConfig as ServerConfig
     from ._content import AssistantMessage as AssistantMessage

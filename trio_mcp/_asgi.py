@@ -1,6 +1,8 @@
 # The ASGI adapter: translates ASGI scope/receive/send into the runtime's HttpRequest and
 # Responder, and back. It makes no protocol decision (spec/transport.md is decided in
-# trio_mcp.protocol and executed by trio_mcp._trio).
+# trio_mcp.protocol and executed by trio_mcp._trio): what is decided about a request before
+# the application sees it is trio_mcp.protocol._edge's plan, the same as on trio-mcp's own
+# server (trio_mcp._http), carried out here from the scope hypercorn hands over.
 from __future__ import annotations
 
 import contextlib
@@ -13,12 +15,24 @@ import trio
 from ._hypercorn import isolate_connections
 from ._stores import with_store
 from ._trio._budget import ByteBudget, bodies_busy
+from ._trio._failures import FailureLog
 from ._trio._responder import Departure
 from ._trio._runtime import Runtime
 from ._trio._table import SessionTable
 from ._trio._tcpprobe import TcpProbe, TcpSample, find_tcp_socket
-from .protocol import ErrorCode, Headers, HttpRequest, RemoteProtocolError, Reply
-from .protocol._transport import body_too_slow, error_reply, too_large
+from .protocol import Headers, HttpRequest, Reply
+from .protocol._edge import (
+    LINGER_IDLE,
+    Elsewhere,
+    Refuse,
+    body_too_slow,
+    not_found,
+    plan_head,
+    too_large,
+    unserved,
+    version_not_supported,
+)
+from .protocol._transport import error_reply
 
 if TYPE_CHECKING:
     from ._config import ServerConfig
@@ -44,6 +58,8 @@ class ASGIResponder:
         self, send: Send, *, server: object = None, client: object = None
     ) -> None:
         self._send = send
+        #: A send failed: nothing more is sent.
+        self._broken = False
         self._departure = Departure()
         self.disconnected = self._departure.event
         self.started = False
@@ -107,13 +123,19 @@ class ASGIResponder:
         self._departure.happened()
 
     async def _safe_send(self, message: MutableMapping[str, Any]) -> bool:
-        """Send ``message``; False when the connection failed under it."""
-        if self.finished:
+        """Send ``message``; False when the connection failed under it (then, or at an
+        earlier send: hypercorn refuses a body whose response start did not go out)."""
+        if self.finished or self._broken:
             return False
         try:
             await self._send(message)
-        except (OSError, trio.BrokenResourceError, trio.ClosedResourceError):
+        except (
+            OSError, trio.BrokenResourceError, trio.ClosedResourceError, trio.BusyResourceError
+        ):
             # The client went away under us: the runtime learns it from `disconnected`.
+            # (BusyResourceError: hypercorn closing the connection while this sends, as it
+            # does when h11 refuses what the client sent next: pgjones/hypercorn#203.)
+            self._broken = True
             self.gone()
             return False
         return True
@@ -140,6 +162,42 @@ class ASGIResponder:
         # Finished only if it went out: hypercorn reports the client's leaving once a
         # response is complete, so `disconnected` cannot tell a reply that failed.
         self.finished = await self._safe_send({"type": "http.response.body", "body": reply.body})
+
+    async def refuse(
+        self, reply: Reply, receive: Receive, *, close: bool, timeout: float, limit: int
+    ) -> None:
+        """Answer ``reply`` to a request refused before its body was read, then read and
+        discard what the client still sends (for at most ``timeout`` seconds and ``limit``
+        bytes, and no longer than LINGER_IDLE without anything arriving) before the
+        response ends (TM-HTTP-LINGER): hypercorn closes a connection
+        whose request was not read at once when the response ends, and a socket closed with
+        bytes unread is reset, which can destroy the answer before the client reads it.
+        ``close``: the connection ends after it (RFC 9112 §6.3)."""
+        if self.started:
+            return
+        self.started = True
+        headers = [
+            *((k.encode("latin-1"), v.encode("latin-1")) for k, v in reply.headers),
+            (b"content-length", str(len(reply.body)).encode()),
+        ]
+        if close:
+            headers.append((b"connection", b"close"))
+        start = {"type": "http.response.start", "status": reply.status, "headers": headers}
+        if not await self._safe_send(start) or not await self._safe_send(
+            {"type": "http.response.body", "body": reply.body, "more_body": True}
+        ):
+            return
+        with trio.move_on_after(timeout):
+            discarded = 0
+            while discarded <= limit:
+                with trio.move_on_after(LINGER_IDLE) as idle:
+                    message = await receive()
+                if idle.cancelled_caught or message["type"] != "http.request":
+                    break
+                discarded += len(message.get("body", b""))
+                if not message.get("more_body", False):
+                    break
+        self.finished = await self._safe_send({"type": "http.response.body", "body": b""})
 
     async def start_stream(self, status: int, headers: Sequence[tuple[str, str]]) -> None:
         self.started = True
@@ -172,6 +230,8 @@ class ASGIApp:
         self.server = server
         self.config = config
         self.runtime = Runtime(server, with_store(config), bind_hosts=bind_hosts)
+        #: What the guard around each request caught (TM-SEC-ISOLATE).
+        self.failures = FailureLog(logger, "a request failed in the ASGI adapter; answered 400")
         # TM-SEC-ISOLATE: under hypercorn (whoever starts it), one connection's failure
         # must not end the server.
         isolate_connections()
@@ -230,74 +290,72 @@ class ASGIApp:
             # TM-SEC-H2: hypercorn buffers whatever an HTTP/2 stream is sent, whether or not
             # the client grants flow-control credit, so no judge could tell a stalled reader
             # and the server's memory would be the client's to fill. Refused, in a few bytes.
-            await responder.reply(
-                error_reply(
-                    RemoteProtocolError(
-                        "HTTP Version Not Supported: this server speaks MCP over HTTP/1.1.",
-                        code=ErrorCode.INVALID_REQUEST,
-                        http_status=505,
-                    )
-                )
-            )
+            await responder.reply(error_reply(version_not_supported()))
             return
         try:
             await self._respond(scope, receive, responder)
+        except* Exception as failure:
+            # TM-SEC-ISOLATE: what escapes this request's handling (the runtime's own errors
+            # are answered inside it) ends it with 400 when nothing was sent, and is logged
+            # per place, rate-limited; hypercorn would log each one whole, and answer 500.
+            self.failures.caught(failure)
+            if not responder.started:
+                with contextlib.suppress(Exception):
+                    await self._refuse(responder, receive, error_reply(unserved()), close=True)
         finally:
             responder.release_tcp_probe()
 
+    async def _refuse(
+        self, responder: ASGIResponder, receive: Receive, reply: Reply, *, close: bool = False
+    ) -> None:
+        cfg = self.config
+        await responder.refuse(
+            reply, receive, close=close, timeout=cfg.http_linger_timeout,
+            limit=cfg.http_linger_bytes,
+        )
+
     async def _respond(self, scope: Scope, receive: Receive, responder: ASGIResponder) -> None:
-        path = scope.get("path", "")
+        cfg = self.config
         headers = Headers(list(scope.get("headers", [])))
         server_addr = scope.get("server")
         local_host = str(server_addr[0]) if server_addr else None
-        try:
-            # T-SEC-1 (MUST): Origin (and Host) are validated on every request, before
-            # anything else is answered: a foreign page learns nothing, not even a 404 or 413.
-            self.runtime.policy_for(local_host).check(headers)
-        except RemoteProtocolError as exc:
-            await responder.reply(error_reply(exc))
+        raw_path = scope.get("raw_path")
+        target = raw_path.decode("latin-1") if raw_path else scope.get("path", "")
+        plan = plan_head(
+            http_version=scope.get("http_version", "1.1"),
+            method=scope["method"],
+            target=target,
+            headers=headers,
+            policy=self.runtime.policy_for(local_host),
+            endpoint=cfg.path,
+            max_body=cfg.max_body_bytes,
+        )
+        if isinstance(plan, Refuse):
+            await self._refuse(responder, receive, plan.reply, close=plan.close)
             return
-        if path.rstrip("/") != self.config.path.rstrip("/"):
-            known = self.runtime.well_known(scope["method"].upper(), path)
-            if known is not None:
-                await responder.reply(known)
-                return
-            await responder.reply(
-                error_reply(
-                    RemoteProtocolError(
-                        f"Not Found: the MCP endpoint is {self.config.path}.",
-                        code=ErrorCode.INVALID_REQUEST,
-                        http_status=404,
-                    )
-                )
-            )
+        if isinstance(plan, Elsewhere):
+            known = self.runtime.well_known(plan.method, plan.path)
+            await self._refuse(responder, receive, known or error_reply(not_found(cfg.path)))
             return
-        declared = headers.get("content-length")
-        limit = self.config.max_body_bytes
-        if declared is not None and declared.isdigit() and int(declared) > limit:
-            # A body it would refuse is not read at all. (hypercorn has answered an
-            # Expect: 100-continue before the app runs: that much is not the app's to stop.)
-            await responder.reply(error_reply(too_large(limit)))
-            return
+        limit = plan.limit
         try:
             # TM-SEC-BODIES: as on trio-mcp's own server, a body has http_body_timeout to
             # arrive; hypercorn's read_timeout would also end idle SSE streams.
-            with trio.move_on_after(self.config.http_body_timeout) as body_deadline:
-                body, complete = await _read_body(
-                    receive, self.config.max_body_bytes, self.runtime.bodies
-                )
+            with trio.move_on_after(cfg.http_body_timeout) as body_deadline:
+                body, complete = await _read_body(receive, limit, self.runtime.bodies)
         except _BodiesBusy:
-            await responder.reply(error_reply(bodies_busy()))
+            await self._refuse(responder, receive, error_reply(bodies_busy()))
             return
         if body_deadline.cancelled_caught:
             self.runtime.bodies.count_timeout()
-            await responder.reply(error_reply(body_too_slow()))
+            await self._refuse(responder, receive, error_reply(body_too_slow()))
             return
         if not complete:
             if body is None:
                 return  # the client left before sending its body
-            await responder.reply(error_reply(too_large(limit)))
+            await self._refuse(responder, receive, error_reply(too_large(limit)))
             return
+        path = plan.path
         request = HttpRequest(
             method=scope["method"].upper(),
             path=path,

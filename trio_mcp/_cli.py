@@ -143,6 +143,11 @@ def build_parser() -> argparse.ArgumentParser:
         "hosts the ASGI app",
     )
     serve.add_argument(
+        "--http", dest="http_parser", choices=("auto", "httptools", "h11"), default="auto",
+        help="what reads requests on trio-mcp's own server: httptools, h11, or auto "
+        "(httptools when installed; the default)",
+    )
+    serve.add_argument(
         "--json-response", action="store_true",
         help="answer requests with application/json instead of an SSE stream",
     )
@@ -341,7 +346,7 @@ def main(argv: Sequence[str] | None = None, *, own_command_line: bool | None = N
             use_collector_threshold(args.gc_threshold)
     import trio
 
-    from ._config import ResponseMode, ServerConfig
+    from ._config import HttpParser, ResponseMode, ServerConfig
     from ._serve import user_timeout
     from ._workers import secret_from_env
 
@@ -359,6 +364,7 @@ def main(argv: Sequence[str] | None = None, *, own_command_line: bool | None = N
         secret=secret_from_env(),
         workers=args.workers,
         store=args.store,
+        http_parser=HttpParser(args.http_parser),
         **({} if args.session_ttl is None else {"session_idle_ttl": args.session_ttl}),
         **({} if args.shutdown_grace is None else {"shutdown_grace": args.shutdown_grace}),
     )

@@ -17,8 +17,8 @@ if TYPE_CHECKING:
     from ._ports import TokenVerifier
     from ._trace import Tracer
 
-__all__ = ["CONNECTION_BUFFERS", "DECODING_FACTOR", "SECRET_ENV", "AuthConfig", "MemoryBound",
-           "ResponseMode", "ServerConfig"]
+__all__ = ["CONNECTION_BUFFERS", "DECODING_FACTOR", "SECRET_ENV", "AuthConfig", "HttpParser",
+           "MemoryBound", "ResponseMode", "ServerConfig"]
 
 #: The environment variable that carries the secret processes share, in hex (TM-WORK-SECRET).
 SECRET_ENV = "TRIO_MCP_SECRET"
@@ -102,6 +102,18 @@ class ResponseMode(enum.Enum):
     #: Every request gets one application/json body. Request-scoped notifications have no
     #: wire form and are dropped; server-to-client requests from a handler fail.
     JSON = "json"
+
+
+class HttpParser(enum.Enum):
+    """What reads the requests trio-mcp's own HTTP server receives (TM-HTTP-PARSER); as
+    uvicorn's ``--http``."""
+
+    #: httptools when it can be imported (it is a dependency), else h11.
+    AUTO = "auto"
+    #: httptools: llhttp, the parser of Node.js, in C.
+    HTTPTOOLS = "httptools"
+    #: h11, in pure Python: the reference, and the fallback.
+    H11 = "h11"
 
 
 @attrs.frozen(kw_only=True)
@@ -274,7 +286,8 @@ class ServerConfig:
     """trio-mcp's own HTTP server (TM-HTTP-OWN): how long a new connection may take to send a
     request's head (and a TLS handshake): slowloris is cut here."""
     http_idle_timeout: float = 5.0
-    """How long a kept-alive connection may wait for its next request."""
+    """How long a kept-alive connection may wait for its next request (under hypercorn too:
+    its ``keep_alive_timeout``)."""
     http_body_timeout: float = 30.0
     """How long a request's body may take to arrive, once its head has."""
     http_max_header_bytes: int = 16 * 1024
@@ -283,6 +296,14 @@ class ServerConfig:
     """Connections open at once, own server. A full server closes a connection of the client
     holding the most (an idle one first) for a client holding fewer; else the new one gets
     503 and is closed (TM-SEC-FAIR). Connections from ``trusted_proxies`` are not counted."""
+    http_parser: HttpParser = HttpParser.AUTO
+    """What reads requests on trio-mcp's own server (TM-HTTP-PARSER): httptools or h11."""
+    http_linger_timeout: float = 5.0
+    """A refusal that leaves request bytes unread (413, 431, a 400 mid-body) is followed by a
+    lingering close (TM-HTTP-LINGER): the server stops sending, then reads and discards what
+    still arrives for at most this long, so that the client can read the answer."""
+    http_linger_bytes: int = 16 * 1024 * 1024
+    """The most a lingering close reads and discards before it closes anyway."""
     workers: int = 1
     """How many processes serve this endpoint together (``trio-mcp serve --workers``). A
     2025-11-25 session lives in the memory of the process that created it, so with more than

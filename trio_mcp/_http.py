@@ -1,24 +1,28 @@
-# trio-mcp's own HTTP/1.1 server: trio sockets and h11, one task per connection and none per
-# request (spec/transport.md TM-HTTP-OWN). It owns each connection: the runtime's writes to
-# it are cancellable, the stall detector reads the kernel's figures from its socket directly,
-# and a cut closes it at once. hypercorn remains the way to host the ASGI app (trio_mcp._asgi).
+# trio-mcp's own HTTP/1.1 server: trio sockets, one task per connection and none per request
+# (spec/transport.md TM-HTTP-OWN). It owns each connection: the runtime's writes to it are
+# cancellable, the stall detector reads the kernel's figures from its socket directly, and a
+# cut closes it at once. hypercorn remains the way to host the ASGI app (trio_mcp._asgi).
 #
-# h11 reads what the client sends: the request line, the headers, the body's framing, all of
-# it untrusted. What the server sends it frames itself (`_response_head`, `H11Responder`): its
-# own status lines and headers, a Content-Length or chunks, which is all h11's writing side
-# would have checked (benchmarks/results/issue-19-http has what it saves). A request's h11
-# state machine is used for one request: the next one gets a fresh one, fed what came after
-# (`next_cycle`). A request of the plainest form that arrives whole is read without h11
-# (trio_mcp/_h1.py, TM-HTTP-PLAIN); every other one, h11 reads.
+# What the client sends is read by a maintained parser (trio_mcp._h1, TM-HTTP-PARSER):
+# httptools by default, h11 on request. What the server sends it frames itself
+# (`_response_head`, `HttpResponder`): its own status lines and headers, a Content-Length or
+# chunks. What the server decides about a request before the application sees it (the
+# version, the framing, Origin and Host, the path, the declared size) is decided by
+# trio_mcp.protocol._edge, as it is under hypercorn; this module carries it out.
 #
 # One connection's life: read a request head within the header deadline (or the idle
-# deadline between keep-alive requests), check Origin and Host, the path and the declared
-# size, answer `Expect: 100-continue`, read the body within the body deadline and the size
-# limit, then serve it; keep the connection for the next request when both sides allow it,
-# else close it. The connection's own task reads the socket while nothing is being served.
-# Once the runtime needs to hear of the client leaving while it serves (a stream, a request
-# that waits), a reader task takes the reading over for the rest of the connection's life
-# (`_Connection.watch`): a request answered at once costs no task and no hand-over.
+# deadline between keep-alive requests), plan it (protocol._edge.plan_head), answer
+# `Expect: 100-continue`, read the body within the body deadline and the size limit, then
+# serve it; keep the connection for the next request when both sides allow it, else end it,
+# in stages when the client may still be sending (TM-HTTP-LINGER). The connection's own task
+# reads the socket while nothing is being served. Once the runtime needs to hear of the
+# client leaving while it serves (a stream, a request that waits), a reader task takes the
+# reading over for the rest of the connection's life (`_Connection.watch`): a request
+# answered at once costs no task and no hand-over.
+#
+# Every connection runs under a guard (`HttpServer._connection`, TM-SEC-ISOLATE): whatever it
+# raises ends that connection, answered 400 if nothing was sent on it yet, and is logged
+# (trio_mcp._trio._failures); the server goes on.
 from __future__ import annotations
 
 import contextlib
@@ -31,25 +35,42 @@ from collections.abc import Callable, Iterable, Sequence
 from email.utils import formatdate
 from typing import TYPE_CHECKING, Final
 
-import h11
 import trio
 
-from ._h1 import INCOMPLETE, PlainRequest, read_plain
+from ._config import HttpParser
+from ._h1 import (
+    BadRequest,
+    Event,
+    RequestHead,
+    RequestReader,
+    Signal,
+    make_reader,
+    resolve_parser,
+)
 from ._trio._budget import bodies_busy
+from ._trio._failures import FailureLog
 from ._trio._pools import Pool
 from ._trio._responder import Departure
 from ._trio._runtime import Runtime
 from ._trio._tcpprobe import TcpProbe, TcpSample
-from .protocol import ErrorCode, Headers, HttpRequest, RemoteProtocolError, Reply
-from .protocol._transport import body_too_slow, error_reply, too_large
+from .protocol import Headers, HttpRequest, RemoteProtocolError, Reply
+from .protocol._edge import (
+    LINGER_IDLE,
+    Elsewhere,
+    Refuse,
+    body_too_slow,
+    connections_busy,
+    not_found,
+    plan_head,
+    too_large,
+    unserved,
+)
+from .protocol._transport import error_reply
 
 if TYPE_CHECKING:
     from ._config import ServerConfig
 
-__all__ = ["H11Responder", "HttpServer"]
-
-#: A request's head, as h11 read it or as `read_plain` did.
-RequestHead = h11.Request | PlainRequest
+__all__ = ["HttpResponder", "HttpServer"]
 
 logger = logging.getLogger("trio_mcp.http")
 
@@ -67,7 +88,7 @@ class _Closed(Exception):
     """The connection is over: the client left, broke the protocol, or a deadline passed."""
 
 
-class H11Responder:
+class HttpResponder:
     """The Responder of one request on a connection this server owns (trio_mcp._trio.
     _responder.Responder, with TcpProbing and on_disconnect). It frames what it sends itself:
     a reply with its Content-Length, a stream in chunks (to an HTTP/1.0 client, up to the
@@ -80,8 +101,8 @@ class H11Responder:
         self.started = False
         self.finished = False
         self._probing = True
-        # RFC 9112 §9.3: HTTP/1.1 connections persist unless either side says close; h11
-        # (whose reading side this is) keeps no HTTP/1.0 connection alive.
+        # RFC 9112 §9.3: HTTP/1.1 connections persist unless either side says close; no
+        # HTTP/1.0 connection is kept alive.
         self.keep_alive = head.http_version == b"1.1" and not _says_close(head)
         self._chunked = head.http_version == b"1.1"
         self._bodyless = head.method == b"HEAD"
@@ -125,8 +146,9 @@ class H11Responder:
     # -- writing ---------------------------------------------------------------------------
 
     def _closing(self) -> bool:
-        """Whether the connection ends with this response: the client asked it to, or the
-        request's body was left unread (a request refused before its body)."""
+        """Whether the connection ends with this response: the client asked it to, the plan
+        said so (RFC 9112 §6.3), or the request was not read to its end (a request refused
+        before its body)."""
         self.keep_alive = self.keep_alive and self._connection.request_read
         return not self.keep_alive
 
@@ -179,116 +201,67 @@ class H11Responder:
 
 
 class _Connection:
-    """One accepted connection: its stream, the h11 state machine reading its current
-    request, its socket, and (once started, ``watch``) the task that reads it, which feeds h11
-    and notices the client leaving at any time."""
+    """One accepted connection: its stream, the reader of its requests (trio_mcp._h1), its
+    socket, and (once started, ``watch``) the task that reads it, which feeds the reader and
+    notices the client leaving at any time."""
 
     def __init__(
-        self, stream: trio.abc.Stream, config: ServerConfig, nursery: trio.Nursery
+        self,
+        stream: trio.abc.Stream,
+        config: ServerConfig,
+        nursery: trio.Nursery,
+        parser: HttpParser,
     ) -> None:
         self.stream = stream
         self.config = config
-        self._parser: h11.Connection | None = None
+        self.reader: RequestReader = make_reader(
+            parser, max_head=config.http_max_header_bytes, max_body=config.max_body_bytes
+        )
         self._nursery = nursery
         self._send_lock = trio.StrictFIFOLock()
         self.closed = False
+        #: Whether anything was written to the connection (the guard answers 400 only
+        #: before that).
+        self.sent = False
+        #: The connection must end after the current response, whatever was read
+        #: (a plan's Refuse(close=True): RFC 9112 §6.3).
+        self.must_close = False
         self._probe: TcpProbe | None = None
         self._probed = False
         #: When the connection is between requests (a keep-alive idle): shutdown closes it.
         self.idle = True
         #: The request being served, told when the client leaves.
-        self.responder: H11Responder | None = None
+        self.responder: HttpResponder | None = None
         #: The client closed its side (or the connection broke): nothing more will arrive.
         self.eof = False
         #: Whether the reader task runs (``watch``): until it does, the connection's own
-        #: task reads the socket when h11 needs more.
+        #: task reads the socket when the reader needs more.
         self.reading = False
-        #: Set by the reader when it has fed h11 (or seen the end); replaced by whoever waits.
+        #: Set by the reader task when it has fed the reader (or seen the end); replaced by
+        #: whoever waits.
         self._arrived = trio.Event()
-        #: Bytes fed to h11 since the serving side last ran out of them, and the event that
-        #: lets a reader paused at _PIPELINE_BUFFER go on.
+        #: Bytes fed to the reader since the serving side last ran out of them, and the
+        #: event that lets a reader task paused at _PIPELINE_BUFFER go on.
         self._unread = 0
-        #: What arrived at the start of a request and is not h11's yet: a plain request is
-        #: read from here without h11 (TM-HTTP-PLAIN); any other is handed to h11 whole.
-        self._raw = bytearray()
-        #: Whether the request being served was read plain, not by h11.
-        self.plain = False
         self._wanted = trio.Event()
+        #: A lingering close in progress (TM-HTTP-LINGER): the reader task discards what
+        #: arrives, and tells ``_drained`` when it has seen the end or read enough.
+        self._discarding = False
+        self._discarded = 0
+        self._drained = trio.Event()
         #: Where the connection arrived (the Host policy's key), read once.
         self.local_host = _local_host(stream)
         self.peer_host = _peer_host(stream)
 
     @property
-    def parser(self) -> h11.Connection:
-        """The h11 state machine of the current request: made when first needed, which a
-        request read plain never does (TM-HTTP-PLAIN)."""
-        parser = self._parser
-        if parser is None:
-            parser = self._parser = h11.Connection(
-                h11.SERVER, max_incomplete_event_size=self.config.http_max_header_bytes
-            )
-        return parser
-
-    @property
     def request_read(self) -> bool:
-        """Whether the current request has been read to its end."""
-        return self.plain or self.parser.their_state is h11.DONE
+        """Whether the current request has been read to its end and the connection may
+        carry another."""
+        return self.reader.request_read and not self.must_close
 
     def next_cycle(self) -> None:
-        """Start reading the next request: a fresh state machine, given what arrived after
-        the last request (pipelined requests, or the client's end). While the reader task
-        runs it goes on feeding h11; otherwise the next request is tried plain first."""
-        parser, self._parser = self._parser, None
-        self.plain = False
-        if parser is None:
-            return  # h11 had nothing of this connection's: what came after is in _raw
-        data, closed = parser.trailing_data
-        if not self.reading:
-            self._raw += data
-            return
-        if data:
-            self.parser.receive_data(data)
-        if closed:
-            self.parser.receive_data(b"")
-
-    async def next_request(self, deadline: float) -> RequestHead | None:
-        """The next request's head, until ``deadline``: None once it has passed. A plain
-        request that arrives whole (TM-HTTP-PLAIN) comes with its body and is all read;
-        any other is h11's, which reads it from its first byte. Raises _Closed at EOF or
-        on bad input."""
-        cfg = self.config
-        while not self.reading:
-            got = read_plain(
-                self._raw, max_head=cfg.http_max_header_bytes, max_body=cfg.max_body_bytes
-            )
-            if isinstance(got, tuple):
-                request, size = got
-                del self._raw[:size]
-                self.plain = True
-                return request
-            if got is not INCOMPLETE or self.eof:
-                break
-            with trio.CancelScope(deadline=deadline):
-                data = await self._receive()
-                if data:
-                    self._raw += data
-                else:
-                    self.eof = True
-                continue
-            return None
-        self._hand_to_h11()
-        event = await self.next_event(deadline)
-        if event is None or isinstance(event, h11.Request):
-            return event
-        raise _Closed
-
-    def _hand_to_h11(self) -> None:
-        """Give h11 what arrived for it (and the client's end, if it came)."""
-        if self._raw:
-            self.parser.receive_data(bytes(self._raw))
-            self._raw.clear()
-        if self.eof:
-            self.parser.receive_data(b"")
+        """Start reading the next request, from what arrived after the last."""
+        self.reader.next_cycle()
 
     def probe(self) -> TcpProbe | None:
         """A probe of the connection's own socket (TM-BP-STALL), when it is a TCP socket:
@@ -322,6 +295,7 @@ class _Connection:
         try:
             if self.closed:
                 raise _Closed
+            self.sent = True
             try:
                 await self.stream.send_all(data)
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
@@ -332,9 +306,8 @@ class _Connection:
 
     def watch(self) -> None:
         """Start the reader task, if it is not running: from now on it does the reading,
-        into h11, after what arrived already."""
+        into the reader, after what arrived already."""
         if not self.reading and not self.eof:
-            self._hand_to_h11()
             self.reading = True
             self._nursery.start_soon(self._read)
 
@@ -346,72 +319,124 @@ class _Connection:
             return b""
 
     def _fed(self, data: bytes) -> None:
-        self.parser.receive_data(data)  # b"": the end of the client's side
+        self.reader.receive_data(data)  # b"": the end of the client's side
         if not data:
             self.eof = True
             if self.responder is not None:
                 self.responder.gone()
 
     async def _read(self) -> None:
-        """The connection's reader, from ``watch`` to its end: feeds h11 what arrives,
-        holding at most _PIPELINE_BUFFER bytes the serving side has not asked for (a client
-        pipelining requests while one is served cannot make it hold more), and tells the
-        request being served when the client leaves."""
+        """The connection's reader task, from ``watch`` to its end: feeds the reader what
+        arrives, holding at most _PIPELINE_BUFFER bytes the serving side has not asked for
+        (a client pipelining requests while one is served cannot make it hold more), and
+        tells the request being served when the client leaves. During a lingering close it
+        discards what arrives instead."""
         while True:
-            while self._unread >= _PIPELINE_BUFFER:
+            while self._unread >= _PIPELINE_BUFFER and not self._discarding:
                 self._wanted = trio.Event()
                 await self._wanted.wait()
             data = await self._receive()
+            if self._discarding:
+                if self._discard(data):
+                    return
+                continue
             self._fed(data)
             self._unread += len(data)
             self._arrived.set()
             if not data:
                 return
 
-    async def next_event(self, deadline: float = float("inf")) -> h11.Event | None:
-        """The next h11 event, reading (or waiting for the reader) as needed, until
-        ``deadline``: None once it has passed. Raises _Closed at EOF or on bad input."""
+    def _discard(self, data: bytes) -> bool:
+        """Count ``data`` as discarded by a lingering close: True when the close may go on
+        (the client's end came, or the bound of bytes was reached)."""
+        self._discarded += len(data)
+        if data and self._discarded <= self.config.http_linger_bytes:
+            return False
+        self.eof = self.eof or not data
+        self._drained.set()
+        return True
+
+    async def next_event(self, deadline: float = float("inf")) -> Event | None:
+        """The reader's next event, reading (or waiting for the reader task) as needed,
+        until ``deadline``: None once it has passed. A request that cannot be read is
+        refused (``refuse``) and raises _Closed, as the client's end does."""
+        reader = self.reader
         while True:
             try:
-                event = self.parser.next_event()
-            except h11.RemoteProtocolError as exc:
-                await self.refuse(exc)
-                raise _Closed from exc
-            if event is h11.NEED_DATA:
-                if self.eof:
-                    raise _Closed
-                # The deadline costs a cancel scope only when there is something to wait for.
-                with trio.CancelScope(deadline=deadline):
-                    if self.reading:
-                        self._unread = 0
-                        self._wanted.set()
-                        self._arrived = trio.Event()
-                        await self._arrived.wait()
-                    else:
-                        self._fed(await self._receive())
-                    continue
-                return None
-            if isinstance(event, h11.ConnectionClosed):
+                event = reader.next_event()
+            except BadRequest as exc:
+                await self.refuse(exc.error)
+                raise _Closed from None
+            if event is not Signal.NEED_DATA:
+                return event
+            if self.eof:
                 raise _Closed
-            return event  # type: ignore[return-value]
+            # The deadline costs a cancel scope only when there is something to wait for.
+            with trio.CancelScope(deadline=deadline):
+                if self.reading:
+                    self._unread = 0
+                    self._wanted.set()
+                    self._arrived = trio.Event()
+                    await self._arrived.wait()
+                else:
+                    self._fed(await self._receive())
+                continue
+            return None
 
-    async def refuse(self, exc: h11.RemoteProtocolError) -> None:
-        """Answer a request h11 could not parse (a header block over the limit: 431), when
-        no response has started; then the connection closes."""
-        if self.responder is not None and self.responder.started:
-            return
-        status = exc.error_status_hint
-        if "exceeded" in str(exc) and status == 400:
-            status = 431
-        refusal = RemoteProtocolError(
-            f"Bad Request: {exc}." if status != 431 else "Request Header Fields Too Large.",
-            code=ErrorCode.INVALID_REQUEST,
-            http_status=status,
-        )
-        reply = error_reply(refusal)
-        head = _response_head(status, reply.headers, length=len(reply.body), close=True)
-        with contextlib.suppress(_Closed):
-            await self.write(head + reply.body)
+    async def refuse(self, error: RemoteProtocolError) -> None:
+        """Answer a request that could not be read, when no response has started on the
+        connection; the connection then ends, in stages (``linger``)."""
+        self.must_close = True
+        if not (self.responder is not None and self.responder.started):
+            reply = error_reply(error)
+            head = _response_head(reply.status, reply.headers, length=len(reply.body), close=True)
+            with contextlib.suppress(_Closed):
+                await self.write(head + reply.body)
+        await self.linger()
+
+    async def linger(self) -> None:
+        """End the connection in stages (RFC 9112 §9.6, TM-HTTP-LINGER): stop sending
+        (a half-close, where the stream has one), then read and discard what still arrives
+        until the client's end, for at most ``http_linger_timeout`` seconds and
+        ``http_linger_bytes`` bytes, and no longer than LINGER_IDLE without anything
+        arriving; then close. Closed at once, a socket with unread bytes
+        is reset, and the reset can destroy the answer before the client has read it."""
+        cfg = self.config
+        if not self.closed and not self.eof:
+            with trio.move_on_after(cfg.http_linger_timeout):
+                stream = self.stream
+                if isinstance(stream, trio.abc.HalfCloseableStream):
+                    async with self._send_lock:
+                        with contextlib.suppress(
+                            trio.BrokenResourceError, trio.ClosedResourceError, OSError
+                        ):
+                            await stream.send_eof()
+                if self.reading:
+                    self._discarding = True
+                    self._wanted.set()
+                    while not self._drained.is_set():
+                        before = self._discarded
+                        with trio.move_on_after(LINGER_IDLE):
+                            await self._drained.wait()
+                        if self._discarded == before:
+                            break  # nothing came for LINGER_IDLE: the client is not sending
+                else:
+                    while True:
+                        with trio.move_on_after(LINGER_IDLE) as idle:
+                            data = await self._receive()
+                        if idle.cancelled_caught or self._discard(data):
+                            break
+        await self.close()
+
+    async def end(self) -> None:
+        """End the connection after a response that went out whole: in stages when the
+        client may still be sending (a plain socket: always, since the kernel resets a
+        socket closed with bytes unread; under TLS, which cannot half-close, when the
+        request was not read to its end), else at once."""
+        if isinstance(self.stream, trio.SSLStream) and self.reader.request_read:
+            await self.close()
+        else:
+            await self.linger()
 
     def close_now(self) -> None:
         """Close the socket from outside the connection's tasks: its reader sees the end, and
@@ -440,8 +465,8 @@ async def serve_relay_port(
     """TM-STORE-STREAMS: with a shared session store, a port of this worker's own, at
     ``config.relay_host``, where other workers relay the resumes of streams this worker
     holds. It is the endpoint again, on trio-mcp's own server whatever serves the public
-    side, with every check of the endpoint, for requests that carry a relay seal in place
-    of a token (T-AUTH-17); its address is kept in the store."""
+    side, with every check of the endpoint (and its connection guard), for requests that
+    carry a relay seal in place of a token (T-AUTH-17); its address is kept in the store."""
     listeners = await trio.open_tcp_listeners(0, host=config.relay_host)
     host, port = listeners[0].socket.getsockname()[:2]
     runtime.peers.advertise(host, port)
@@ -486,6 +511,9 @@ class HttpServer:
     ) -> None:
         self.runtime = runtime
         self.config = config
+        #: The parser of every connection (TM-HTTP-PARSER), settled once: ValueError here
+        #: when the one asked for is not installed.
+        self.parser = resolve_parser(config.http_parser)
         #: Whether this is a worker's relay port (serve_relay_port): it serves only requests
         #: other workers relayed, sealed (T-AUTH-17).
         self.relay_port = relay_port
@@ -493,6 +521,10 @@ class HttpServer:
         self._emptied = trio.Event()
         self._stopping = False
         self._nursery: trio.Nursery | None = None
+        #: What the connection guard caught (TM-SEC-ISOLATE).
+        self.failures = FailureLog(
+            logger, "a connection failed; it was closed and the server goes on"
+        )
         #: TM-SEC-FAIR: every connection open (in its TLS handshake or not), by client; a
         #: full server closes one of the client holding the most, idle first.
         self.seats: Pool[_Seat] = Pool(
@@ -539,35 +571,41 @@ class HttpServer:
     async def _connection(
         self, stream: trio.abc.Stream, ssl_context: ssl.SSLContext | None
     ) -> None:
-        cfg = self.config
-        # TM-HTTP-OWN / TM-SEC-FAIR: open connections are a pool (those in their TLS handshake
-        # count): a full one makes room at the expense of the client holding the most, or the
-        # new one gets a clear refusal, then is closed.
-        seat = self._seat(stream)
-        if seat is None:
-            await self._refuse_busy(stream)
-            return
+        """One connection's task, under the connection guard (TM-SEC-ISOLATE): whatever it
+        raises (not a cancellation) ends this connection, answered 400 if nothing was sent
+        on it yet, and is logged; the server goes on."""
+        seat: _Seat | None = None
         connection: _Connection | None = None
         try:
-            if ssl_context is not None:
-                stream = trio.SSLStream(stream, ssl_context, server_side=True)
-                try:
-                    with trio.move_on_after(cfg.http_header_timeout) as handshake:
-                        await stream.do_handshake()
-                except (trio.BrokenResourceError, ssl.SSLError, OSError):
-                    await trio.aclose_forcefully(stream)
-                    return
-                if handshake.cancelled_caught:
-                    await trio.aclose_forcefully(stream)
-                    return
+            # TM-HTTP-OWN / TM-SEC-FAIR: open connections are a pool (those in their TLS
+            # handshake count): a full one makes room at the expense of the client holding
+            # the most, or the new one gets a clear refusal, then is closed.
+            seat = self._seat(stream)
+            if seat is None:
+                await self._refuse_busy(stream)
+                return
+            opened = await self._handshake(stream, ssl_context)
+            if opened is None:
+                return
+            stream = opened
             async with trio.open_nursery() as nursery:
-                connection = seat.connection = _Connection(stream, cfg, nursery)
+                connection = seat.connection = _Connection(
+                    stream, self.config, nursery, self.parser
+                )
                 self.connections.add(connection)
                 with contextlib.suppress(_Closed):
                     await self._serve_connection(connection)
                 nursery.cancel_scope.cancel()
+        except* Exception as failure:
+            self.failures.caught(failure)
+            if connection is not None and not connection.sent and not connection.closed:
+                reply = error_reply(unserved())
+                head = _response_head(400, reply.headers, length=len(reply.body), close=True)
+                with trio.move_on_after(1), contextlib.suppress(Exception):
+                    await connection.write(head + reply.body)
         finally:
-            self.seats.discard(seat)
+            if seat is not None:
+                self.seats.discard(seat)
             if connection is not None:
                 self.connections.discard(connection)
                 await connection.close()
@@ -576,6 +614,25 @@ class HttpServer:
             if not self.connections:
                 self._emptied.set()
                 self._emptied = trio.Event()
+
+    async def _handshake(
+        self, stream: trio.abc.Stream, ssl_context: ssl.SSLContext | None
+    ) -> trio.abc.Stream | None:
+        """The accepted connection's stream, past its TLS handshake (within the header
+        deadline) when it has one: None when that failed, and the stream is closed."""
+        if ssl_context is None:
+            return stream
+        tls = trio.SSLStream(stream, ssl_context, server_side=True)
+        try:
+            with trio.move_on_after(self.config.http_header_timeout) as handshake:
+                await tls.do_handshake()
+        except (trio.BrokenResourceError, ssl.SSLError, OSError):
+            await trio.aclose_forcefully(tls)
+            return None
+        if handshake.cancelled_caught:
+            await trio.aclose_forcefully(tls)
+            return None
+        return tls
 
     def _seat(self, stream: trio.abc.Stream) -> _Seat | None:
         """The new connection's seat in the pool of connections (TM-SEC-FAIR), by its
@@ -598,14 +655,7 @@ class HttpServer:
             await self._emptied.wait()
 
     async def _refuse_busy(self, stream: trio.abc.Stream) -> None:
-        reply = error_reply(
-            RemoteProtocolError(
-                "Service Unavailable: too many open connections; retry later.",
-                code=ErrorCode.SERVER_BUSY,
-                http_status=503,
-                headers=(("retry-after", "1"),),
-            )
-        )
+        reply = error_reply(connections_busy())
         head = _response_head(503, reply.headers, length=len(reply.body), close=True)
         with trio.move_on_after(1), contextlib.suppress(
             trio.BrokenResourceError, trio.ClosedResourceError, OSError
@@ -624,70 +674,54 @@ class HttpServer:
             # TM-HTTP-OWN: a head must come within the header deadline (slowloris), and a
             # kept-alive connection may wait for its next request only so long.
             wait = cfg.http_header_timeout if first else cfg.http_idle_timeout
-            head = await connection.next_request(trio.current_time() + wait)
+            head = await connection.next_event(trio.current_time() + wait)
             if head is None:
                 return
-            if isinstance(head, h11.Request) and _head_size(head) > cfg.http_max_header_bytes:
-                # h11 bounds only a head still incomplete: one that arrived whole in a single
-                # read is measured here (TM-HTTP-OWN: 431).
-                await connection.refuse(
-                    h11.RemoteProtocolError("header block too large", error_status_hint=431)
-                )
-                return
+            if not isinstance(head, RequestHead):
+                raise _Closed  # the client's end (CLOSED), between requests
             connection.idle = False
             first = False
-            responder = H11Responder(connection, head)
+            responder = HttpResponder(connection, head)
             await self._serve_request(connection, head, responder)
-            if connection.closed or not (responder.finished and responder.keep_alive):
+            if connection.closed:
+                return
+            if not (responder.finished and responder.keep_alive):
+                if responder.finished:
+                    await connection.end()
                 return
             connection.next_cycle()
 
     async def _serve_request(
-        self, connection: _Connection, head: RequestHead, responder: H11Responder
+        self, connection: _Connection, head: RequestHead, responder: HttpResponder
     ) -> None:
         cfg = self.config
-        headers = Headers(list(head.headers))  # h11 gives them as bytes, names lower-cased
+        headers = Headers(head.headers)  # as the reader gives them: names lower-cased
         local = connection.local_host
-        target = head.target.decode("latin-1")
-        path = target.split("?", 1)[0]
-        try:
-            if head.http_version not in (b"1.0", b"1.1"):
-                # TM-SEC-H2: h11 reads the HTTP/2 preface as a request of version 2.0.
-                raise RemoteProtocolError(
-                    "HTTP Version Not Supported: this server speaks MCP over HTTP/1.1.",
-                    code=ErrorCode.INVALID_REQUEST,
-                    http_status=505,
-                )
-            # T-SEC-1 (MUST): Origin and Host first, before the path and the body.
-            self.runtime.policy_for(local).check(headers)
-            if path.rstrip("/") != cfg.path.rstrip("/"):
-                method = head.method.decode("ascii").upper()
-                if (known := self.runtime.well_known(method, path)) is not None:
-                    await responder.reply(known)
-                    await self._discard_body(connection)
-                    return
-                raise RemoteProtocolError(
-                    f"Not Found: the MCP endpoint is {cfg.path}.",
-                    code=ErrorCode.INVALID_REQUEST,
-                    http_status=404,
-                )
-            declared = headers.get("content-length")
-            if declared is not None and declared.isdigit() and int(declared) > cfg.max_body_bytes:
-                # No 100 Continue for a body the server would refuse anyway.
-                raise too_large(cfg.max_body_bytes)
-        except RemoteProtocolError as exc:
-            await responder.reply(error_reply(exc))
-            await self._discard_body(connection)
+        plan = plan_head(
+            http_version=head.http_version.decode("latin-1"),
+            method=head.method.decode("latin-1"),
+            target=head.target.decode("latin-1"),
+            headers=headers,
+            policy=self.runtime.policy_for(local),
+            endpoint=cfg.path,
+            max_body=cfg.max_body_bytes,
+        )
+        if isinstance(plan, Refuse):
+            connection.must_close = plan.close
+            await responder.reply(plan.reply)
             return
-        if isinstance(head, PlainRequest):
-            body: bytes | None = head.body
-        else:
-            body = await self._read_body(connection, head, responder)
+        if isinstance(plan, Elsewhere):
+            known = self.runtime.well_known(plan.method, plan.path)
+            await responder.reply(known or error_reply(not_found(cfg.path)))
+            return
+        body = head.body if head.body is not None else await self._read_body(
+            connection, head, responder
+        )
         if body is None:
             return
         request = HttpRequest(
-            method=head.method.decode("ascii").upper(),
-            path=path,
+            method=head.method.decode("latin-1").upper(),
+            path=plan.path,
             headers=headers,
             body=body,
             local_host=local,
@@ -708,12 +742,12 @@ class HttpServer:
             await connection.close()
 
     async def _read_body(
-        self, connection: _Connection, head: h11.Request, responder: H11Responder
+        self, connection: _Connection, head: RequestHead, responder: HttpResponder
     ) -> bytes | None:
         """The request's body, within the size limit and the body deadline; None when the
-        request was refused (413, 408) or the client left."""
+        request was refused (413, 408, 503) or the client left."""
         cfg = self.config
-        if connection.parser.they_are_waiting_for_100_continue and _expects_continue(head):
+        if connection.reader.waiting_for_continue and _expects_continue(head):
             await connection.write(b"HTTP/1.1 100 Continue\r\n\r\n")
         chunks: list[bytes] = []
         size = 0
@@ -722,35 +756,28 @@ class HttpServer:
         try:
             while True:
                 event = await connection.next_event(deadline)
-                if isinstance(event, h11.Data):
-                    if size + len(event.data) > cfg.max_body_bytes:
+                if isinstance(event, bytes):
+                    if size + len(event) > cfg.max_body_bytes:
                         # TM-HTTP-OWN: the limit holds while the body streams in.
                         await responder.reply(error_reply(too_large(cfg.max_body_bytes)))
-                        await connection.close()
                         return None
-                    if not budget.take(len(event.data)):
+                    if not budget.take(len(event)):
                         await responder.reply(error_reply(bodies_busy()))
-                        await connection.close()
                         return None
-                    size += len(event.data)
-                    chunks.append(bytes(event.data))
-                elif isinstance(event, h11.EndOfMessage):
+                    size += len(event)
+                    chunks.append(event)
+                elif event is Signal.END:
                     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
                 elif event is None:
                     break
+                else:
+                    raise _Closed  # the client left (or a head where a body was due)
         finally:
             # Once read, the body is the request's; only what is still arriving counts.
             budget.give(size)
         budget.count_timeout()
         await responder.reply(error_reply(body_too_slow()))
-        await connection.close()
         return None
-
-    async def _discard_body(self, connection: _Connection) -> None:
-        """After refusing a request before its body: a connection that would have to read a
-        body it does not want is closed instead."""
-        if not connection.request_read:
-            await connection.close()
 
 
 #: The reason phrase of each status (RFC 9110 §15), for readers of the wire.
@@ -820,14 +847,8 @@ def _says_close(head: RequestHead) -> bool:
     return False
 
 
-def _expects_continue(head: h11.Request) -> bool:
+def _expects_continue(head: RequestHead) -> bool:
     return any(k == b"expect" and v.lower() == b"100-continue" for k, v in head.headers)
-
-
-def _head_size(head: h11.Request) -> int:
-    """The size of a request line and header block as sent (give or take whitespace)."""
-    line = len(head.method) + len(head.target) + len(b" HTTP/1.1\r\n") + 1
-    return line + sum(len(k) + len(v) + 4 for k, v in head.headers.raw_items()) + 2
 
 
 def _peer_host(stream: trio.abc.Stream) -> str | None:

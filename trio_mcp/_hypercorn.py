@@ -1,17 +1,24 @@
-# What trio-mcp changes in hypercorn when it hosts the ASGI app (TM-SEC-ISOLATE): one
-# connection's failure inside hypercorn's trio worker ends that connection, not the server.
+# What trio-mcp changes in hypercorn when it runs it (TM-SEC-ISOLATE): one connection's failure
+# inside hypercorn's trio worker ends that connection, not the server, on every port
+# hypercorn serves for trio-mcp (the MCP endpoint under --server hypercorn, the stats port
+# and the inspector's).
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from .protocol._logtext import LogLimiter
+from ._trio._failures import FailureLog
 
-__all__ = ["answer_lifespan", "isolate_connections"]
+__all__ = ["answer_lifespan", "failures", "isolate_connections"]
 
 logger = logging.getLogger("trio_mcp.hypercorn")
-_failures = LogLimiter(interval=10.0)
+#: What the guard caught, in every hypercorn this process runs: a failure of hypercorn's (its
+#: issue #203 above, or another), hence a warning where trio-mcp's own server logs an error.
+failures = FailureLog(
+    logger, "a connection failed inside hypercorn and was closed", level=logging.WARNING
+)
 
 
 def isolate_connections() -> None:
@@ -22,7 +29,8 @@ def isolate_connections() -> None:
     response race its own close: ``BusyResourceError``) escape into the nursery of every
     connection, which ends the whole server: one crafted request of a few KiB took it down.
     The wrapper catches what one connection raises (not a cancellation), after hypercorn's
-    own clean-up has run. Idempotent; it changes hypercorn for the whole process.
+    own clean-up has run, and logs it (trio_mcp._trio._failures: per place, rate-limited).
+    Idempotent; it changes hypercorn for the whole process.
     """
     try:
         from hypercorn.trio.tcp_server import TCPServer
@@ -32,13 +40,12 @@ def isolate_connections() -> None:
     if getattr(run, "_trio_mcp_isolated", False):
         return
 
+    @functools.wraps(run)
     async def isolated_run(self: Any) -> None:
         try:
             await run(self)
         except Exception as exc:
-            tail = _failures.tail()
-            if tail is not None:
-                logger.info("a connection failed inside hypercorn and was closed: %r%s", exc, tail)
+            failures.caught(exc)
 
     isolated_run._trio_mcp_isolated = True  # type: ignore[attr-defined]
     TCPServer.run = isolated_run  # type: ignore[method-assign]

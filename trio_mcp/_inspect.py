@@ -573,6 +573,12 @@ class InspectorApp:
             await _reply(send, 200, b"text/html; charset=utf-8", PAGE.encode())
         elif path == "/tree.json":
             await _reply(send, 200, b"application/json", self.tree_json())
+        elif path == "/events" and scope["method"] == "HEAD":
+            # The stream's head alone: HEAD has no body, so a stream would hold the
+            # connection without end and send nothing (found by the socket fuzzer).
+            await send({"type": "http.response.start", "status": 200, "headers": [
+                (b"content-type", b"text/event-stream"), (b"cache-control", b"no-store")]})
+            await send({"type": "http.response.body", "body": b""})
         elif path == "/events":
             await self._events(receive, send)
         else:

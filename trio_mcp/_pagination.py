@@ -27,8 +27,9 @@ def decode_cursor(kind: str, cursor: Any) -> str:
         if not isinstance(obj, dict) or obj.get("k") != kind or not isinstance(obj.get("a"), str):
             raise ValueError
         return str(obj["a"])
-    except (ValueError, binascii.Error, UnicodeError):
-        # U-PAGE-4 (SHOULD): an invalid cursor is -32602.
+    except (ValueError, binascii.Error, UnicodeError, RecursionError):
+        # U-PAGE-4 (SHOULD): an invalid cursor is -32602. RecursionError: JSON nested deeper
+        # than the parser goes (base64 of 100,000 "["), a client's input like any other.
         raise RemoteProtocolError(
             "Invalid params: unknown pagination cursor.", code=ErrorCode.INVALID_PARAMS
         ) from None

@@ -18,12 +18,15 @@ from hypercorn.config import Config as HypercornConfig
 from hypercorn.trio import serve as hypercorn_serve
 
 from ._config import ServerConfig
-from ._hypercorn import answer_lifespan
+from ._hypercorn import answer_lifespan, isolate_connections
 from ._inspect import InspectorApp, TaskCounter, TreeBuilder, check_loopback
 from ._metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from ._metrics import MetricsExporter
 from ._trio._stats import as_dict
 from ._trio._writer import RATE_LOOKBACK
+from .protocol import Headers, OriginPolicy, RemoteProtocolError, Reply
+from .protocol._edge import version_not_supported
+from .protocol._transport import error_reply
 
 if TYPE_CHECKING:
     from ._ports import App
@@ -278,8 +281,12 @@ async def _serve_stats(
     *,
     task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
+    # TM-SEC-ISOLATE: hypercorn runs this port inside the server's nursery: one connection's
+    # failure must end that connection, not the MCP server beside it.
+    isolate_connections()
     stats_hc = hypercorn_config(host="127.0.0.1", port=port)
-    stats_app: Any = StatsApp(runtime)
+    stats_hc.keep_alive_timeout = runtime.config.http_idle_timeout
+    stats_app: Any = side_port(StatsApp(runtime))
     urls: list[str] = []
 
     async def run(task_status: trio.TaskStatus[list[str]]) -> None:
@@ -303,9 +310,11 @@ async def _serve_inspector(
     long as it runs, and only then."""
     host, port = at
     check_loopback(host)
+    isolate_connections()  # TM-SEC-ISOLATE, as for the stats port
     counter = TaskCounter()
-    app: Any = InspectorApp(TreeBuilder(runtime, counter), stopped)
+    app: Any = side_port(InspectorApp(TreeBuilder(runtime, counter), stopped))
     hc = hypercorn_config(host=host, port=port)
+    hc.keep_alive_timeout = runtime.config.http_idle_timeout
 
     async def run(task_status: trio.TaskStatus[list[str]]) -> None:
         await hypercorn_serve(app, hc, shutdown_trigger=stopped.wait, task_status=task_status)
@@ -343,6 +352,10 @@ async def _serve_hypercorn(
     fd = os.dup(sock.fileno())
     sock.close()
     hc = hypercorn_config(host=host, port=port, certfile=certfile, keyfile=keyfile, fd=fd)
+    # How long a kept-alive connection may wait for its next request, as on trio-mcp's own
+    # server (hypercorn's default is the same 5 s); hypercorn also keeps a connection whose
+    # client has closed it until then.
+    hc.keep_alive_timeout = cfg.http_idle_timeout
     stopped = trio.Event()
 
     async def graceful() -> None:
@@ -376,9 +389,85 @@ async def _serve_hypercorn(
                 os.close(fd)
 
 
+AsgiApp = Callable[
+    [
+        MutableMapping[str, Any],
+        Callable[[], Awaitable[MutableMapping[str, Any]]],
+        Callable[[MutableMapping[str, Any]], Awaitable[None]],
+    ],
+    Awaitable[None],
+]
+
+
+def side_port(app: AsgiApp) -> AsgiApp:
+    """``app`` as a side port serves it (the counters, the inspector), under hypercorn.
+
+    hypercorn serves HTTP/2 with prior knowledge on any port and cannot be told not to, so
+    every HTTP/2 request is answered 505, as at the endpoint (TM-SEC-H2): an HTTP/2 stream
+    whose client grants no credit would have hypercorn buffer the inspector's snapshots
+    without end. And a send that fails because hypercorn is closing the connection under
+    the app (pgjones/hypercorn#203: a ``BusyResourceError``), or because the client left,
+    ends the request quietly, as the ASGI adapter's responder does (TM-SEC-ISOLATE)."""
+
+    async def serve_side(
+        scope: MutableMapping[str, Any],
+        receive: Callable[[], Awaitable[MutableMapping[str, Any]]],
+        send: Callable[[MutableMapping[str, Any]], Awaitable[None]],
+    ) -> None:
+        async def sending(message: MutableMapping[str, Any]) -> None:
+            try:
+                await send(message)
+            except (
+                OSError, trio.BrokenResourceError, trio.ClosedResourceError,
+                trio.BusyResourceError,
+            ) as exc:
+                raise _Gone from exc
+
+        http2 = scope["type"] == "http" and scope.get("http_version", "1.1") not in ("1.0", "1.1")
+        serving = _refuse_http2 if http2 else app
+        try:
+            await serving(scope, receive, sending)
+        except* _Gone:
+            pass  # the connection is over: nothing to answer, nothing to log
+
+    return serve_side
+
+
+class _Gone(Exception):
+    """A side port's connection went while its app was sending."""
+
+
+async def _refuse_http2(
+    scope: MutableMapping[str, Any],
+    receive: Callable[[], Awaitable[MutableMapping[str, Any]]],
+    send: Callable[[MutableMapping[str, Any]], Awaitable[None]],
+) -> None:
+    await _send_reply(send, error_reply(version_not_supported()))
+
+
+async def _send_reply(
+    send: Callable[[MutableMapping[str, Any]], Awaitable[None]], reply: Reply
+) -> None:
+    await send({
+        "type": "http.response.start",
+        "status": reply.status,
+        "headers": [
+            *((k.encode("latin-1"), v.encode("latin-1")) for k, v in reply.headers),
+            (b"content-length", str(len(reply.body)).encode()),
+        ],
+    })
+    await send({"type": "http.response.body", "body": reply.body})
+
+
+#: The stats port listens on loopback only, so it checks Origin and Host as a loopback MCP
+#: endpoint does (TM-SEC-HOST): a page elsewhere cannot read it through DNS rebinding.
+_STATS_POLICY = OriginPolicy.for_bind(["127.0.0.1"])
+
+
 class StatsApp:
     """A read-only ASGI app that answers every GET with the runtime's counters: as JSON, or
-    at ``/metrics`` in the Prometheus text format."""
+    at ``/metrics`` in the Prometheus text format. A request whose Host is not a loopback
+    name gets 421, one from a foreign Origin 403, as at the MCP endpoint (TM-BP-COUNTERS)."""
 
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
@@ -394,6 +483,11 @@ class StatsApp:
             await answer_lifespan(receive, send)
             return
         if scope["type"] != "http":
+            return
+        try:
+            _STATS_POLICY.check(Headers(list(scope.get("headers", []))))
+        except RemoteProtocolError as exc:
+            await _send_reply(send, error_reply(exc))
             return
         ok = scope["method"] == "GET"
         content_type = b"application/json"

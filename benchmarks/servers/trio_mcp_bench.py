@@ -5,8 +5,13 @@ runs) or, with ``--server hypercorn``, under hypercorn's trio worker hosting the
 
     python benchmarks/servers/trio_mcp_bench.py [--port 0] [--server {trio-mcp,hypercorn}]
         [--json-response] [--session-ttl S] [--stats-port PORT] [--stall-budget S]
+<<<<<<< HEAD
+        [--window-events N] [--window-bytes N] [--task-ttl S] [--tasks-per-owner N]
+        [--no-budgets] [--inspect PORT] [--http {auto,httptools,h11}]
+=======
         [--window-events N] [--window-bytes N] [--task-ttl S] [--max-tasks N]
         [--no-budgets] [--no-accounting] [--inspect PORT]
+>>>>>>> main
 
 ``benchmarks/run.py`` gives it a port and waits for it; ``benchmarks/bench_memory.py`` (through
 ``loadgen.start_server``) reads the one line it prints once it listens,
@@ -137,6 +142,10 @@ def build_config(args: argparse.Namespace) -> ServerConfig:
         changes["memory_accounting"] = False
     if args.json_response:
         changes["response_mode"] = ResponseMode.JSON
+    if args.http is not None:
+        from trio_mcp import HttpParser
+
+        changes["http_parser"] = HttpParser(args.http)
     if args.session_ttl is not None:
         changes["session_idle_ttl"] = args.session_ttl
     if args.stall_budget is not None:
@@ -236,6 +245,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0, help="port (0: any free one)")
     parser.add_argument("--server", choices=HTTP_SERVERS, default="trio-mcp",
                         help="the HTTP server: trio-mcp's own (default) or hypercorn")
+    parser.add_argument(
+        "--http", choices=("auto", "httptools", "h11"), default=None,
+        help="what reads requests on trio-mcp's own server (ServerConfig.http_parser); "
+        "left to the server's default when not given",
+    )
     parser.add_argument("--json-response", action="store_true")
     parser.add_argument("--session-ttl", type=float, default=None, help="session_idle_ttl, s")
     parser.add_argument("--stats-port", type=int, default=None,

@@ -17,7 +17,7 @@ from trio_mcp import ServerConfig
 
 
 def expiry_period(config: ServerConfig) -> float:
-    """How often the manager looks for expired sessions (SessionManager._expire_loop)."""
+    """How often the manager looks for expired sessions (SessionTable._expire_loop)."""
     ttls = [config.session_idle_ttl, config.uninitialized_ttl]
     if config.abandoned_ttl is not None:
         ttls.append(config.abandoned_ttl)

@@ -28,7 +28,7 @@ CAP = 3
 IDLE_TTL = 20.0
 UNINITIALIZED_TTL = 10.0
 ABANDONED_TTL = 30.0
-#: SessionManager._expire_loop's period: a tenth of the shortest TTL.
+#: SessionTable._expire_loop's period: a tenth of the shortest TTL.
 PERIOD = 1.0
 #: How long a call runs (None: until its session ends). Never a whole or half second.
 DURATIONS = (0.25, 2.75, 11.25, 25.75, None)

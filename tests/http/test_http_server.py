@@ -26,7 +26,7 @@ from support.client import Response, dumps
 from support.fixtures import LiveServer, start_live
 from support.modern import call_tool, messages_of, modern_headers
 
-from trio_mcp import Context, ResponseMode, Server, ServerConfig, serve
+from trio_mcp import Context, HttpParser, ResponseMode, Server, ServerConfig, serve
 from trio_mcp._http import _response_head
 
 HOST = "127.0.0.1"
@@ -1005,14 +1005,15 @@ async def test_an_initialize_answered_as_a_stream_is_sent_whole_and_starts_no_re
     assert message["id"] == result["id"] and "capabilities" in result["result"]
 
 
-@pytest.mark.spec("TM-HTTP-PLAIN", "TM-HTTP-OWN")
-async def test_plain_and_h11_read_requests_mixed_in_one_burst_are_answered_in_order(
-    nursery: trio.Nursery,
+@pytest.mark.spec("TM-HTTP-PARSER", "TM-HTTP-OWN")
+@pytest.mark.parametrize("parser", [HttpParser.HTTPTOOLS, HttpParser.H11])
+async def test_requests_of_every_framing_mixed_in_one_burst_are_answered_in_order(
+    nursery: trio.Nursery, parser: HttpParser
 ) -> None:
-    """A burst that mixes plain requests with ones only h11 reads (a chunked body, a
-    header value with obs-text, a body that arrives after its head) is answered in order,
-    each request whole, and the connection serves on."""
-    live, _ = await start(nursery, config())
+    """A burst that mixes plain requests with a chunked body, a header value with
+    obs-text and a body that arrives after its head is answered in order, each request
+    whole, and the connection serves on, whichever parser reads it."""
+    live, _ = await start(nursery, config(http_parser=parser))
     chunked = echo_call("chunked", 2)
     odd = echo_call("odd header", 3)
     late = echo_call("late body", 5)

@@ -127,3 +127,31 @@ async def test_oversized_client_state_attack_keeps_nothing_and_leaves_the_neighb
     assert neighbour.p99() < NEIGHBOUR_P99, str(neighbour)
     logged = server_log_size(caplog)
     assert logged.records < 20 and logged.chars < 20_000, logged
+
+
+@pytest.mark.spec("TM-SEC-MEMORY")
+async def test_a_body_larger_than_the_clients_room_is_refused_before_it_is_decoded(
+    live_server: StartServer,
+) -> None:
+    """A POST whose bytes alone pass the client's room is refused 503 -31002 naming the
+    budget, with no id, before it is decoded: a body that is not JSON gets that answer,
+    not -32700, and the server's parse count does not move; a small body is still served."""
+    live = await live_server(config=ServerConfig(request_memory_per_client=256 * 1024))
+    session = await open_session(live.url)
+    not_json = b"x" * (300 * 1024)
+    with trio.fail_after(20):
+        answer = await request(live.url, "POST", post_headers(session_id=session.id),
+                               not_json)
+        [error] = rpc_messages(answer)
+        assert (503, -31002) == (answer.status, error["error"]["code"]), error
+        assert "id" not in error
+        assert "request_memory_per_client" == error["error"]["data"]["budget"]
+        assert 300 * 1024 == error["error"]["data"]["asked"]
+        assert "1" == answer.header("retry-after")
+        # Just under the room: decoded, and answered as the parse error it is.
+        answer = await request(live.url, "POST", post_headers(session_id=session.id),
+                               b"x" * (200 * 1024))
+        [error] = rpc_messages(answer)
+        assert -32700 == error["error"]["code"], error
+        assert "result" in await session.call("ping", {})
+    assert 1 == live.app.runtime.ledger.statistics()["request_memory_per_client_refused"]

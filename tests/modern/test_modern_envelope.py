@@ -500,7 +500,7 @@ PARAM_CASES: list[tuple[str, dict[str, Any], list[tuple[str, str]], int]] = [
 
 @pytest.mark.spec(
     "MT-HDR-7", "MT-HDR-10", "MT-HDR-11", "MT-HDR-12", "MT-HDR-13", "MT-HDR-14", "MT-HDR-16",
-    "MT-HDR-20", "MT-HDR-21", "TM-MOD-B64",
+    "MT-HDR-20", "MT-HDR-21", "TM-MOD-B64", "TM-HTTP-PARSER",
 )
 @pytest.mark.parametrize(
     ("label", "arguments", "extra", "status"), PARAM_CASES, ids=[c[0] for c in PARAM_CASES]
@@ -520,6 +520,11 @@ async def test_mcp_param_headers_must_agree_with_the_arguments(
 
     assert status == response.status, (label, response.body)
     body = response.json()
+    if label == "control character" and live.http_server == "trio-mcp":
+        # TM-HTTP-PARSER: trio-mcp's own server's parser refuses a control character in a
+        # field value (RFC 9110 §5.5) before the body is read, so without the request's id.
+        assert "id" not in body and -32600 == body["error"]["code"], body
+        return
     assert f"hp-{label}" == body["id"]
     if status == 200:
         assert "complete" == body["result"]["resultType"]

@@ -20,6 +20,8 @@ from urllib.parse import urlsplit
 import attrs
 import trio
 
+from trio_mcp import ServerConfig
+
 LAUNCHER = """
 import json, sys
 from trio_mcp import use_allocator, use_collector_threshold
@@ -98,6 +100,10 @@ class Served:
     port: int
     stats_url: str
     allocator: str
+    release_within: float
+    """The longest a memory release may come after what it releases has ended: two periods
+    of the server's expiry loop, which releases once a period has passed with nothing
+    freed (TM-SESS-RELEASE), plus slack for a process waiting for a CPU."""
 
     def rss_kib(self) -> int:
         for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
@@ -118,13 +124,34 @@ class Served:
         while not check(await self.stats()):  # noqa: ASYNC110
             await trio.sleep(poll)
 
-    async def released(self, timeout: float = 10.0) -> None:
-        """Wait for the server's next memory release (TM-SESS-RELEASE), at most
-        ``timeout`` seconds (none comes when under a sixteenth of the threshold was
-        freed)."""
-        seen = (await self.stats())["memory_releases"]
-        with trio.move_on_after(timeout):
-            await self.until(lambda stats: stats["memory_releases"] != seen)
+    async def releases(self) -> int:
+        """How many memory releases the server has made (TM-SESS-RELEASE)."""
+        count: int = (await self.stats())["memory_releases"]
+        return count
+
+    async def released(self, since: int | None = None, timeout: float | None = None) -> None:
+        """Wait for a memory release (TM-SESS-RELEASE) after the ``since``-th (None: the
+        next one from now), at most ``timeout`` seconds (``release_within``): none comes
+        when under a sixteenth of the threshold was freed.
+
+        Take ``since`` before what is to be released ends: a release that came before this
+        call is then not waited for again, and one still to come is not missed. (With the
+        default TTLs the release comes 6 to 12 s after the end; a wait of 10 s from the
+        end measured a server that had not released yet, above its peak.)"""
+        seen = await self.releases() if since is None else since
+        with trio.move_on_after(self.release_within if timeout is None else timeout):
+            await self.until(lambda stats: stats["memory_releases"] > seen)
+
+
+def _expire_period(settings: Mapping[str, Any]) -> float:
+    """How often the server's expiry loop runs, as SessionTable._expire_period says."""
+    defaults = ServerConfig()
+    ttls = [settings.get("session_idle_ttl", defaults.session_idle_ttl),
+            settings.get("uninitialized_ttl", defaults.uninitialized_ttl)]
+    abandoned = settings.get("abandoned_ttl", defaults.abandoned_ttl)
+    if abandoned is not None:
+        ttls.append(abandoned)
+    return max(0.05, min(ttls) / 10)
 
 
 def _start(tmp_path: Path, settings: Mapping[str, Any], http_server: str) -> Served:
@@ -151,7 +178,7 @@ def _start(tmp_path: Path, settings: Mapping[str, Any], http_server: str) -> Ser
     # serve() reports the endpoint with its path.
     endpoint = url if parts.path.rstrip("/") else url.rstrip("/") + "/mcp"
     return Served(proc=proc, url=endpoint, port=parts.port, stats_url=stats_url,
-                  allocator=allocator)
+                  allocator=allocator, release_within=2 * _expire_period(settings) + 5.0)
 
 
 @contextlib.asynccontextmanager

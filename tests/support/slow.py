@@ -18,9 +18,13 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import math
+import os
 import socket
+import struct
+import termios
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -568,14 +572,31 @@ class SlowClient:
         return ids[-1] if ids else None
 
     async def _recv(self, n: int) -> bytes:
-        try:
-            data = await self._sock.recv(n)
-        except (ConnectionResetError, BrokenPipeError):
-            self.reset = True
-            data = b""
+        """Up to ``n`` bytes, with no checkpoint between taking them from the kernel and
+        returning them, so that a caller that counts them at once (``_feed``) never lets
+        another task see them gone from ``unread()`` and not yet in ``received``. trio's
+        ``recv`` checkpoints after a receive that succeeds at once: a task that looked
+        then saw the two short by what was in hand, a whole read."""
+        fd = self._sock.fileno()
+        while True:
+            await trio.lowlevel.wait_readable(self._sock)
+            try:
+                data = os.read(fd, n)
+            except BlockingIOError:
+                continue
+            except (ConnectionResetError, BrokenPipeError):
+                self.reset = True
+                data = b""
+            break
         if not data:
             self.eof = True
         return data
+
+    def unread(self) -> int:
+        """What the client's kernel holds for it that it has not read (SIOCINQ)."""
+        raw = fcntl.ioctl(self._sock.fileno(), termios.FIONREAD, struct.pack("i", 0))
+        unread: int = struct.unpack("i", raw)[0]
+        return unread
 
     def _feed(self, data: bytes) -> None:
         self.received += len(data)

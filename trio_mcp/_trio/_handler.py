@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from collections.abc import Awaitable, Callable, Mapping
 
@@ -15,11 +16,15 @@ from ..protocol import (
     Request,
     Response,
 )
+from ._failures import FailureLog
 from ._reqstats import Outcome, RequestMetrics
 
 __all__ = ["outcome_of"]
 
 logger = logging.getLogger("trio_mcp.session")
+#: Handlers that raised (a bug): the first from each place with its traceback, then counted,
+#: so that a client repeating the request that triggers it cannot fill the log (TM-SEC-LOG).
+failures = FailureLog(logger, "a handler failed; answered -32603")
 
 
 async def outcome_of(
@@ -44,7 +49,7 @@ async def outcome_of(
         return ErrorResponse(id=request.id, code=exc.code, message=exc.message, data=exc.data)
     except Exception:
         # U-LOG-6 spirit: the trace goes to the server log, not to the client.
-        logger.exception("handler for %s failed", request.method)
+        failures.caught(sys.exc_info()[1], context=f"the handler of {request.method}")
         outcome = Outcome.ERROR
         return ErrorResponse(id=request.id, code=ErrorCode.INTERNAL_ERROR, message="Internal error")
     except InputRequired:
@@ -53,3 +58,4 @@ async def outcome_of(
     finally:
         if metrics is not None:
             metrics.record(request.method, outcome, time.perf_counter() - started)
+

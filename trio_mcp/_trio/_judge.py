@@ -566,7 +566,7 @@ def judge_for(
 
     - A responder that offers ``TcpProbing`` gets a ``KernelJudge``, paced by what
       ``pacer`` makes of it (if anything). Those are trio-mcp's own HTTP server
-      (``H11Responder``, which owns its socket and reads it directly), and the ASGI
+      (``HttpResponder``, which owns its socket and reads it directly), and the ASGI
       responder (``ASGIResponder``, which finds the socket by the scope's addresses): for an
       HTTP/2 exchange it is given no addresses, answers no sample, and so is judged by the
       writes alone, as the portable judge would.

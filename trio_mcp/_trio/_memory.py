@@ -13,9 +13,32 @@ import logging
 import sys
 from collections.abc import Callable
 
-__all__ = ["MemoryReleaser"]
+__all__ = ["LARGE_BLOCK", "MemoryReleaser"]
 
 logger = logging.getLogger("trio_mcp.memory")
+
+#: Blocks of this size or more are mapped on their own, and unmapped when freed.
+LARGE_BLOCK = 1024 * 1024
+_M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter
+
+
+def _fix_mmap_threshold() -> bool:
+    """Have glibc map every block of ``LARGE_BLOCK`` or more on its own, for good.
+
+    glibc raises its mapping threshold to the size of each mapped block freed (up to 32
+    MiB), so after the first 4 MB body was freed the next ones came from the heap, and the
+    holes they left between live objects stayed resident: a client's refused and finished
+    4 MB bodies kept the process 14 MiB above what its requests held. A fixed threshold
+    turns that adjustment off. False where there is no glibc."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    mallopt.restype = ctypes.c_int
+    return bool(mallopt(_M_MMAP_THRESHOLD, LARGE_BLOCK))
 
 
 def _find_malloc_trim() -> Callable[[int], int] | None:
@@ -47,6 +70,8 @@ class MemoryReleaser:
         self._recent = False
         self._trim: Callable[[int], int] | None = None
         self._looked = False
+        #: Whether large blocks are mapped on their own (glibc only; not when releasing is off).
+        self.large_blocks_mapped = threshold is not None and _fix_mmap_threshold()
 
     def freed(self, nbytes: int) -> None:
         """A session that held ``nbytes`` has ended."""

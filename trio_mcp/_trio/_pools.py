@@ -252,6 +252,21 @@ class Ledger:
             room = min(room, self.per_session - meter.held)
         return room
 
+    def check_body(self, unit: str, nbytes: int) -> None:
+        """Refuse, before it is decoded, a body whose bytes alone pass the room ``unit`` has
+        left: its charge would be refused anyway, once its text and values had been built.
+
+        Raises:
+            RemoteProtocolError: 503, -31002 and ``Retry-After``, naming the budget.
+        """
+        if not self.enabled:
+            return
+        held = self.units.get(unit, 0)
+        if held + nbytes > self.per_client:
+            self._refuse("request_memory_per_client", self.per_client, held, nbytes, None)
+        if self.held + nbytes > self.server:
+            self._refuse("request_memory", self.server, self.held, nbytes, None)
+
     def charge(
         self, unit: str, nbytes: int, *, raw: int = 0, request_id: object = None
     ) -> Charge | None:

@@ -34,6 +34,7 @@ from ._budget import BodyStatistics, ByteBudget
 from ._cluster import Cluster
 from ._describe import ObjectRole, RoleKind, RuntimeInfo, SessionRole, TaskRole, TreeIndex
 from ._endpoint import EndpointStatistics, LegacyEndpoint
+from ._failures import FailureLog
 from ._legacyport import SessionPort as LegacySessionPort
 from ._listen import Listeners
 from ._memory import MemoryReleaser
@@ -147,6 +148,10 @@ class Runtime:
         #: T-SEC-1 / TM-SEC-HOST: the Origin and Host policy of each local address.
         self.origins = OriginPolicies(config, bind_hosts)
         self._nursery: trio.Nursery | None = None
+        #: Errors of our own while serving a request (bugs): logged per place and
+        #: rate-limited, so that a client repeating the request that triggers one cannot
+        #: fill the log (TM-SEC-LOG).
+        self.failures = FailureLog(logger, "unexpected error; answered 500 if nothing was sent")
         #: TM-SEC-UNIT: who a request's client is, for the fair shares.
         self.units = UnitPolicy.of(
             ipv4_prefix=config.client_ipv4_prefix,
@@ -373,6 +378,8 @@ class Runtime:
                 route_other(request.method, request.headers)
                 await self.legacy.serve(request, responder, unit=unit)
                 return
+            # TM-SEC-MEMORY: a body the client's room cannot hold is not decoded.
+            self.ledger.check_body(unit.key, len(request.body))
             body = read_post_body(request, max_body_bytes=self.config.max_body_bytes)
             if self.auth is not None:
                 # MT-AUTH-3: the scopes every request needs and those of what it names, in
@@ -453,8 +460,8 @@ class Runtime:
         when that happened."""
         try:
             await self.serve(request, responder, relay_port=relay_port)
-        except Exception:
-            logger.exception("unexpected error serving %s", request.method)
+        except Exception as exc:
+            self.failures.caught(exc, context=f"serving {request.method}")
             if not responder.started:
                 await responder.reply(
                     error_reply(

@@ -338,15 +338,9 @@ class Session:
         self._host.owner.used(self)
 
     def heard(self) -> None:
-        """The client showed itself: it is active, and not gone (TM-SESS-ABANDONED); last
-        of the table's to be evicted."""
+        """The client showed itself: it is active, and not gone (TM-SESS-ABANDONED)."""
         self.last_activity = self.last_heard = trio.current_time()
         self._host.owner.used(self)
-
-    def _heard_in_post(self) -> None:
-        """``heard``, for a POST whose endpoint has told the table already (its lookup):
-        one call less between the two on every POST."""
-        self.last_activity = self.last_heard = trio.current_time()
 
     # -- a POST's messages ----------------------------------------------------------------
 
@@ -368,7 +362,8 @@ class Session:
                 self.notifications.receive(message)
             else:
                 self.receive_response(message)
-        self._heard_in_post()
+        # Heard (the POST's endpoint told the table when it looked the session up).
+        self.last_activity = self.last_heard = trio.current_time()
         return Received(tuple(requests), changed)
 
     def start(

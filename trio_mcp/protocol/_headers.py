@@ -51,6 +51,10 @@ class Headers:
             return values[0].decode("latin-1")
         return ", ".join(v.decode("latin-1") for v in values)
 
+    def raw_values(self, name: bytes) -> Sequence[bytes]:
+        """Every value of ``name`` (lower-case bytes), as sent, in order."""
+        return self._index.get(name, ())
+
     def get_all(self, name: str) -> list[str]:
         return [v.decode("latin-1") for v in self._index.get(name.lower().encode("latin-1"), ())]
 

@@ -271,21 +271,3 @@ def session_not_found() -> RemoteProtocolError:
         code=ErrorCode.INVALID_REQUEST,
         http_status=404,
     )
-
-
-def too_large(limit: int) -> RemoteProtocolError:
-    """413 for a body over ``max_body_bytes``, declared or streamed (TM-HTTP-OWN)."""
-    return RemoteProtocolError(
-        f"Payload Too Large: the body exceeds {limit} bytes.",
-        code=ErrorCode.INVALID_REQUEST,
-        http_status=413,
-    )
-
-
-def body_too_slow() -> RemoteProtocolError:
-    """408 for a body not complete within ``http_body_timeout`` (TM-SEC-BODIES)."""
-    return RemoteProtocolError(
-        "Request Timeout: the body did not arrive in time.",
-        code=ErrorCode.INVALID_REQUEST,
-        http_status=408,
-    )
