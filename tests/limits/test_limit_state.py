@@ -154,4 +154,4 @@ async def test_a_body_larger_than_the_clients_room_is_refused_before_it_is_decod
         [error] = rpc_messages(answer)
         assert -32700 == error["error"]["code"], error
         assert "result" in await session.call("ping", {})
-    assert 1 == live.app.runtime.ledger.statistics()["request_memory_per_client_refused"]
+    assert 1 == live.stats()["request_memory_per_client_refused"]
