@@ -69,7 +69,9 @@ def total_ir(directory: Path, prefix: str) -> int:
     raise RuntimeError(f"no dump of callgrind in {directory}: {[p.name for p in dumps]}")
 
 
-def measure(label: str, env: dict[str, str], calls: int, json_response: bool) -> dict[str, Any]:
+def measure(
+    label: str, env: dict[str, str], calls: int, json_response: bool, server: str = "trio-mcp"
+) -> dict[str, Any]:
     port = run.free_ports(1)[0]
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(os.environ.get("EDGE_CALLGRIND_DIR") or tmp)
@@ -78,6 +80,7 @@ def measure(label: str, env: dict[str, str], calls: int, json_response: bool) ->
             "valgrind", "--tool=callgrind", f"--callgrind-out-file={out}/{prefix}.%p",
             sys.executable, str(SCRIPT), "--port", str(port),
             *(["--json-response"] if json_response else []),
+            *(["--server", server] if server != "trio-mcp" else []),
         ]
         proc = subprocess.Popen(
             cmd, env={**os.environ, **env, "PYTHONMALLOC": "malloc"},
@@ -107,12 +110,14 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--modes", default="json,sse")
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--server", choices=("trio-mcp", "hypercorn"), default="trio-mcp",
+                        help="the HTTP server the benchmark server runs on")
     args = parser.parse_args()
     rows = []
     for json_response in [m == "json" for m in args.modes.split(",")]:
         for label, env in (("before", {"PYTHONPATH": str(args.before.resolve())}),
                            ("after", {})):
-            row = measure(label, env, args.calls, json_response)
+            row = measure(label, env, args.calls, json_response, args.server)
             rows.append(row)
             print(f"{row['mode']} {label}: {row['per_call']:,.0f} instructions per call",
                   flush=True)
@@ -120,7 +125,7 @@ def main() -> None:
     for mode in args.modes.split(","):
         by = {r["contender"]: r["per_call"] for r in rows if r["mode"] == mode}
         summary[mode] = {**by, "after_over_before": by["after"] / by["before"]}
-    result = {"summary": summary, "rows": rows}
+    result = {"server": args.server, "summary": summary, "rows": rows}
     text = json.dumps(result, indent=2)
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -14,7 +14,7 @@ import trio
 
 from ._hypercorn import isolate_connections
 from ._stores import with_store
-from ._trio._budget import ByteBudget, bodies_busy
+from ._trio._budget import Arrival, BodyPool, bodies_busy
 from ._trio._failures import FailureLog
 from ._trio._responder import Departure
 from ._trio._runtime import Runtime
@@ -314,6 +314,16 @@ class ASGIApp:
             limit=cfg.http_linger_bytes,
         )
 
+    async def _refuse_body(
+        self, responder: ASGIResponder, receive: Receive, *, evicted: bool
+    ) -> None:
+        """TM-SEC-BODIES: the pool of bodies arriving cannot hold this one, or took it for
+        another client's: 503, the rest of the body is not read, and hypercorn closes the
+        connection once the answer is out."""
+        await self._refuse(
+            responder, receive, error_reply(bodies_busy(evicted=evicted)), close=True
+        )
+
     async def _respond(self, scope: Scope, receive: Receive, responder: ASGIResponder) -> None:
         cfg = self.config
         headers = Headers(list(scope.get("headers", [])))
@@ -338,13 +348,25 @@ class ASGIApp:
             await self._refuse(responder, receive, known or error_reply(not_found(cfg.path)))
             return
         limit = plan.limit
+        peer = _client_host(scope)
+        bodies = self.runtime.bodies
         try:
             # TM-SEC-BODIES: as on trio-mcp's own server, a body has http_body_timeout to
-            # arrive; hypercorn's read_timeout would also end idle SSE streams.
+            # arrive; hypercorn's read_timeout would also end idle SSE streams. The same
+            # scope is the one an eviction cancels (one scope a body: each costs
+            # microseconds, and every POST under hypercorn takes this path).
             with trio.move_on_after(cfg.http_body_timeout) as body_deadline:
-                body, complete = await _read_body(receive, limit, self.runtime.bodies)
+                arrival = bodies.arrival(
+                    # TM-SEC-UNIT: by address (through a trusted proxy's header): the
+                    # principal is not known before the body is.
+                    self.runtime.units.of_request(None, peer, headers).key, body_deadline
+                )
+                body, complete = await _read_body(receive, limit, bodies, arrival)
         except _BodiesBusy:
-            await self._refuse(responder, receive, error_reply(bodies_busy()))
+            await self._refuse_body(responder, receive, evicted=False)
+            return
+        if arrival.evicted:
+            await self._refuse_body(responder, receive, evicted=True)
             return
         if body_deadline.cancelled_caught:
             self.runtime.bodies.count_timeout()
@@ -362,7 +384,7 @@ class ASGIApp:
             headers=headers,
             body=body or b"",
             local_host=local_host,
-            peer_host=_client_host(scope),
+            peer_host=peer,
         )
         async with trio.open_nursery() as nursery:
             responder.watch_with(lambda: nursery.start_soon(_watch_disconnect, receive, responder))
@@ -381,32 +403,35 @@ class ASGIApp:
 
 
 class _BodiesBusy(Exception):
-    """The server-wide budget for bodies being read is spent (TM-SEC-BODIES)."""
+    """The pool of bodies arriving cannot hold the next piece (TM-SEC-BODIES)."""
 
 
 async def _read_body(
-    receive: Receive, limit: int, budget: ByteBudget
+    receive: Receive, limit: int, bodies: BodyPool, arrival: Arrival
 ) -> tuple[bytes | None, bool]:
-    """The request body; (body, False) when it exceeds ``limit``; (None, False) on
-    disconnect. Raises _BodiesBusy when ``budget`` cannot hold the next chunk."""
-    chunks: list[bytes] = []
-    size = 0
+    """The request body; (body, False) when it exceeds ``limit``, or when the pool took it
+    for another client's (``arrival.evicted``: its scope is cancelled, so this returns
+    only if the message came first); (None, False) on disconnect. Its bytes are held in
+    ``bodies`` while it arrives; raises _BodiesBusy when the pool cannot hold the next
+    piece."""
     try:
         while True:
             message = await receive()
+            if arrival.evicted:
+                return b"", False
             if message["type"] == "http.disconnect":
                 return None, False
             chunk = message.get("body", b"")
-            if size + len(chunk) > limit:
+            if arrival.size + len(chunk) > limit:
                 return b"", False
-            if not budget.take(len(chunk)):
+            if not bodies.take(arrival, chunk):
                 raise _BodiesBusy
-            size += len(chunk)
-            chunks.append(chunk)
+            del chunk  # the pool's now: an eviction frees it at once
             if not message.get("more_body", False):
-                return b"".join(chunks), True
+                return arrival.body(), True
+            del message
     finally:
-        budget.give(size)
+        bodies.done(arrival)
 
 
 async def _watch_disconnect(receive: Receive, responder: ASGIResponder) -> None:

@@ -127,7 +127,9 @@ class ServerConfig:
     """POST bodies above this get 413."""
     max_body_memory: int = 64 * 1024 * 1024
     """Bytes of request bodies the server holds while reading them, all connections
-    together; a body that would pass it gets 503 with ``Retry-After`` (TM-SEC-BODIES)."""
+    together, shared fairly by client address: a full pool takes the largest body of the
+    client holding the most for a client holding less, and refuses one at its share; either
+    gets 503 with ``Retry-After`` (TM-SEC-BODIES, TM-SEC-FAIR)."""
     allowed_origins: frozenset[str] = frozenset()
     """Origins accepted besides loopback ones (T-SEC-1). ``"*"`` accepts any."""
     allowed_hosts: frozenset[str] | None = None

@@ -715,7 +715,7 @@ class HttpServer:
             await responder.reply(known or error_reply(not_found(cfg.path)))
             return
         body = head.body if head.body is not None else await self._read_body(
-            connection, head, responder
+            connection, head, responder, headers
         )
         if body is None:
             return
@@ -742,41 +742,60 @@ class HttpServer:
             await connection.close()
 
     async def _read_body(
-        self, connection: _Connection, head: RequestHead, responder: HttpResponder
+        self, connection: _Connection, head: RequestHead, responder: HttpResponder,
+        headers: Headers,
     ) -> bytes | None:
-        """The request's body, within the size limit and the body deadline; None when the
-        request was refused (413, 408, 503) or the client left."""
+        """The request's body, within the size limit and the body deadline, its bytes held
+        in the pool of bodies arriving (TM-SEC-BODIES) by its client's address (TM-SEC-UNIT:
+        the head is read, so a trusted proxy's forwarding header is at hand; the principal
+        is not known before the body is); None when the request was refused (413, 408,
+        503: the pool is full and this client holds its share, or it gave up this body for
+        another client's) or the client left."""
         cfg = self.config
         if connection.reader.waiting_for_continue and _expects_continue(head):
             await connection.write(b"HTTP/1.1 100 Continue\r\n\r\n")
-        chunks: list[bytes] = []
-        size = 0
-        budget = self.runtime.bodies
+        bodies = self.runtime.bodies
+        arrival = bodies.arrival(
+            self.runtime.units.of_request(None, connection.peer_host, headers).key,
+            trio.CancelScope(),
+        )
         deadline = trio.current_time() + cfg.http_body_timeout
+        refusal: RemoteProtocolError | None = None
         try:
-            while True:
-                event = await connection.next_event(deadline)
-                if isinstance(event, bytes):
-                    if size + len(event) > cfg.max_body_bytes:
-                        # TM-HTTP-OWN: the limit holds while the body streams in.
-                        await responder.reply(error_reply(too_large(cfg.max_body_bytes)))
-                        return None
-                    if not budget.take(len(event)):
-                        await responder.reply(error_reply(bodies_busy()))
-                        return None
-                    size += len(event)
-                    chunks.append(event)
-                elif event is Signal.END:
-                    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
-                elif event is None:
-                    break
-                else:
-                    raise _Closed  # the client left (or a head where a body was due)
+            # An eviction (another client's body took this one's room) cancels the scope.
+            with arrival.scope:
+                while True:
+                    event = await connection.next_event(deadline)
+                    if arrival.evicted:
+                        break  # taken as the read returned, before the scope could say so
+                    if isinstance(event, bytes):
+                        if arrival.size + len(event) > cfg.max_body_bytes:
+                            # TM-HTTP-OWN: the limit holds while the body streams in.
+                            refusal = too_large(cfg.max_body_bytes)
+                            break
+                        if not bodies.take(arrival, event):
+                            refusal = bodies_busy()
+                            break
+                        del event  # the pool's now: an eviction frees it at once
+                    elif event is Signal.END:
+                        return arrival.body()
+                    elif event is None:
+                        bodies.count_timeout()
+                        refusal = body_too_slow()
+                        break
+                    else:
+                        raise _Closed  # the client left (or a head where a body was due)
         finally:
             # Once read, the body is the request's; only what is still arriving counts.
-            budget.give(size)
-        budget.count_timeout()
-        await responder.reply(error_reply(body_too_slow()))
+            bodies.done(arrival)
+        if arrival.evicted:
+            if connection.must_close:
+                # Taken while the reader refused a malformed body and lingered: that
+                # request has its answer, and its connection is ending.
+                raise _Closed
+            refusal = bodies_busy(evicted=True)
+        assert refusal is not None
+        await responder.reply(error_reply(refusal))
         return None
 
 

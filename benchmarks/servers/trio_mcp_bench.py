@@ -5,13 +5,8 @@ runs) or, with ``--server hypercorn``, under hypercorn's trio worker hosting the
 
     python benchmarks/servers/trio_mcp_bench.py [--port 0] [--server {trio-mcp,hypercorn}]
         [--json-response] [--session-ttl S] [--stats-port PORT] [--stall-budget S]
-<<<<<<< HEAD
-        [--window-events N] [--window-bytes N] [--task-ttl S] [--tasks-per-owner N]
-        [--no-budgets] [--inspect PORT] [--http {auto,httptools,h11}]
-=======
         [--window-events N] [--window-bytes N] [--task-ttl S] [--max-tasks N]
-        [--no-budgets] [--no-accounting] [--inspect PORT]
->>>>>>> main
+        [--no-budgets] [--no-accounting] [--inspect PORT] [--http {auto,httptools,h11}]
 
 ``benchmarks/run.py`` gives it a port and waits for it; ``benchmarks/bench_memory.py`` (through
 ``loadgen.start_server``) reads the one line it prints once it listens,
@@ -232,8 +227,14 @@ def remove_budgets() -> None:
 
     _tools.non_finite_at = lambda value: None  # type: ignore[assignment]
     _table.SessionTable.used = lambda self, session: None  # type: ignore[method-assign]
-    _budget.ByteBudget.take = lambda self, size: True  # type: ignore[method-assign]
-    _budget.ByteBudget.give = lambda self, size: None  # type: ignore[method-assign]
+
+    def take(self: _budget.BodyPool, arrival: _budget.Arrival, chunk: bytes) -> bool:
+        arrival.chunks.append(chunk)
+        arrival.size += len(chunk)
+        return True
+
+    _budget.BodyPool.take = take  # type: ignore[method-assign]
+    _budget.BodyPool.done = lambda self, arrival: None  # type: ignore[method-assign]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -30,6 +30,9 @@ COUNTERS = {
     "requests_inflight", "events_appended", "events_evicted", "events_retained",
     "bytes_retained", "client_notifications_dropped", "sessions_refused", "client_state_refused",
     "subscriptions_refused", "bodies_refused", "bodies_timed_out", "bytes_of_bodies_arriving",
+    # The bodies' pool (TM-SEC-BODIES): driven over sockets in tests/limits/test_limit_bodies.py
+    # and as a pool in tests/protocol/test_proto_fair.py.
+    "bodies_evicted", "body_clients_arriving",
     # With a shared store only (tests/store/): they stay at zero here.
     "sessions_adopted", "sessions_released", "store_failures", "controls_received",
     "resumes_relayed", "resumes_from_store", "stream_copies_lost",

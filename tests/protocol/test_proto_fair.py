@@ -8,11 +8,14 @@ from __future__ import annotations
 import collections
 from typing import Any
 
+import attrs
 import pytest
+import trio
 from hypothesis import event, example, given, settings
 from hypothesis import strategies as st
 from support.examples import examples
 
+from trio_mcp._trio._budget import Arrival, BodyPool
 from trio_mcp._trio._pools import Pool
 from trio_mcp.protocol import Headers
 from trio_mcp.protocol._fair import FairShare, Unit, UnitPolicy, Verdict, fair_share_level
@@ -232,3 +235,100 @@ def test_unit_policy_refuses_impossible_settings() -> None:
         UnitPolicy.of(ipv4_prefix=33)
     with pytest.raises(ValueError):
         UnitPolicy.of(header="x-client")
+
+
+@pytest.mark.spec("TM-SEC-BODIES", "TM-SEC-FAIR")
+def test_the_pool_of_bodies_arriving_takes_the_largest_body_of_the_client_holding_most() -> None:
+    """Bodies arriving (a pool of 1,000 bytes): one client fills it with three bodies; a
+    second client's piece takes the first one's largest body (its pieces dropped at once,
+    its reader's scope cancelled), and the next pieces fit in the room that made; the first
+    client, now over its share of a full pool, is refused a piece, nothing taken; the
+    counters say so, and everything given back leaves nothing held."""
+    bodies = BodyPool(1000)
+    a, b = UNITS[0], UNITS[1]
+    small, large, medium = (bodies.arrival(a, trio.CancelScope()) for _ in range(3))
+    assert bodies.take(small, b"s" * 100)
+    assert bodies.take(large, b"l" * 300)
+    assert bodies.take(large, b"l" * 300)
+    assert bodies.take(medium, b"m" * 300)
+    assert (1000, 1) == (bodies.held, bodies.clients())
+    neighbour = bodies.arrival(b, trio.CancelScope())
+    assert bodies.take(neighbour, b"n" * 200)
+    assert large.evicted and large.scope.cancel_called and [] == large.chunks
+    assert not small.evicted and not medium.evicted
+    assert (600, 2) == (bodies.held, bodies.clients())
+    assert bodies.take(neighbour, b"n" * 300)  # room left by the eviction: nothing taken
+    assert bodies.take(small, b"s" * 100)  # room: a client over its share gets room too
+    # Full (1,000: 500 each) and a holds its share: refused, nothing taken from b.
+    assert not bodies.take(medium, b"m" * 1)
+    assert not bodies.take(bodies.arrival(a, trio.CancelScope()), b"x")
+    assert (1000, 500) == (bodies.held, bodies.pool.held(b))
+    # b below... at its share too: refused as well (a holds no more than b + 1).
+    assert not bodies.take(neighbour, b"n")
+    assert not bodies.take(large, b"l")  # an evicted body takes nothing more
+    assert {
+        "bodies_refused": 3,
+        "bodies_evicted": 1,
+        "bodies_timed_out": 0,
+        "bytes_of_bodies_arriving": 1000,
+        "body_clients_arriving": 2,
+    } == attrs.asdict(bodies.statistics())
+    for arrival in (small, large, medium, neighbour):
+        bodies.done(arrival)
+    assert (0, 0) == (bodies.held, bodies.clients())
+    assert b"n" * 500 == neighbour.body()
+
+
+@pytest.mark.spec("TM-SEC-BODIES", "TM-SEC-FAIR")
+@settings(max_examples=examples(200), deadline=None)
+@given(
+    steps=st.lists(
+        st.tuples(st.sampled_from(("piece", "piece", "piece", "start", "done")),
+                  st.integers(0, 7), st.integers(1, 300)),
+        min_size=10, max_size=300,
+    ),
+)
+def test_bodies_arriving_never_pass_the_limit_nor_refuse_a_client_within_its_share(
+    steps: list[tuple[str, int, int]],
+) -> None:
+    """Any schedule of eight clients starting bodies, adding pieces and finishing them, in a
+    pool of 2,000 bytes: the bytes held (and the pieces kept) never pass the limit; a piece
+    of a client within its max-min share is never refused; each body taken was the largest
+    of a client holding more than the asker would once served, and was another client's."""
+    bodies = BodyPool(2000)
+    open_: dict[str, list[Arrival]] = collections.defaultdict(list)
+    for what, index, size in steps:
+        unit = UNITS[index]
+        mine = open_[unit]
+        if what == "start" or not mine:
+            mine.append(bodies.arrival(unit, trio.CancelScope()))
+        arrival = mine[-1]
+        if what == "done":
+            bodies.done(arrival)
+            mine.remove(arrival)
+            continue
+        held = bodies.pool.share.holdings()
+        level = _demand_level(held, unit, size, 2000)
+        within = held.get(unit, 0) + size <= level
+        largest = {
+            u: max((x.size for x in xs if not x.evicted), default=0) for u, xs in open_.items()
+        }
+        before = {id(x): (u, x.size) for u, xs in open_.items() for x in xs if not x.evicted}
+        took = bodies.take(arrival, b"p" * size)
+        if within or bodies.held + size <= 2000:
+            assert took or arrival.evicted, (held, unit, size, level)
+        gone = [
+            (u, s) for u, xs in open_.items() for x in xs
+            if x.evicted and id(x) in before for u, s in [before[id(x)]]
+        ]
+        event("bodies: " + ("refused" if not took else "taken from others" if gone else "room"))
+        for victim, victim_size in gone:
+            assert victim != unit and victim_size == largest[victim]
+            assert held[victim] > held.get(unit, 0) + size
+        for xs in open_.values():
+            xs[:] = [x for x in xs if not x.evicted]
+        kept = sum(x.size for xs in open_.values() for x in xs)
+        assert bodies.held == kept == sum(
+            len(c) for xs in open_.values() for x in xs for c in x.chunks
+        )
+        assert bodies.held <= 2000

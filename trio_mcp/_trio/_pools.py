@@ -162,6 +162,13 @@ class Pool(Generic[T]):
         self._items.setdefault(unit, {})[item] = None
         self.share.add(unit, amount)
 
+    def grow(self, item: T, amount: int) -> None:
+        """``item`` holds ``amount`` more (a pool of bytes: a body still arriving), once
+        ``admit`` has made room for them."""
+        unit, held = self._held[item]
+        self._held[item] = (unit, held + amount)
+        self.share.add(unit, amount)
+
     def discard(self, item: T) -> int:
         """Take ``item`` out; what it held (0 when it was not in)."""
         held = self._held.pop(item, None)

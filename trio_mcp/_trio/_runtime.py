@@ -30,7 +30,7 @@ from ..protocol._mrtr import RequestStateCodec
 from ..protocol._tasks import declares_tasks, task_notification
 from ..protocol._transport import HttpRequest, Reply, error_reply, read_post_body
 from ._auth import Authenticator
-from ._budget import BodyStatistics, ByteBudget
+from ._budget import BodyPool, BodyStatistics
 from ._cluster import Cluster
 from ._describe import ObjectRole, RoleKind, RuntimeInfo, SessionRole, TaskRole, TreeIndex
 from ._endpoint import EndpointStatistics, LegacyEndpoint
@@ -178,8 +178,8 @@ class Runtime:
         self.requests = RequestMetrics()
         #: TM-SESS-RELEASE: freed memory handed back to the OS.
         self.releaser = MemoryReleaser(config.release_memory_after)
-        #: TM-SEC-BODIES: what the HTTP edges hold of bodies still arriving.
-        self.bodies = ByteBudget(config.max_body_memory)
+        #: TM-SEC-BODIES: what the HTTP edges hold of bodies still arriving, shared fairly.
+        self.bodies = BodyPool(config.max_body_memory)
         #: The legacy sessions, and the endpoint that serves them.
         self.table = SessionTable(
             app, config, peers=self.peers, releaser=self.releaser, codec=self.codec,
