@@ -273,10 +273,13 @@ def test_the_pool_of_bodies_arriving_takes_the_largest_body_of_the_client_holdin
         "bytes_of_bodies_arriving": 1000,
         "body_clients_arriving": 2,
     } == attrs.asdict(bodies.statistics())
+    assert b"n" * 500 == neighbour.body()
     for arrival in (small, large, medium, neighbour):
         bodies.done(arrival)
     assert (0, 0) == (bodies.held, bodies.clients())
-    assert b"n" * 500 == neighbour.body()
+    # Done, complete or refused, an arrival keeps none of its pieces: a refused body's
+    # reader lingers for seconds (TM-HTTP-LINGER) with its arrival in hand.
+    assert [[], [], [], []] == [a.chunks for a in (small, large, medium, neighbour)]
 
 
 @pytest.mark.spec("TM-SEC-BODIES", "TM-SEC-FAIR")

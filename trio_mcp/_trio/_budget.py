@@ -130,9 +130,12 @@ class BodyPool:
         return True
 
     def done(self, arrival: Arrival) -> None:
-        """The body is complete (it is the request's now), refused, or abandoned."""
+        """The body is complete (it is the request's now), refused, or abandoned: its pieces
+        leave the pool, and the arrival lets go of them (a refused body's reader lingers for
+        seconds, TM-HTTP-LINGER, and must not hold what the pool no longer counts)."""
         if arrival.size:
             self.pool.discard(arrival)
+        arrival.chunks = []
 
     def statistics(self) -> BodyStatistics:
         return BodyStatistics(
