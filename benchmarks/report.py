@@ -640,7 +640,7 @@ got SIGUSR1, on which it runs `gc.collect()` and glibc's `malloc_trim(0)`
 (`benchmarks/servers/release.py`). What falls then is memory that was freed but that the
 allocators kept; what remains is held by the server, or pinned by fragmentation.
 {second_note}
-trio-mcp's own counters once quiet (bytes its logs retain, `SessionManager.statistics()`):
+trio-mcp's own counters once quiet (bytes its logs retain, `Runtime.statistics()`):
 {"; ".join(retained) or "n/a"}.
 """  # noqa: E501
     if "abandoned" in plots:

@@ -320,7 +320,7 @@ class ServerProcess:
         raise RuntimeError("no VmRSS")
 
     async def stats(self) -> dict[str, Any] | None:
-        """trio-mcp's counters (SessionManager.statistics()), None for other contenders."""
+        """trio-mcp's counters (Runtime.statistics()), None for other contenders."""
         if self.stats_port is None:
             return None
         conn = await Connection.open(HOST, self.stats_port)

@@ -12,7 +12,7 @@ import sys
 import pytest
 from hypothesis import HealthCheck, settings
 
-pytest_plugins = ["support.fixtures", "support.redis"]
+pytest_plugins = ["support.fixtures", "support.redis", "support.stores"]
 
 # The machine is shared and has two cores: a property is judged by its examples, never by how
 # long one took, so Hypothesis's per-example deadline and speed health check are off.

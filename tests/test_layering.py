@@ -216,7 +216,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     (
         "http edges",
         ("trio_mcp._asgi", "trio_mcp._h1", "trio_mcp._http", "trio_mcp._hypercorn",
-         "trio_mcp._metrics", "trio_mcp._serve", "trio_mcp._inspect", "trio_mcp._inspect_page"),
+         "trio_mcp._metrics", "trio_mcp._serve", "trio_mcp._stores", "trio_mcp._inspect",
+         "trio_mcp._inspect_page"),
     ),
     (
         "user API",

@@ -32,3 +32,23 @@ def test_code_is_ruff_clean() -> None:
     )
 
     assert 0 == proc.returncode, proc.stdout + proc.stderr
+
+
+def test_no_file_holds_a_merge_conflicts_markers() -> None:
+    """No tracked text file keeps a merge's conflict markers (one docstring did, where no
+    parser looks)."""
+    files = subprocess.run(
+        ["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
+    marked = []
+    for name in files:
+        path = ROOT / name
+        if name.startswith("benchmarks/results/") or not path.is_file():
+            continue
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except UnicodeDecodeError:
+            continue
+        marked += [f"{name}:{i}" for i, line in enumerate(lines, 1)
+                   if line.startswith(("<<<<<<< ", ">>>>>>> "))]
+    assert [] == marked

@@ -13,11 +13,12 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from ._hypercorn import isolate_connections
+from ._stores import with_store
 from ._trio._budget import Arrival, BodyPool, bodies_busy
 from ._trio._failures import FailureLog
-from ._trio._manager import SessionManager
 from ._trio._responder import Departure
 from ._trio._runtime import Runtime
+from ._trio._table import SessionTable
 from ._trio._tcpprobe import TcpProbe, TcpSample, find_tcp_socket
 from .protocol import Headers, HttpRequest, Reply
 from .protocol._edge import (
@@ -228,7 +229,7 @@ class ASGIApp:
     def __init__(self, server: App, config: ServerConfig, *, bind_hosts: list[str]) -> None:
         self.server = server
         self.config = config
-        self.runtime = Runtime(server, config, bind_hosts=bind_hosts)
+        self.runtime = Runtime(server, with_store(config), bind_hosts=bind_hosts)
         #: What the guard around each request caught (TM-SEC-ISOLATE).
         self.failures = FailureLog(logger, "a request failed in the ASGI adapter; answered 400")
         # TM-SEC-ISOLATE: under hypercorn (whoever starts it), one connection's failure
@@ -236,9 +237,9 @@ class ASGIApp:
         isolate_connections()
 
     @property
-    def manager(self) -> SessionManager:
+    def table(self) -> SessionTable:
         """The legacy era's sessions."""
-        return self.runtime.manager
+        return self.runtime.table
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[Runtime]:
@@ -248,7 +249,7 @@ class ASGIApp:
             return
         async with trio.open_nursery() as nursery:
             await nursery.start(self.runtime.run)
-            if self.runtime.manager.store.shared:
+            if self.runtime.peers.serves_relays:
                 from ._http import serve_relay_port
 
                 await nursery.start(serve_relay_port, self.runtime, self.runtime.config)

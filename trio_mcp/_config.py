@@ -5,8 +5,8 @@ from __future__ import annotations
 import enum
 import hashlib
 import os
-from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -312,10 +312,13 @@ class ServerConfig:
     2025-11-25 session lives in the memory of the process that created it, so with more than
     one, and no session store they share, a legacy ``initialize`` is refused with a clear
     error rather than half of a session's requests answered 404 (TM-WORK-LEGACY)."""
-    store: str | None = None
-    """Where 2025-11-25 sessions are kept so that every worker serves them: a Redis URL
-    (``redis://host:port/db``, ``rediss://``, ``unix:///path``; needs ``coredis``, the
-    ``redis`` extra). None: in this process's memory only (TM-STORE-RECORD)."""
+    store: str | Callable[[ServerConfig], Any] | None = None
+    """Where 2025-11-25 sessions are kept so that every worker serves them
+    (TM-STORE-RECORD): a store factory, called by each runtime for its connection to the
+    store (a SharedStore, trio_mcp._trio._store: ``SharedMemory().connect`` for runtimes of
+    one process, trio_mcp._trio._memstore), or a store's URL, which the serving layer maps
+    to its factory: Redis (``redis://host:port/db``, ``rediss://``, ``unix:///path``; needs
+    ``coredis``, the ``redis`` extra). None: in this process's memory only."""
     store_timeout: float = 1.0
     """How long one call to the store may take before the request gets 503 (TM-STORE-DOWN)."""
     store_recheck: float = 0.5

@@ -469,7 +469,7 @@ async def serve_relay_port(
     carry a relay seal in place of a token (T-AUTH-17); its address is kept in the store."""
     listeners = await trio.open_tcp_listeners(0, host=config.relay_host)
     host, port = listeners[0].socket.getsockname()[:2]
-    runtime.manager.advertise(host, port)
+    runtime.peers.advertise(host, port)
     await HttpServer(runtime, config, relay_port=True).serve(listeners, task_status=task_status)
 
 

@@ -3,10 +3,10 @@
 #
 # The tree is trio's, not a model of it: it is walked from trio.lowlevel.current_root_task()
 # through Task.child_nurseries and Nursery.child_tasks, every time a snapshot is taken. The
-# runtime's objects describe themselves through read-only `describe()` methods (frozen records
-# of trio_mcp._trio._describe), and each record names the task doing its work, which is how a
-# record finds its place in the tree: a session's supervisor, a handler, a connection serving a
-# view, a writer. Tasks nobody describes are shown with trio's name for them.
+# runtime says which task is what (Runtime.describe_tree(): a TaskRole for each), and its
+# objects describe themselves through read-only `describe()` methods (frozen records of
+# trio_mcp._trio._describe); the inspector renders those records and never walks the
+# runtime's own tables. Tasks nobody describes are shown with trio's name for them.
 #
 # Cost: nothing unless an inspector runs. Then a trio Instrument counts task spawns and exits
 # (and remembers when each task was born, for running times), and each connected page gets at
@@ -28,10 +28,25 @@ import trio
 
 from ._hypercorn import answer_lifespan
 from ._inspect_page import PAGE
+from ._trio._describe import (
+    Attention,
+    DescribedSession,
+    ExchangeInfo,
+    Judgement,
+    ObjectRole,
+    RoleKind,
+    RuntimeInfo,
+    SessionInfo,
+    SessionRole,
+    TableInfo,
+    TaskRole,
+    TaskRunInfo,
+    ViewEnd,
+    ViewInfo,
+)
 from .protocol._sse import encode_event, encode_message_event
 
 if TYPE_CHECKING:
-    from ._trio._describe import SessionInfo, ViewInfo
     from ._trio._runtime import Runtime
 
 __all__ = [
@@ -57,7 +72,7 @@ MAX_SHARE: Final = 0.02
 #: to use one (TM-SEC-INSPECT).
 SESSION_ID_SHOWN: Final = 8
 #: States that are highlighted, most serious first; a group member in one is shown first.
-STATES: Final = ("cut", "stalled", "cancelled", "slow", "closing")
+STATES: Final = tuple(a.value for a in Attention)
 #: Hosts whose Host header the inspector answers (a page elsewhere cannot read it through
 #: DNS rebinding).
 _LOOPBACK_NAMES: Final = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
@@ -106,12 +121,6 @@ class TaskCounter(trio.abc.Instrument):
 # -- the tree ------------------------------------------------------------------------------------
 
 
-#: What the runtime says a task is: its kind, the object that describes it, and which of that
-#: object's parts the task serves (a request id, a stream). Plain tuples: a snapshot of a
-#: thousand sessions makes a thousand of them.
-_Role = tuple[str, Any, Any]
-
-
 def _short(name: str) -> str:
     """trio's task name without its module path: ``HttpServer._connection``."""
     if " " in name or ":" in name:
@@ -145,53 +154,14 @@ class TreeBuilder:
         self.group_at = group_at
         self.group_shown = group_shown
         self.max_nodes = max_nodes
-        # Per snapshot:
-        self._roles: dict[trio.lowlevel.Task, _Role] = {}
+        # Per snapshot: which task is what, and the sessions described so far.
+        self._roles: dict[trio.lowlevel.Task, TaskRole] = {}
         self._sessions: dict[int, SessionInfo] = {}
         self._budget = 0
         self._omitted = 0
         self._now = 0.0
 
-    # -- the index: which task is what ------------------------------------------------------
-
-    def _index(self) -> None:
-        """Which task is what, for the tasks found anywhere in the tree: the runtime's, the
-        manager's, each session's supervisor and each connection serving a view. A session's
-        handlers and writers run in its own nursery: they are indexed when its supervisor is
-        shown (``_index_session``), so that a snapshot costs little for sessions it folds."""
-        roles: dict[trio.lowlevel.Task, _Role] = {}
-        rt = self.runtime
-        if rt.run_task is not None:
-            roles[rt.run_task] = ("runtime", rt, None)
-        manager = rt.manager
-        if manager.task is not None:
-            roles[manager.task] = ("manager", manager, None)
-        for session in list(manager.sessions.values()):
-            task = session.task
-            if task is not None:
-                roles[task] = ("session", session, None)
-            if session.views:
-                for view in list(session.views.values()):
-                    if view.task is not None:
-                        roles[view.task] = ("view", session, view.stream)
-        for exchange in list(rt.modern.running):
-            if exchange.task is not None:
-                roles[exchange.task] = ("exchange", exchange, None)
-        for run in list(rt.tasks.runs.values()):
-            if run.task is not None:
-                roles[run.task] = ("taskrun", run, None)
-        self._roles = roles
-
-    def _index_session(self, session: Any) -> None:
-        roles = self._roles
-        for flight in list(session.inflight.values()):
-            if flight.task is not None:
-                roles[flight.task] = ("handler", session, flight.request.id)
-        for view in list(session.views.values()):
-            if view.writer is not None and view.writer.task is not None:
-                roles[view.writer.task] = ("writer", session, view.stream)
-
-    def _session(self, session: Any) -> SessionInfo:
+    def _session(self, session: DescribedSession) -> SessionInfo:
         info = self._sessions.get(id(session))
         if info is None:
             info = self._sessions[id(session)] = session.describe()
@@ -203,7 +173,12 @@ class TreeBuilder:
         """The tree now, as plain JSON-able data."""
         self._now = trio.current_time()
         self._sessions = {}
-        self._index()
+        # Which task is what: the runtime's, the table's, each session's supervisor and each
+        # connection serving a view. A session's handlers and writers run in its own nursery:
+        # they are indexed when its supervisor is shown (``_annotate``), so that a snapshot
+        # costs little for sessions it folds.
+        tree = self.runtime.describe_tree()
+        self._roles = dict(tree.roles)
         self._budget = self.max_nodes
         self._omitted = 0
         root_task = trio.lowlevel.current_root_task()
@@ -215,9 +190,9 @@ class TreeBuilder:
             "format": "trio-mcp/task-tree/1",
             "time": time.time(),
             "server": rt.app.server_info().get("name"),
-            "sessions": len(rt.manager.sessions),
-            "modern_requests": len(rt.modern.running),
-            "task_runs": len(rt.tasks.runs),
+            "sessions": tree.sessions,
+            "modern_requests": tree.modern_requests,
+            "task_runs": tree.task_runs,
             "omitted": self._omitted,
             "root": root,
         }
@@ -235,7 +210,7 @@ class TreeBuilder:
             "id": f"t{id(task):x}",
             "type": "task",
             "name": _short(task.name),
-            "kind": role[0] if role is not None else "task",
+            "kind": role.kind.value if role is not None else "task",
         }
         born = self.counter.born.get(task) if self.counter is not None else None
         if born is not None:
@@ -259,7 +234,7 @@ class TreeBuilder:
 
     def _key(self, task: trio.lowlevel.Task) -> tuple[str, str]:
         role = self._roles.get(task)
-        return (role[0] if role is not None else "task", task.name)
+        return (role.kind.value if role is not None else "task", task.name)
 
     def _siblings(
         self, parent: str, tasks: list[trio.lowlevel.Task]
@@ -290,8 +265,8 @@ class TreeBuilder:
         for n, task in enumerate(members):
             state = self._state_of(task)
             if state is not None:
-                states[state] = states.get(state, 0) + 1
-            ranked.append((STATES.index(state) if state is not None else len(STATES), n, task))
+                states[state.value] = states.get(state.value, 0) + 1
+            ranked.append((state.rank if state is not None else len(STATES), n, task))
         ranked.sort(key=lambda r: (r[0], r[1]))
         shown = []
         for _, _, task in ranked[: self.group_shown]:
@@ -312,58 +287,62 @@ class TreeBuilder:
             node["states"] = states
         return node
 
-    def _state_of(self, task: trio.lowlevel.Task) -> str | None:
+    def _state_of(self, task: trio.lowlevel.Task) -> Attention | None:
         """A task's highlighted state, cheaply (for ranking a group's members): a session's
         is its ``attention()``, which does not describe it (a snapshot of a thousand sessions
         describes only the ones it shows)."""
         role = self._roles.get(task)
-        if role is None:
-            return None
-        kind, owner, item = role
-        if kind == "session":
-            state: str | None = owner.attention()
-            return state
-        if kind == "handler":
-            for h in self._session(owner).handlers:
-                if h.request_id == item:
-                    return "cancelled" if h.cancel_called else None
-        if kind in ("exchange", "taskrun"):
-            return "cancelled" if owner.describe().cancel_called else None
+        if isinstance(role, SessionRole):
+            if role.kind is RoleKind.SESSION:
+                return role.session.attention()
+            if role.kind is RoleKind.HANDLER:
+                for h in self._session(role.session).handlers:
+                    if h.request_id == role.part:
+                        return Attention.CANCELLED if h.cancel_called else None
+        elif isinstance(role, ObjectRole) and role.kind in (RoleKind.EXCHANGE, RoleKind.TASKRUN):
+            return Attention.CANCELLED if role.owner.describe().cancel_called else None
         return None
 
     # -- what each kind of task shows -------------------------------------------------------
 
-    def _annotate(self, node: dict[str, Any], role: _Role, children: list[dict[str, Any]]) -> None:
-        kind, owner, item = role
-        if kind == "runtime":
-            node["label"] = f"Runtime.run · {owner.app.server_info().get('name')}"
-        elif kind == "manager":
-            info = owner.describe()
-            node["label"] = f"SessionManager.run · {info.sessions} / {info.max_sessions} sessions"
-            if info.shutting_down:
-                node["state"] = "closing"
-        elif kind == "session":
-            self._index_session(owner)
-            self._annotate_session(node, self._session(owner), children)
-        elif kind == "handler":
-            self._annotate_handler(node, self._session(owner), item)
-        elif kind in ("view", "writer"):
-            self._annotate_connection(node, kind, self._session(owner), item)
-        elif kind == "exchange":
-            ex = owner.describe()
+    def _annotate(
+        self, node: dict[str, Any], role: TaskRole, children: list[dict[str, Any]]
+    ) -> None:
+        if isinstance(role, SessionRole):
+            info = self._session(role.session)
+            if role.kind is RoleKind.SESSION:
+                self._roles.update(role.session.task_roles())
+                self._annotate_session(node, info, children)
+            elif role.kind is RoleKind.HANDLER:
+                self._annotate_handler(node, info, role.part)
+            elif isinstance(role.part, int):
+                self._annotate_connection(node, role.kind, info, role.part)
+            return
+        described = role.owner.describe()
+        if isinstance(described, RuntimeInfo):
+            node["label"] = f"Runtime.run · {described.server}"
+        elif isinstance(described, TableInfo):
             node["label"] = (
-                f"{ex.method} id={json.dumps(ex.request_id)} (2026-07-28, "
-                f"{'SSE' if ex.streaming else 'no stream yet'})"
+                f"SessionTable.run · {described.sessions} / {described.max_sessions} sessions"
             )
-            node["details"] = {"method": ex.method, "id": ex.request_id}
-            if ex.cancel_called:
-                node["state"] = "cancelled"
-        elif kind == "taskrun":
-            run = owner.describe()
-            node["label"] = f"task {run.task_id[:SESSION_ID_SHOWN]} {run.method} · {run.status}"
-            node["details"] = {"status": run.status, "method": run.method}
-            if run.cancel_called:
-                node["state"] = "cancelled"
+            if described.shutting_down:
+                node["state"] = Attention.CLOSING.value
+        elif isinstance(described, ExchangeInfo):
+            node["label"] = (
+                f"{described.method} id={json.dumps(described.request_id)} (2026-07-28, "
+                f"{'SSE' if described.streaming else 'no stream yet'})"
+            )
+            node["details"] = {"method": described.method, "id": described.request_id}
+            if described.cancel_called:
+                node["state"] = Attention.CANCELLED.value
+        elif isinstance(described, TaskRunInfo):
+            status = "deciding" if described.status is None else described.status.value
+            node["label"] = (
+                f"task {described.task_id[:SESSION_ID_SHOWN]} {described.method} · {status}"
+            )
+            node["details"] = {"status": status, "method": described.method}
+            if described.cancel_called:
+                node["state"] = Attention.CANCELLED.value
 
     def _annotate_session(
         self, node: dict[str, Any], info: SessionInfo, children: list[dict[str, Any]]
@@ -371,7 +350,7 @@ class TreeBuilder:
         sid = info.session_id[:SESSION_ID_SHOWN]
         log = info.log
         node["label"] = (
-            f"session {sid}… · {info.version} · {info.phase} · "
+            f"session {sid}… · {info.version} · {info.phase.value} · "
             f"{len(info.handlers)} handler(s), {len(info.views)} stream(s) · log "
             f"{log.events}/{log.max_events} events, {_size(log.bytes)}/{_size(log.max_bytes)}"
         )
@@ -379,7 +358,7 @@ class TreeBuilder:
         node["details"] = {
             "session": sid,
             "version": info.version,
-            "phase": info.phase,
+            "phase": info.phase.value,
             "log": f"{log.events}/{log.max_events} events, "
             f"{_size(log.bytes)}/{_size(log.max_bytes)}",
             "log_events": log.events,
@@ -391,20 +370,20 @@ class TreeBuilder:
         }
         state = _session_state(info)
         if state is not None:
-            node["state"] = state
+            node["state"] = state.value
         if info.end_reason is not None:
-            node["details"]["ended"] = info.end_reason
+            node["details"]["ended"] = info.end_reason.value
         for cut in info.recent_cuts:
             # A cut view's connection may be gone already: the session remembers it.
             when = "" if cut.ended_at is None else f" {self._now - cut.ended_at:.1f} s ago"
             children.append({
                 "id": f"c{id(cut):x}",
                 "type": "ended",
-                "kind": "view",
+                "kind": RoleKind.VIEW.value,
                 "name": f"stream {cut.stream}",
                 "label": f"view of stream {cut.stream} cut{when} · delivered {cut.delivered}, "
                 "told to resume",
-                "state": "cut",
+                "state": Attention.CUT.value,
                 "details": {"stream": cut.stream, "delivered": cut.delivered},
             })
 
@@ -420,11 +399,11 @@ class TreeBuilder:
                     "cancel_called": h.cancel_called,
                 }
                 if h.cancel_called:
-                    node["state"] = "cancelled"
+                    node["state"] = Attention.CANCELLED.value
                 return
 
     def _annotate_connection(
-        self, node: dict[str, Any], kind: str, info: SessionInfo, stream: int
+        self, node: dict[str, Any], kind: RoleKind, info: SessionInfo, stream: int
     ) -> None:
         view = next((v for v in info.views if v.stream == stream), None)
         if view is None:
@@ -432,7 +411,7 @@ class TreeBuilder:
         if view is None:
             return
         sid = info.session_id[:SESSION_ID_SHOWN]
-        if kind == "view":
+        if kind is RoleKind.VIEW:
             what = "standalone stream" if stream == 0 else f"stream {stream}"
             node["label"] = (
                 f"view of session {sid}…'s {what} · cursor {view.cursor}, "
@@ -444,48 +423,54 @@ class TreeBuilder:
             }
             state = _view_state(view)
             if state is not None:
-                node["state"] = state
+                node["state"] = state.value
             return
         writer = view.writer
         if writer is None:
             return
+        judgement = writer.judgement.value
         node["label"] = (
             f"writer of stream {stream} · {_size(writer.bytes_queued)} queued, "
-            f"{_size(writer.bytes_written)} written · {writer.judgement}"
+            f"{_size(writer.bytes_written)} written · {judgement}"
             + (" · paced" if writer.paced else "")
         )
         node["details"] = {
             "stream": stream,
             "bytes_queued": writer.bytes_queued,
             "bytes_written": writer.bytes_written,
-            "judgement": writer.judgement,
+            "judgement": judgement,
             "stalled_for": round(writer.stalled_for, 3),
             "paced": writer.paced,
             "probing": writer.probing,
         }
-        if writer.judgement in ("stalled", "slow"):
-            node["state"] = writer.judgement
+        state = _JUDGED.get(writer.judgement)
+        if state is not None:
+            node["state"] = state.value
 
 
-def _view_state(view: ViewInfo) -> str | None:
-    if view.end_reason == "stalled":
-        return "cut"
-    if view.writer is not None and view.writer.judgement in ("stalled", "slow"):
-        return view.writer.judgement
+#: What a writer's judgement highlights.
+_JUDGED: Final = {Judgement.STALLED: Attention.STALLED, Judgement.SLOW: Attention.SLOW}
+
+
+def _view_state(view: ViewInfo) -> Attention | None:
+    if view.end_reason is ViewEnd.STALLED:
+        return Attention.CUT
+    if view.writer is not None and view.writer.judgement in _JUDGED:
+        return _JUDGED[view.writer.judgement]
     if view.stopping:
-        return "closing"
+        return Attention.CLOSING
     return None
 
 
-def _session_state(info: SessionInfo) -> str | None:
+def _session_state(info: SessionInfo) -> Attention | None:
     states = [s for s in map(_view_state, info.views) if s is not None]
     if info.recent_cuts:
-        states.append("cut")
+        states.append(Attention.CUT)
     if info.closed:
-        states.append("closing")
+        states.append(Attention.CLOSING)
     if any(h.cancel_called for h in info.handlers):
-        states.append("cancelled")
-    return min(states, key=STATES.index) if states else None
+        states.append(Attention.CANCELLED)
+    return min(states, key=lambda a: a.rank) if states else None
 
 
 # -- the tree as text (trio-mcp tree URL) ---------------------------------------------------------

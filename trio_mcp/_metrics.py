@@ -1,11 +1,14 @@
 # The runtime's counters in the Prometheus text format (TM-BP-COUNTERS), for the stats port's
 # /metrics. prometheus-client writes the format (and its parser reads it back in the tests):
 # a collector reads Runtime.statistics() at each scrape, so serving requests costs nothing.
+# Whether a figure is a gauge or a counter is what its record's field declares
+# (trio_mcp._trio._stats): a new gauge cannot be exported as a counter by mistake.
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from typing import Final
 
+from attrs import AttrsInstance
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -16,38 +19,17 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from ._trio._reqstats import LATENCY_BUCKETS, RequestMetrics
+from ._trio._stats import Kind, figures
 
-__all__ = ["CONTENT_TYPE", "GAUGES", "MetricsExporter"]
+__all__ = ["CONTENT_TYPE", "MetricsExporter"]
 
 CONTENT_TYPE: Final = "text/plain; version=0.0.4; charset=utf-8"
 PREFIX: Final = "trio_mcp_"
 
-#: The statistics that are levels now (they go down as well as up); every other one counts
-#: events since the server started, and is exported as a counter (``..._total``).
-GAUGES: Final = frozenset(
-    {
-        "sessions_open",
-        "streams_open",
-        "requests_inflight",
-        "events_retained",
-        "bytes_retained",
-        "bytes_of_bodies_arriving",
-        "modern_requests_running",
-        "listeners_open",
-        "tasks_alive",
-        "tasks_running",
-        "tasks_result_bytes",
-        "long_streams_open",
-        "request_memory_held",
-        "request_memory_clients",
-    }
-)
-
-
 class _StatisticsCollector(Collector):
     def __init__(
         self,
-        statistics: Callable[[], Mapping[str, object]],
+        statistics: Callable[[], AttrsInstance],
         requests: RequestMetrics | None,
     ) -> None:
         self._statistics = statistics
@@ -59,10 +41,8 @@ class _StatisticsCollector(Collector):
             yield from _requests(self._requests)
 
     def _flat(self) -> Iterator[Metric]:
-        for name, value in self._statistics().items():
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                continue
-            if name in GAUGES:
+        for name, value, kind in figures(self._statistics()):
+            if kind is Kind.GAUGE:
                 yield GaugeMetricFamily(PREFIX + name, f"trio-mcp: {name} now", value=value)
             else:
                 yield CounterMetricFamily(
@@ -96,12 +76,12 @@ def _requests(metrics: RequestMetrics) -> Iterator[Metric]:
 
 
 class MetricsExporter:
-    """``statistics()`` (and the requests of ``requests``) in the Prometheus text format,
-    read afresh at every ``render()``."""
+    """``statistics()`` (a statistics record, trio_mcp._trio._stats) and the requests of
+    ``requests`` in the Prometheus text format, read afresh at every ``render()``."""
 
     def __init__(
         self,
-        statistics: Callable[[], Mapping[str, object]],
+        statistics: Callable[[], AttrsInstance],
         requests: RequestMetrics | None = None,
     ) -> None:
         self._registry = CollectorRegistry(auto_describe=False)

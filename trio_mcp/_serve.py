@@ -22,6 +22,7 @@ from ._hypercorn import answer_lifespan, isolate_connections
 from ._inspect import InspectorApp, TaskCounter, TreeBuilder, check_loopback
 from ._metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from ._metrics import MetricsExporter
+from ._trio._stats import as_dict
 from ._trio._writer import RATE_LOOKBACK
 from .protocol import Headers, OriginPolicy, RemoteProtocolError, Reply
 from .protocol._edge import version_not_supported
@@ -117,7 +118,7 @@ def hypercorn_config(
     hc.accesslog = None
     # One logger, no handler of hypercorn's own: the application decides where logs go.
     hc.errorlog = logging.getLogger("hypercorn.error")
-    # Shutdown closes our streams first (SessionManager.shutdown); this bounds the rest.
+    # Shutdown closes our streams first (SessionTable.shutdown); this bounds the rest.
     hc.graceful_timeout = 5.0
     return hc
 
@@ -226,9 +227,10 @@ async def _serve_own(
     inspect_at: tuple[str, int] | None = None,
 ) -> None:
     from ._http import HttpServer, serve_relay_port
+    from ._stores import with_store
     from ._trio._runtime import Runtime
 
-    runtime = Runtime(server, cfg, bind_hosts=[host])
+    runtime = Runtime(server, with_store(cfg), bind_hosts=[host])
     if sock is None:
         sock = listening_socket(host, port, user_timeout_ms=int(user_timeout(cfg) * 1000))
     sock.listen(1024)
@@ -248,7 +250,7 @@ async def _serve_own(
     stopped = trio.Event()
     async with trio.open_nursery() as nursery:
         await nursery.start(runtime.run)
-        if runtime.manager.store.shared:
+        if runtime.peers.serves_relays:
             await nursery.start(serve_relay_port, runtime, cfg)
         await nursery.start(lambda task_status: http.serve(
             [listener], ssl_context=ssl_context, task_status=task_status
@@ -469,7 +471,7 @@ class StatsApp:
 
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
-        self.metrics = MetricsExporter(runtime.statistics, runtime.manager.requests)
+        self.metrics = MetricsExporter(runtime.statistics, runtime.requests)
 
     async def __call__(
         self,
@@ -494,7 +496,8 @@ class StatsApp:
             body = self.metrics.render()
             content_type = METRICS_CONTENT_TYPE.encode()
         else:
-            body = json.dumps(self.runtime.statistics() if ok else {"error": "GET only"}).encode()
+            stats = as_dict(self.runtime.statistics()) if ok else {"error": "GET only"}
+            body = json.dumps(stats).encode()
         await send(
             {
                 "type": "http.response.start",

@@ -566,7 +566,7 @@ async def scene_handlers(tour: Tour, narrator: Narrator, nursery: trio.Nursery) 
     narrator.heading(SCENES[0])
     narrator.watch(
         "a new Session.run task (the session's supervisor) appears in the nursery of "
-        "SessionManager.run; then three handler tasks appear in the supervisor's own nursery, "
+        "SessionTable.run; then three handler tasks appear in the supervisor's own nursery, "
         "each with its method, request id and running time."
     )
     session = await _open_session(tour.url)
@@ -942,7 +942,7 @@ def _introduce(narrator: Narrator, tour: Tour) -> None:
     narrator.say("")
     narrator.say(
         "The page is trio's own task tree of this process, redrawn about twice a second. "
-        "Runtime.run holds SessionManager.run, whose nursery holds one Session.run task per "
+        "Runtime.run holds SessionTable.run, whose nursery holds one Session.run task per "
         "session: that session's supervisor. Its handlers and writers run in the supervisor's "
         "nursery; each connection task, under HttpServer.serve, holds a view of one stream."
     )

@@ -5,13 +5,8 @@ runs) or, with ``--server hypercorn``, under hypercorn's trio worker hosting the
 
     python benchmarks/servers/trio_mcp_bench.py [--port 0] [--server {trio-mcp,hypercorn}]
         [--json-response] [--session-ttl S] [--stats-port PORT] [--stall-budget S]
-<<<<<<< HEAD
-        [--window-events N] [--window-bytes N] [--task-ttl S] [--tasks-per-owner N]
-        [--no-budgets] [--inspect PORT] [--http {auto,httptools,h11}]
-=======
         [--window-events N] [--window-bytes N] [--task-ttl S] [--max-tasks N]
-        [--no-budgets] [--no-accounting] [--inspect PORT]
->>>>>>> main
+        [--no-budgets] [--no-accounting] [--inspect PORT] [--http {auto,httptools,h11}]
 
 ``benchmarks/run.py`` gives it a port and waits for it; ``benchmarks/bench_memory.py`` (through
 ``loadgen.start_server``) reads the one line it prints once it listens,
@@ -228,10 +223,11 @@ def remove_budgets() -> None:
     """Make the limits' per-request work free: each function becomes one that does nothing
     (the checks pass), in this process only. Not for serving anyone."""
     from trio_mcp import _tools
-    from trio_mcp._trio import _budget, _manager
+    from trio_mcp._trio import _budget, _table
 
     _tools.non_finite_at = lambda value: None  # type: ignore[assignment]
-    _manager.SessionManager.used = lambda self, session: None  # type: ignore[method-assign]
+    _table.SessionTable.used = lambda self, session: None  # type: ignore[method-assign]
+
     def take(self: _budget.BodyPool, arrival: _budget.Arrival, chunk: bytes) -> bool:
         arrival.chunks.append(chunk)
         arrival.size += len(chunk)
@@ -258,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json-response", action="store_true")
     parser.add_argument("--session-ttl", type=float, default=None, help="session_idle_ttl, s")
     parser.add_argument("--stats-port", type=int, default=None,
-                        help="serve SessionManager.statistics() on 127.0.0.1:PORT/stats (0: any)")
+                        help="serve Runtime.statistics() on 127.0.0.1:PORT/stats (0: any)")
     parser.add_argument("--stall-budget", type=float, default=None, help="stall_budget, s")
     parser.add_argument("--window-events", type=int, default=None, help="retention.max_events")
     parser.add_argument("--window-bytes", type=int, default=None, help="retention.max_bytes")

@@ -133,7 +133,7 @@ async def test_lifespan_starts_and_stops_the_session_manager() -> None:
             lifespan.push({"type": "lifespan.startup"})
 
             assert await lifespan.next_sent() == {"type": "lifespan.startup.complete"}
-            assert app.manager.running
+            assert app.table.running
 
             http = FakeASGIServer()
             http.push({"type": "http.request", "body": INITIALIZE, "more_body": False})
@@ -143,14 +143,14 @@ async def test_lifespan_starts_and_stops_the_session_manager() -> None:
             assert status == 200
             assert "mcp-session-id" in headers
             assert "tools" in json.loads(body)["result"]["capabilities"]
-            assert len(app.manager.sessions) == 1
+            assert len(app.table.sessions) == 1
 
             http.push({"type": "http.disconnect"})
             lifespan.push({"type": "lifespan.shutdown"})
 
             assert await lifespan.next_sent() == {"type": "lifespan.shutdown.complete"}
-        assert not app.manager.running
-        assert app.manager.sessions == {}
+        assert not app.table.running
+        assert app.table.sessions == {}
 
 
 @pytest.mark.spec("T-EP-1", "TM-HTTP-PATH")
@@ -168,7 +168,7 @@ async def test_paths_other_than_the_endpoint_get_404(path: str) -> None:
     assert status == 404
     assert headers["content-type"] == "application/json"
     assert "error" in json.loads(body)
-    assert app.manager.sessions == {}
+    assert app.table.sessions == {}
 
 
 @pytest.mark.spec("T-POST-5", "TM-HTTP-SIZE")
@@ -219,7 +219,7 @@ async def test_disconnect_while_the_body_is_read_sends_nothing() -> None:
             await app(post_scope(), fake.receive, fake.send)
 
     assert fake.sent == []
-    assert app.manager.sessions == {}
+    assert app.table.sessions == {}
 
 
 @pytest.mark.spec("T-EP-1")

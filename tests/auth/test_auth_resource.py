@@ -153,7 +153,7 @@ async def test_a_token_that_does_not_verify_gets_401_invalid_token(
         )
     assert 401 == response.status, (response.status, response.body)
     assert "invalid_token" == challenge(response)["error"]
-    assert 0 == live.manager.statistics()["sessions_created"]
+    assert 0 == live.stats()["sessions_created"]
 
 
 @pytest.mark.spec("T-AUTH-18", "T-AUTH-19", "T-AUTH-20", "T-AUTH-9")
@@ -229,8 +229,8 @@ async def test_another_principal_gets_404_for_a_session_and_its_cursors(
                               dumps(rpc_request("ping")))
     assert [404, 404, 404, 404] == [r.status for r in answers]
     assert 200 == still.status
-    session = live.manager.sessions[sid]
-    assert f"{issuer.issuer}#alice" == session.principal
+    session = live.table.sessions[sid]
+    assert f"{issuer.issuer}#alice" == session.creator.principal
     assert alice not in repr(vars(session))
 
 

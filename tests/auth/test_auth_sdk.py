@@ -105,4 +105,4 @@ async def test_sdk_client_discovers_authorizes_calls_and_steps_up(
     assert ["mcp", "mcp mcp:admin"] == [
         " ".join(sorted(a["scope"].split())) for a in issuer.authorizations
     ]
-    assert 1 == live.manager.statistics()["sessions_created"]
+    assert 1 == live.stats()["sessions_created"]

@@ -72,13 +72,13 @@ async def test_abandoned_sessions_hold_at_most_their_windows_then_nothing(
                 for k in range(SESSIONS):
                     nursery.start_soon(client, f"s{k}")
             await wait_until(lambda: len(record.finished) == SESSIONS + 1)
-            await wait_until(lambda: live.manager.statistics()["streams_open"] == 0)
+            await wait_until(lambda: live.stats()["streams_open"] == 0)
             gc.collect()
             held = tracemalloc.get_traced_memory()[0] - before
-            stats = live.manager.statistics()
+            stats = live.stats()
 
             jumping_clock.jump(TTL)  # the idle TTL passes
-            await wait_until(lambda: live.manager.statistics()["sessions_open"] == 0)
+            await wait_until(lambda: live.stats()["sessions_open"] == 0)
             for _ in range(3):
                 await trio.sleep(0.05)
                 gc.collect()
@@ -89,7 +89,7 @@ async def test_abandoned_sessions_hold_at_most_their_windows_then_nothing(
     assert SESSIONS == stats["sessions_open"]
     assert stats["bytes_retained"] <= SESSIONS * (window.max_bytes - SESSION_FOOTPRINT)
     assert held <= SESSIONS * window.max_bytes, (held, stats)
-    assert SESSIONS == live.manager.statistics()["sessions_expired"]
+    assert SESSIONS == live.stats()["sessions_expired"]
     # What stays is the HTTP server's more than ours: about 120 KB on trio-mcp's own, and
     # 280-304 KB under hypercorn (benchmarks/BACKPRESSURE-NOTES.md), which is the bound
     # here: a session that left 4 KB behind would pass it by 400 KB.

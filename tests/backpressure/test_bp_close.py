@@ -99,7 +99,7 @@ async def _serve(
         mem.call(sid, "stream", {"n": 200, "size": 2000, "tag": "s"}, responder, progress=True)
         with trio.fail_after(120):
             while not responder.connection_closed.is_set():
-                if "cut" not in seen and mem.manager.stats.streams_cut:
+                if "cut" not in seen and mem.stats()["streams_cut"]:
                     seen["cut"] = trio.current_time() - start
                     if room_at_cut:
                         responder.set_rate(None)

@@ -1,16 +1,27 @@
-# The counters of SessionManager.statistics(), each driven through what it counts, in memory
-# under trio's MockClock (spec/backpressure.md, TM-BP-COUNTERS, says what each one means).
+# The counters of the legacy sessions (Runtime.statistics()'s sessions, endpoint, cluster and
+# bodies), each driven through what it counts, in memory under trio's MockClock
+# (spec/backpressure.md, TM-BP-COUNTERS, says what each one means); and every figure of every
+# statistics record declares whether it is a gauge or a counter.
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from typing import Any
 
+import attrs
 import pytest
 import trio
 from support.client import rpc_request
 from support.fixtures import wait_until
 from support.slow import MemoryServer, PacedResponder, make_server
 
+import trio_mcp._trio
 from trio_mcp import ServerConfig
+from trio_mcp._trio._budget import BodyStatistics
+from trio_mcp._trio._endpoint import EndpointStatistics
+from trio_mcp._trio._peers import ClusterStatistics
+from trio_mcp._trio._stats import KIND, Kind, declared
+from trio_mcp._trio._table import TableStatistics
 
 COUNTERS = {
     "sessions_created", "sessions_deleted", "sessions_expired", "sessions_evicted",
@@ -28,6 +39,14 @@ COUNTERS = {
 }
 
 
+#: The figures of the legacy sessions.
+LEGACY = {
+    name
+    for record in (TableStatistics, EndpointStatistics, ClusterStatistics, BodyStatistics)
+    for name, _ in declared(record)
+}
+
+
 def moved(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
     return {k: after[k] - before[k] for k in after if after[k] != before[k]}
 
@@ -40,7 +59,9 @@ async def test_every_counter_moves_as_documented(autojump_clock: trio.abc.Clock)
     server, record = make_server()
     config = ServerConfig(max_sessions=2)
     async with MemoryServer.open(server, config) as mem:
-        stats = mem.manager.statistics
+        def stats() -> dict[str, Any]:
+            return {k: v for k, v in mem.stats().items() if k in LEGACY}
+
         zero = stats()
         assert COUNTERS == set(zero)
         assert all(0 == v for v in zero.values())
@@ -96,15 +117,15 @@ async def test_every_counter_moves_as_documented(autojump_clock: trio.abc.Clock)
             b = await mem.initialize()
             await trio.sleep(config.session_idle_ttl / 2)
             c = await mem.initialize()
-            await wait_until(lambda: b not in mem.manager.sessions, poll=1.0)
+            await wait_until(lambda: b not in mem.table.sessions, poll=1.0)
             assert 1 == stats()["sessions_expired"]
             d = await mem.initialize()
             e = await mem.initialize()
             s5 = stats()
 
         assert 1 == s5["sessions_evicted"]
-        assert {d, e} == set(mem.manager.sessions)
-        assert c not in mem.manager.sessions
+        assert {d, e} == set(mem.table.sessions)
+        assert c not in mem.table.sessions
         assert 5 == s5["sessions_created"]
         assert 2 == s5["sessions_open"]
         assert "w" in record.cancelled
@@ -122,10 +143,39 @@ async def test_counters_survive_the_sessions_they_count(autojump_clock: trio.abc
             _, messages = await mem.complete(
                 sid, rpc_request("tools/call", {"name": "stream", "arguments": {"n": 400}})
             )
-            before = mem.manager.statistics()
+            before = mem.stats()
             await mem.complete_delete(sid)
-            after = mem.manager.statistics()
+            after = mem.stats()
 
         assert 401 == len(messages)
         assert before["events_appended"] == after["events_appended"] == 402
         assert before["events_evicted"] == after["events_evicted"] >= 402 - 256
+
+
+def _statistics_records() -> list[type]:
+    """Every statistics record of the runtime: the attrs classes of trio_mcp._trio named
+    ``...Statistics``."""
+    found = []
+    for info in pkgutil.iter_modules(trio_mcp._trio.__path__):
+        module = importlib.import_module(f"trio_mcp._trio.{info.name}")
+        for name, value in vars(module).items():
+            if (
+                name.endswith("Statistics") and isinstance(value, type) and attrs.has(value)
+                and value.__module__ == module.__name__
+            ):
+                found.append(value)
+    return found
+
+
+@pytest.mark.spec("TM-BP-COUNTERS")
+def test_every_field_of_every_statistics_record_declares_gauge_or_counter() -> None:
+    """Each figure of each statistics record says whether it is a level now (a gauge) or a
+    count since the start (a counter), as /metrics exports it; a field that is a record of
+    its own says so (a part), and its figures say theirs. A figure added without a kind
+    cannot reach /metrics as the wrong one."""
+    records = _statistics_records()
+    assert len(records) >= 10, records
+    for record in records:
+        for field in attrs.fields(record):
+            assert field.metadata.get(KIND) in set(Kind), (record.__name__, field.name)
+        assert all(kind in (Kind.GAUGE, Kind.COUNTER) for _, kind in declared(record)), record

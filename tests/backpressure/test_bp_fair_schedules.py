@@ -32,8 +32,8 @@ _step = st.one_of(
 
 def _holdings(mem: MemoryServer) -> dict[str, int]:
     held: dict[str, int] = {}
-    for session in mem.manager.sessions.values():
-        held[session.peer] = held.get(session.peer, 0) + 1
+    for session in mem.table.sessions.values():
+        held[session.creator.peer] = held.get(session.creator.peer, 0) + 1
     return held
 
 
@@ -78,14 +78,14 @@ async def _schedule(steps: list[tuple[str, int, bool]]) -> None:
                 if other != address and after.get(other, 0) < held:
                     # Taken from another address: only one above its share.
                     assert held > level, (before, after, address, level)
-            assert legit in mem.manager.sessions, (before, after)
+            assert legit in mem.table.sessions, (before, after)
             sid = dict(responder.headers).get("mcp-session-id")
             if responder.status == 200 and sid is not None and busy:
                 # A call that never ends, its connection dropped: abandoned.
                 call, _ = mem.call(sid, "wait", {"tag": sid})
                 await trio.testing.wait_all_tasks_blocked()
                 call.client_leaves()
-        assert legit in mem.manager.sessions
+        assert legit in mem.table.sessions
 
 
 @pytest.mark.spec("TM-SEC-FAIR", "TM-SESS-CAP")

@@ -17,7 +17,7 @@ from trio_mcp import ServerConfig
 
 
 def expiry_period(config: ServerConfig) -> float:
-    """How often the manager looks for expired sessions (SessionManager._expire_loop)."""
+    """How often the manager looks for expired sessions (SessionTable._expire_loop)."""
     ttls = [config.session_idle_ttl, config.uninitialized_ttl]
     if config.abandoned_ttl is not None:
         ttls.append(config.abandoned_ttl)
@@ -43,8 +43,8 @@ async def test_idle_session_expires_after_the_ttl_then_gets_404(
             sid = await mem.initialize()
             last = trio.current_time()
             await trio.sleep(config.session_idle_ttl - 1)
-            assert sid in mem.manager.sessions
-            await wait_until(lambda: sid not in mem.manager.sessions, poll=0.01)
+            assert sid in mem.table.sessions
+            await wait_until(lambda: sid not in mem.table.sessions, poll=0.01)
             ended = trio.current_time() - last
 
             assert 404 == await status_of(mem, sid)
@@ -54,7 +54,7 @@ async def test_idle_session_expires_after_the_ttl_then_gets_404(
             <= ended
             <= config.session_idle_ttl + expiry_period(config) + 0.01
         )
-        assert 1 == mem.manager.statistics()["sessions_expired"]
+        assert 1 == mem.stats()["sessions_expired"]
 
 
 @pytest.mark.spec("TM-SESS-IDLE")
@@ -68,14 +68,14 @@ async def test_never_initialized_session_expires_sooner(autojump_clock: trio.abc
             half = await mem.initialize(initialized=False)
             start = trio.current_time()
             full = await mem.initialize()
-            await wait_until(lambda: half not in mem.manager.sessions, poll=0.01)
+            await wait_until(lambda: half not in mem.table.sessions, poll=0.01)
             ended = trio.current_time() - start
 
             assert 404 == await status_of(mem, half)
 
         assert config.uninitialized_ttl <= ended
         assert ended <= config.uninitialized_ttl + expiry_period(config) + 0.01
-        assert full in mem.manager.sessions
+        assert full in mem.table.sessions
 
 
 @pytest.mark.spec("TM-SESS-IDLE")
@@ -95,15 +95,15 @@ async def test_session_with_an_open_stream_or_a_running_request_does_not_expire(
             mem.call(working, "wait", {"seconds": 5 * ttl, "tag": "w"})
             await trio.sleep(4 * ttl)
 
-            assert {streaming, working} <= mem.manager.sessions.keys()
+            assert {streaming, working} <= mem.table.sessions.keys()
 
             get.client_leaves()
             left = trio.current_time()
             await wait_until(lambda: "w" in record.finished, poll=0.01)
             done = record.finished["w"]
-            await wait_until(lambda: streaming not in mem.manager.sessions, poll=0.01)
+            await wait_until(lambda: streaming not in mem.table.sessions, poll=0.01)
             stream_ended = trio.current_time() - left
-            await wait_until(lambda: working not in mem.manager.sessions, poll=0.01)
+            await wait_until(lambda: working not in mem.table.sessions, poll=0.01)
             work_ended = trio.current_time() - done
 
         # Polled every 0.01 s of trio time: the bounds allow one poll.
@@ -126,15 +126,15 @@ async def test_expiry_cancels_the_session_tasks_and_frees_its_log(
             left, _ = mem.call(sid, "stream", {"n": 300, "size": 2000, "tag": "s"})
             await wait_until(lambda: "s" in record.finished, poll=0.01)
             left.client_leaves()
-            retained = mem.manager.statistics()["bytes_retained"]
+            retained = mem.stats()["bytes_retained"]
             session_ref = weakref.ref(mem.session(sid))
-            await wait_until(lambda: sid not in mem.manager.sessions, poll=0.5)
+            await wait_until(lambda: sid not in mem.table.sessions, poll=0.5)
             expired_at = trio.current_time()
             await trio.sleep(0.01)
             gc.collect()
 
         assert retained >= config.retention.max_bytes // 2
-        assert 0 == mem.manager.statistics()["bytes_retained"]
+        assert 0 == mem.stats()["bytes_retained"]
         assert [expired_at] == [pytest.approx(t, abs=0.5) for t in record.hook_cancelled]
         assert session_ref() is None
 
@@ -152,7 +152,7 @@ async def test_deleting_a_session_cancels_its_running_handler(
             sid = await mem.initialize()
             mem.call(sid, "wait", {"tag": "forever"})
             await trio.sleep(2 * config.session_idle_ttl)
-            assert sid in mem.manager.sessions
+            assert sid in mem.table.sessions
             deleted, _ = await mem.complete_delete(sid)
             await wait_until(lambda: "forever" in record.cancelled, poll=0.01)
 
@@ -183,8 +183,8 @@ async def test_cap_evicts_the_least_recently_used_idle_session(
 
             assert 404 == await status_of(mem, second)
 
-        assert {first, third, fourth} == set(mem.manager.sessions)
-        assert 1 == mem.manager.statistics()["sessions_evicted"]
+        assert {first, third, fourth} == set(mem.table.sessions)
+        assert 1 == mem.stats()["sessions_evicted"]
 
 
 @pytest.mark.spec("TM-SESS-CAP")
@@ -218,8 +218,8 @@ async def test_cap_answers_503_with_retry_after_when_every_session_is_busy(
         assert 503 == refused.status
         retry_after = dict(refused.headers).get("retry-after")
         assert retry_after is not None and int(retry_after) > 0
-        assert {working, streaming} == set(mem.manager.sessions)
-        assert 0 == mem.manager.statistics()["sessions_evicted"]
+        assert {working, streaming} == set(mem.table.sessions)
+        assert 0 == mem.stats()["sessions_evicted"]
         assert "w" not in record.cancelled
 
 
@@ -248,10 +248,10 @@ async def test_abandoned_sessions_cannot_lock_new_clients_out(
             await trio.sleep(60)
             newcomer = await mem.initialize()
 
-        assert newcomer in mem.manager.sessions
-        assert abandoned[0] not in mem.manager.sessions
+        assert newcomer in mem.table.sessions
+        assert abandoned[0] not in mem.table.sessions
         assert "w0" in record.cancelled
-        assert 1 == mem.manager.statistics()["sessions_evicted"]
+        assert 1 == mem.stats()["sessions_evicted"]
 
 
 @pytest.mark.spec("TM-SESS-CAP", "TM-SEC-FAIR")
@@ -269,11 +269,11 @@ async def test_one_address_flooding_initialize_evicts_only_its_own_sessions(
             flood = [await mem.initialize(peer_host="198.51.100.7") for _ in range(200)]
             late = await mem.initialize(peer_host="192.0.2.2")
 
-        assert legit in mem.manager.sessions and late in mem.manager.sessions
-        assert set(flood[-28:]) <= set(mem.manager.sessions)
-        assert 30 == len(mem.manager.sessions)
+        assert legit in mem.table.sessions and late in mem.table.sessions
+        assert set(flood[-28:]) <= set(mem.table.sessions)
+        assert 30 == len(mem.table.sessions)
         # 171 of its own given up for its next, one taken for the late address.
-        assert 172 == mem.manager.statistics()["sessions_evicted"]
+        assert 172 == mem.stats()["sessions_evicted"]
 
 
 @pytest.mark.spec("TM-SESS-SHUTDOWN")
@@ -283,7 +283,7 @@ async def test_shutdown_keeps_back_from_the_grace_what_cancelling_its_handlers_c
     """With many handlers running, shutdown cancels them before the grace has passed, by
     CANCEL_COST for each (at most half the grace), so that the cancelling itself, which
     takes CPU time per handler, still ends within the grace."""
-    from trio_mcp._trio._manager import CANCEL_COST
+    from trio_mcp._trio._table import CANCEL_COST
 
     server, record = make_server()
     async with MemoryServer.open(server, ServerConfig(max_inflight_requests=100)) as mem:
@@ -294,7 +294,7 @@ async def test_shutdown_keeps_back_from_the_grace_what_cancelling_its_handlers_c
                     mem.call(sid, "wait", {"tag": f"{s}.{i}"})
             await wait_until(lambda: len(record.started) == 1000)
             began = trio.current_time()
-            await mem.manager.shutdown(10.0)
+            await mem.table.shutdown(10.0)
             await wait_until(lambda: len(record.cancelled) == 1000)
 
     expected = 10.0 - 1000 * CANCEL_COST
@@ -308,7 +308,7 @@ async def test_an_eviction_looks_at_a_bounded_number_of_sessions(
     """With a full table of busy sessions, each refused initialize looks at no more than
     EVICTION_SCAN of them, and a run of refusals looks at each busy one about once: the
     cost of admission does not grow with the table."""
-    from trio_mcp._trio import _manager, _session
+    from trio_mcp._trio import _session, _table
 
     server, _record = make_server()
     config = ServerConfig(max_sessions=300)
@@ -331,7 +331,7 @@ async def test_an_eviction_looks_at_a_bounded_number_of_sessions(
                 with pytest.raises(AssertionError, match="503"):
                     await mem.initialize()
 
-    assert looked <= 10 * _manager.EVICTION_SCAN
+    assert looked <= 10 * _table.EVICTION_SCAN
 
 
 @pytest.mark.spec("TM-SESS-IDLE", "T-SESS-7")
@@ -344,7 +344,7 @@ async def test_expired_session_gets_404_over_http(live_server: StartServer) -> N
     with trio.fail_after(10):
         session = await open_session(live.url)
         assert "result" in await session.call("ping")
-        await wait_until(lambda: session.id not in live.manager.sessions)
+        await wait_until(lambda: session.id not in live.table.sessions)
         response = await session.post(rpc_request("ping"))
 
     assert 404 == response.status
@@ -369,7 +369,7 @@ async def test_session_whose_client_left_a_never_ending_request_expires_as_aband
             await wait_until(lambda: "forever" in record.started, poll=0.01)
             left.client_leaves()
             gone = trio.current_time()
-            await wait_until(lambda: sid not in mem.manager.sessions, poll=0.01)
+            await wait_until(lambda: sid not in mem.table.sessions, poll=0.01)
             ended = trio.current_time() - gone
 
             assert 404 == await status_of(mem, sid)
@@ -377,7 +377,7 @@ async def test_session_whose_client_left_a_never_ending_request_expires_as_aband
         assert config.abandoned_ttl - 0.01 <= ended
         assert ended <= config.abandoned_ttl + expiry_period(config) + 0.01
         assert [pytest.approx(gone + ended, abs=0.02)] == [record.cancelled["forever"]]
-        stats = mem.manager.statistics()
+        stats = mem.stats()
         assert (1, 1) == (stats["sessions_abandoned"], stats["sessions_expired"])
 
 
@@ -404,15 +404,15 @@ async def test_client_that_stays_attached_or_keeps_talking_keeps_its_long_reques
                 assert 200 == await status_of(mem, talking)
             last_ping = trio.current_time()
 
-            assert {attached, talking} <= mem.manager.sessions.keys()
+            assert {attached, talking} <= mem.table.sessions.keys()
 
-            await wait_until(lambda: talking not in mem.manager.sessions, poll=0.01)
+            await wait_until(lambda: talking not in mem.table.sessions, poll=0.01)
             silent_for = trio.current_time() - last_ping
 
         assert ttl - 0.01 <= silent_for <= ttl + expiry_period(config) + 0.01
-        assert attached in mem.manager.sessions
+        assert attached in mem.table.sessions
         assert "held" not in record.cancelled
-        assert 0 == mem.manager.statistics()["sessions_evicted"]
+        assert 0 == mem.stats()["sessions_evicted"]
 
 
 @pytest.mark.spec("TM-SESS-ABANDONED")
@@ -429,7 +429,7 @@ async def test_abandoned_expiry_can_be_turned_off(autojump_clock: trio.abc.Clock
             left.client_leaves()
             await trio.sleep(3600)
 
-            assert sid in mem.manager.sessions
+            assert sid in mem.table.sessions
 
         assert "forever" not in record.cancelled
 
@@ -449,11 +449,11 @@ async def test_ended_sessions_free_their_log_at_once_and_trigger_one_release(
     async with MemoryServer.open(server, config) as mem:
         with trio.fail_after(600):
             small = await mem.initialize()
-            await wait_until(lambda: small not in mem.manager.sessions, poll=0.5)
+            await wait_until(lambda: small not in mem.table.sessions, poll=0.5)
             # Half a period off the expiry loop's ticks, so that the three sessions below,
             # used within a fraction of a second, end at the same tick.
             await trio.sleep(3.5 * expiry_period(config))
-            assert 0 == mem.manager.statistics()["memory_releases"]
+            assert 0 == mem.stats()["memory_releases"]
 
             sids = [await mem.initialize() for _ in range(3)]
             for k, sid in enumerate(sids):
@@ -462,17 +462,17 @@ async def test_ended_sessions_free_their_log_at_once_and_trigger_one_release(
                 left.client_leaves()
             held = mem.session(sids[0])
             assert held.log.retained_bytes >= window.max_bytes // 2
-            await wait_until(lambda: not mem.manager.sessions, poll=0.01)
+            await wait_until(lambda: not mem.table.sessions, poll=0.01)
             ended = trio.current_time()
-            await wait_until(lambda: mem.manager.statistics()["memory_releases"] == 1, poll=0.01)
+            await wait_until(lambda: mem.stats()["memory_releases"] == 1, poll=0.01)
             released_after = trio.current_time() - ended
             await trio.sleep(3 * expiry_period(config))
 
         assert (0, 0) == (held.log.retained_events, held.log.retained_bytes)
         assert held.log.appended >= 300
         assert released_after <= expiry_period(config) + 0.02
-        assert 1 == mem.manager.statistics()["memory_releases"]
-        assert 0 == mem.manager.releaser.pending
+        assert 1 == mem.stats()["memory_releases"]
+        assert 0 == mem.runtime.releaser.pending
 
 
 def test_release_collects_cycles_and_trims_where_glibc_is() -> None:
@@ -538,8 +538,8 @@ async def test_a_session_expiring_as_an_initialize_arrives_frees_its_place_once(
                 await trio.sleep_until(start + ticks * period)
                 await mem.initialize()
 
-                assert old not in mem.manager.sessions
-                assert young in mem.manager.sessions
-                stats = mem.manager.statistics()
+                assert old not in mem.table.sessions
+                assert young in mem.table.sessions
+                stats = mem.stats()
                 assert (stats["sessions_expired"], stats["sessions_evicted"]) == (1, 0)
                 assert stats["sessions_open"] == 2 and stats["sessions_created"] == 3

@@ -28,7 +28,7 @@ CAP = 3
 IDLE_TTL = 20.0
 UNINITIALIZED_TTL = 10.0
 ABANDONED_TTL = 30.0
-#: SessionManager._expire_loop's period: a tenth of the shortest TTL.
+#: SessionTable._expire_loop's period: a tenth of the shortest TTL.
 PERIOD = 1.0
 #: How long a call runs (None: until its session ends). Never a whole or half second.
 DURATIONS = (0.25, 2.75, 11.25, 25.75, None)
@@ -202,7 +202,7 @@ async def run_schedule(
     )
     world = World(json_mode=json_mode)
     async with MemoryServer.open(server, config) as mem:
-        manager = mem.manager
+        table = mem.table
         # The expiry loop counts its periods from when it started: at 0 on the mock clock.
         assert trio.current_time() == 0.0
         await trio.sleep(0.5)
@@ -222,7 +222,7 @@ async def run_schedule(
             world.advance(trio.current_time())
             await settle()
             await shut_down(mem, world, record, grace)
-        del manager
+        del table
     return world
 
 
@@ -374,7 +374,7 @@ async def shut_down(mem: MemoryServer, world: World, record: Record, grace: floa
                 s.heard(start)
     running = [(s, c) for s in world.alive() for c in s.running(start)]
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(mem.manager.shutdown, grace)
+        nursery.start_soon(mem.table.shutdown, grace)
         await settle()
         for responder in sse:
             assert responder.connection_closed.is_set()
@@ -386,7 +386,7 @@ async def shut_down(mem: MemoryServer, world: World, record: Record, grace: floa
     assert took <= grace
     # What the rules say happened meanwhile: expiry, abandonment, calls ending.
     world.advance(start + took)
-    assert not mem.manager.sessions
+    assert not mem.table.sessions
     assert not tasks_named("mcp:tools/call")
     for s, c in running:
         ended_first = s.ended_at is not None and s.ended_at < (c.ends or math.inf)
@@ -402,21 +402,20 @@ async def shut_down(mem: MemoryServer, world: World, record: Record, grace: floa
 
 
 def check(mem: MemoryServer, world: World, record: Record) -> None:
-    manager = mem.manager
     now = trio.current_time()
-    live = {sid for sid, s in manager.sessions.items() if not s.closed}
+    live = {sid for sid, s in mem.table.sessions.items() if not s.closed}
     expected = {s.id for s in world.alive()}
     assert live == expected, {
         s.id[:6]: (s.ended, s.last_activity, s.idle(now)) for s in world.sessions
     }
-    stats = manager.stats
-    assert (stats.sessions_expired, stats.sessions_evicted, stats.sessions_deleted) == (
+    stats = mem.stats()
+    assert (stats["sessions_expired"], stats["sessions_evicted"], stats["sessions_deleted"]) == (
         world.counts["expired"],
         world.counts["evicted"],
         world.counts["deleted"],
     )
-    assert stats.sessions_abandoned == world.counts["abandoned"]
-    assert stats.sessions_created == len(world.sessions)
+    assert stats["sessions_abandoned"] == world.counts["abandoned"]
+    assert stats["sessions_created"] == len(world.sessions)
     # Ending a session cancels its handlers: the only calls still running are those of live
     # sessions the model says are running.
     running = sum(len(s.running(now)) for s in world.alive())

@@ -69,7 +69,7 @@ async def test_stalled_stream_leaves_its_neighbours_throughput_alone(
         stalled = rpc_request(
             "tools/call", {"name": "stream", "arguments": {"n": 400, "size": 2000, "tag": "x"}}
         )
-        sess = live.manager.sessions[a.id]
+        sess = live.table.sessions[a.id]
         async with open_slow(
             ("127.0.0.1", live.port), "POST", "/mcp", a.headers(), json_body(stalled)
         ) as client:
@@ -84,7 +84,7 @@ async def test_stalled_stream_leaves_its_neighbours_throughput_alone(
             )
             beside = await best_rates(a, b, "1")
             # Still held, not cut: the measurement ran next to a stalled stream.
-            assert 0 == live.manager.statistics()["streams_cut"]
+            assert 0 == live.stats()["streams_cut"]
             assert [s for s in sess.views if s != 0]
 
     # The server and the client share this thread, so its CPU time per event is what a

@@ -82,11 +82,11 @@ async def test_stopped_reader_behind_large_buffers_is_cut_within_the_budget(
     with trio.fail_after(30):
         async with start_call(session, live.port, maxseg=maxseg, n=n) as client:
             await client.read_head()
-            writer = await request_writer(live.manager, session.id)
+            writer = await request_writer(live.table, session.id)
             busy_since = writer.busy_since
             assert busy_since is not None
             paced = False
-            while not live.manager.stats.streams_stalled:
+            while not live.stats()["streams_stalled"]:
                 paced = paced or writer.paced
                 await trio.sleep(0.005)
             cut_after = trio.current_time() - busy_since
@@ -131,9 +131,9 @@ async def test_without_pacing_a_stopped_reader_behind_large_buffers_outlasts_the
     with trio.fail_after(30):
         async with start_call(session, live.port, maxseg=None) as client:
             await client.read_head()
-            writer = await request_writer(live.manager, session.id)
+            writer = await request_writer(live.table, session.id)
             await trio.sleep(budget + CHECK + SLACK + 1.0)
-            assert 0 == live.manager.stats.streams_stalled
+            assert 0 == live.stats()["streams_stalled"]
             assert pacer_of(writer) is None and writer.bytes_written > 40_000
 
 
@@ -167,18 +167,18 @@ async def test_paced_readers_above_the_minimum_rate_are_never_cut(
                 )
                 await client.read_head()
                 clients.append(client)
-                writers.append(await request_writer(live.manager, session.id))
+                writers.append(await request_writer(live.table, session.id))
             began = trio.current_time()
             async with trio.open_nursery() as nursery:
                 for client, (factor, _) in zip(clients, readers, strict=True):
                     nursery.start_soon(client.read, factor * config.min_read_rate)
                 while trio.current_time() - began < 25.0:
-                    if cut_at is None and live.manager.stats.streams_stalled:
+                    if cut_at is None and live.stats()["streams_stalled"]:
                         cut_at = trio.current_time() - sent
                     await trio.sleep(0.05)
                 nursery.cancel_scope.cancel()
 
-    assert 1 == live.manager.stats.streams_stalled
+    assert 1 == live.stats()["streams_stalled"]
     assert cut_at is not None
     assert config.stall_budget <= cut_at <= config.stall_budget + 2.0
     for client, writer, (factor, _) in list(zip(clients, writers, readers, strict=True))[:-1]:
@@ -204,7 +204,7 @@ async def test_a_reader_that_keeps_up_is_released_from_pacing(
     with trio.fail_after(60):
         async with start_call(session, live.port, maxseg=maxseg, n=n) as client:
             await client.read_head()
-            writer = await request_writer(live.manager, session.id)
+            writer = await request_writer(live.table, session.id)
             await client.read(None)
 
     pacer = pacer_of(writer)

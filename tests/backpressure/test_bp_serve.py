@@ -17,18 +17,18 @@ from support.slow import make_server, open_slow
 
 from trio_mcp import ResponseMode, Server, ServerConfig, serve
 from trio_mcp._serve import user_timeout
-from trio_mcp._trio._manager import SessionManager
 from trio_mcp._trio._runtime import Runtime
+from trio_mcp._trio._table import SessionTable
 from trio_mcp.protocol import SSEEvent
 
 #: The size of the reply no one reads.
 BIG = 3_000_000
 
 
-def manager_of(server: Server) -> SessionManager:
+def table_of(server: Server) -> SessionTable:
     [runtime] = server._hubs
     assert isinstance(runtime, Runtime)
-    return runtime.manager
+    return runtime.table
 
 
 async def read_all(
@@ -74,7 +74,7 @@ async def test_graceful_shutdown_closes_streams_with_retry_and_bounds_handlers()
             session = await open_session(url)
             streams: dict[str, list[SSEEvent]] = {"get": [], "quick": [], "forever": []}
             ended: dict[str, bool] = {}
-            manager = manager_of(server)
+            table = table_of(server)
             nursery.start_soon(read_all, session, "GET", None, streams["get"], ended)
             # "quick" last, and the trigger as soon as its stream is open: the second it
             # runs must still be running then, however slowly a loaded machine opened the
@@ -86,7 +86,7 @@ async def test_graceful_shutdown_closes_streams_with_retry_and_bounds_handlers()
                 nursery.start_soon(read_all, session, "POST", call, streams[tag], ended)
                 await wait_until(
                     lambda tag=tag, views=views: tag in record.started
-                    and sum(len(s.views) for s in manager.sessions.values()) == views
+                    and sum(len(s.views) for s in table.sessions.values()) == views
                 )
             trigger.set()
             triggered = trio.current_time()
@@ -147,7 +147,8 @@ async def test_stats_port_serves_the_counters_as_prometheus_metrics() -> None:
     histogram of their handlers' time."""
     from prometheus_client.parser import text_string_to_metric_families
 
-    from trio_mcp._metrics import GAUGES
+    from trio_mcp._trio._runtime import RuntimeStatistics
+    from trio_mcp._trio._stats import declared
 
     server, _record = make_server()
     config = ServerConfig()
@@ -184,9 +185,11 @@ async def test_stats_port_serves_the_counters_as_prometheus_metrics() -> None:
     counts = {s.labels["method"]: s.value for s in histogram.samples
               if s.name.endswith("_count")}
     assert {"ping": 1, "tools/list": 1, "other": 1} == counts
+    # Each figure is exported as the kind its statistics record declares.
+    kinds = {name: kind.value for name, kind in declared(RuntimeStatistics) if kind is not None}
     for name, value in stats.items():
         family = families[f"trio_mcp_{name}"]
-        assert ("gauge" if name in GAUGES else "counter") == family.type, name
+        assert kinds[name] == family.type, name
         (sample,) = [s for s in family.samples if not s.name.endswith("_created")]
         assert float(value) == sample.value, name
     assert 1 == families["trio_mcp_sessions_open"].samples[0].value

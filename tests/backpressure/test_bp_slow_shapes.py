@@ -102,10 +102,9 @@ async def _read_in_shape(client: SlowClient, shape: Shape, seen: Seen) -> None:
 
 async def _watch(live: Any, client: SlowClient, client_port: int, seen: Seen) -> None:
     """When the server decided the cut, and when its end of the connection closed."""
-    manager = live.manager
     while seen.closed_at is None:
         now = trio.current_time()
-        if seen.cut_at is None and manager.statistics()["streams_cut"] >= 1:
+        if seen.cut_at is None and live.stats()["streams_cut"] >= 1:
             seen.cut_at = now
         state = _server_state(live.port, client_port)
         if state is None or state[0] != "01":  # gone, or no longer ESTABLISHED
@@ -174,7 +173,7 @@ async def test_a_slow_reader_of_any_shape_is_cut_at_the_budget_and_closed_a_seco
     assert [*range(n), None] == numbers
     assert message["id"] == later[-1]["id"]
     assert "s" not in record.cancelled
-    assert 1 == live.manager.statistics()["streams_cut"]
+    assert 1 == live.stats()["streams_cut"]
 
 
 async def _resume(live: Any, session: McpSession, last_id: str | None) -> list[Any]:

@@ -20,7 +20,6 @@ from support.fixtures import LiveServer, StartServer, wait_until
 from support.slow import SlowClient, make_server, numbered, open_slow, tasks_named
 
 from trio_mcp import ServerConfig
-from trio_mcp._trio._manager import SessionManager
 from trio_mcp._trio._writer import RATE_LOOKBACK, ConnectionWriter
 from trio_mcp.protocol import SSEEvent
 
@@ -43,15 +42,15 @@ def start_call(
     return message, cm
 
 
-def request_writers(manager: SessionManager, session_id: str) -> list[ConnectionWriter]:
+def request_writers(live: LiveServer, session_id: str) -> list[ConnectionWriter]:
     """The writers of a session's POST-stream connections (its GET stream is stream 0)."""
-    views = manager.sessions[session_id].views
+    views = live.table.sessions[session_id].views
     return [v.writer for s, v in views.items() if s != 0 and v.writer is not None]
 
 
-async def watch_cut(seen: dict[str, float], manager: SessionManager, done: trio.Event) -> None:
-    """Record when the manager declares the first cut (polling its counters)."""
-    await wait_until(lambda: manager.statistics()["streams_cut"] >= 1)
+async def watch_cut(seen: dict[str, float], live: LiveServer, done: trio.Event) -> None:
+    """Record when the server declares the first cut (polling its counters)."""
+    await wait_until(lambda: live.stats()["streams_cut"] >= 1)
     seen["cut_at"] = trio.current_time()
     done.set()
 
@@ -80,12 +79,12 @@ async def read_slowly_then_resume(
     message, cm = start_call(session, live.port, arguments)
     sent_at = trio.current_time()
     async with cm as client, trio.open_nursery() as nursery:
-        nursery.start_soon(watch_cut, seen, live.manager, cut)
+        nursery.start_soon(watch_cut, seen, live, cut)
         await client.read_head()
-        await wait_until(lambda: bool(request_writers(live.manager, session.id)))
-        [writer] = request_writers(live.manager, session.id)
+        await wait_until(lambda: bool(request_writers(live, session.id)))
+        [writer] = request_writers(live, session.id)
         await client.read(1024, until=cut)
-        streams_open = live.manager.statistics()["streams_open"]
+        streams_open = live.stats()["streams_open"]
         # Still at 1 KiB/s until the server gave up the connection, signal written or not;
         # then the client drains what its socket holds, to EOF.
         await client.read(1024, until=writer.finished)
@@ -130,7 +129,7 @@ async def test_slow_reader_is_cut_signalled_and_resumes_without_loss(
     latest = budget + CHECK + 0.5 if PROBED else RATE_LOOKBACK * budget + 1.0
     assert budget <= cut_after <= latest
     assert run.given_up_at - run.cut_at <= config.signal_timeout + 0.5
-    assert 1 == live.manager.statistics()["streams_cut"]
+    assert 1 == live.stats()["streams_cut"]
     assert client.eof and not client.ended
     [signal] = signals
     assert signal is client.events[-1][1]
@@ -213,15 +212,15 @@ async def test_stopped_reader_is_closed_and_everything_it_held_is_released(
             async with cm as client:
                 await client.read_head()
                 opened = trio.current_time()
-                await wait_until(lambda: bool(request_writers(live.manager, session.id)))
+                await wait_until(lambda: bool(request_writers(live, session.id)))
                 [view] = [
-                    v for s, v in live.manager.sessions[session.id].views.items() if s != 0
+                    v for s, v in live.table.sessions[session.id].views.items() if s != 0
                 ]
                 assert view.writer is not None
                 view_ref, writer_ref = weakref.ref(view), weakref.ref(view.writer)
                 finished = view.writer.finished
                 del view
-                await wait_until(lambda: live.manager.statistics()["streams_open"] == 0)
+                await wait_until(lambda: live.stats()["streams_open"] == 0)
                 gone_after = trio.current_time() - opened
                 await finished.wait()
                 closed_after = trio.current_time() - opened
@@ -231,7 +230,7 @@ async def test_stopped_reader_is_closed_and_everything_it_held_is_released(
             await wait_until(lambda: "x" in record.finished)
             peak = tracemalloc.get_traced_memory()[1] - before
             await session.delete()
-            await wait_until(lambda: session.id not in live.manager.sessions)
+            await wait_until(lambda: session.id not in live.table.sessions)
             for _ in range(3):
                 await trio.sleep(0.05)
                 gc.collect()
@@ -247,7 +246,7 @@ async def test_stopped_reader_is_closed_and_everything_it_held_is_released(
     assert closed_after <= latest + CHECK + config.signal_timeout + 0.5
     assert view_ref() is None
     assert writer_ref() is None
-    assert 1 == live.manager.statistics()["streams_cut"]
+    assert 1 == live.stats()["streams_cut"]
     # While it lasted, the stalled stream held at most the session's window.
     assert peak <= config.retention.max_bytes * 2 + 300_000
     assert after - before <= 150_000, (before, after, peak)
@@ -272,9 +271,9 @@ async def test_a_2025_06_18_stream_is_not_closed_before_its_response_when_its_re
         _, cm = start_call(session, live.port, {"n": 300, "size": 2000, "tag": "old"})
         async with cm as client:
             await client.read_head()
-            await wait_until(lambda: bool(request_writers(live.manager, session.id)))
+            await wait_until(lambda: bool(request_writers(live, session.id)))
             with trio.move_on_after(8):
-                await wait_until(lambda: live.manager.statistics()["streams_cut"] > 0)
-            cut = live.manager.statistics()["streams_cut"]
+                await wait_until(lambda: live.stats()["streams_cut"] > 0)
+            cut = live.stats()["streams_cut"]
 
     assert 0 == cut

@@ -26,7 +26,7 @@ def assert_delivered_whole(
     mem: MemoryServer, responder: PacedResponder, message: dict[str, object], n: int
 ) -> None:
     """Never cut: the response ended, with the n notifications in order, then the answer."""
-    assert 0 == mem.manager.stats.streams_stalled
+    assert 0 == mem.stats()["streams_stalled"]
     assert responder.ended
     assert list(range(n)) == [numbered(m) for m in responder.messages()[:-1]]
     assert message["id"] == responder.messages()[-1]["id"]
@@ -39,7 +39,7 @@ def request_view(session: Session) -> View:
 
 async def cut_time(mem: MemoryServer, before: int = 0) -> float:
     """The trio time at which the next stall is declared."""
-    await wait_until(lambda: mem.manager.stats.streams_stalled > before, poll=POLL)
+    await wait_until(lambda: mem.stats()["streams_stalled"] > before, poll=POLL)
     return trio.current_time()
 
 
@@ -64,7 +64,7 @@ async def test_reader_below_min_rate_is_cut_at_the_stall_budget(
             await responder.connection_closed.wait()
 
         assert config.stall_budget <= cut - start <= config.stall_budget + CHECK + POLL
-        assert 1 == mem.manager.stats.streams_cut
+        assert 1 == mem.stats()["streams_cut"]
         assert not responder.ended
         assert "s" not in record.cancelled
 
@@ -117,7 +117,7 @@ async def test_idle_stream_is_never_cut(
             assert 2 == len(session.views)
             await post.connection_closed.wait()
 
-        assert 0 == mem.manager.stats.streams_stalled
+        assert 0 == mem.stats()["streams_stalled"]
         assert not get.connection_closed.is_set()
         keepalives = [e for _, e in get.events if e.comment == "keep-alive"]
         assert len(keepalives) >= 3590 // config.keepalive_interval // 2
@@ -234,8 +234,8 @@ async def test_write_cut_by_a_stall_is_not_counted_as_taken(
         received = slow.messages()
         state = session.log.stream(stream)
         assert state is not None
-        assert len(received) == session.stats.events_written - 1  # the initialize response
-        codec = mem.manager.codec
+        assert len(received) == session.statistics().events_written - 1  # the initialize response
+        codec = mem.runtime.codec
         cursor = codec.decode(sid, slow.ids()[-1])
         assert cursor is not None
         assert cursor.seq == state.written_through
@@ -288,7 +288,7 @@ async def test_healthy_reader_behind_large_socket_buffers_is_never_cut(
             )
             await trio.sleep(600)
 
-        assert 0 == mem.manager.stats.streams_stalled
+        assert 0 == mem.stats()["streams_stalled"]
         assert not responder.connection_closed.is_set()
 
 

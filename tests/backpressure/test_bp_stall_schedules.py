@@ -53,10 +53,10 @@ async def serve_one_call(
         cut_at = None
         with trio.fail_after(3000):
             while not responder.connection_closed.is_set():
-                if cut_at is None and mem.manager.stats.streams_stalled:
+                if cut_at is None and mem.stats()["streams_stalled"]:
                     cut_at = trio.current_time() - start
                 await trio.sleep(POLL)
-        if cut_at is None and mem.manager.stats.streams_stalled:
+        if cut_at is None and mem.stats()["streams_stalled"]:
             cut_at = trio.current_time() - start
         return cut_at, responder, message, trio.current_time() - start
 

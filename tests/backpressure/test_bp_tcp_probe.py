@@ -256,7 +256,7 @@ async def time_to_cut(responder: KernelModel) -> float:
         with trio.fail_after(300):
             start = trio.current_time()
             mem.call(sid, "stream", {"n": 50, "tag": "s"}, responder)
-            await wait_until(lambda: mem.manager.stats.streams_stalled > 0, poll=0.01)
+            await wait_until(lambda: mem.stats()["streams_stalled"] > 0, poll=0.01)
             took = trio.current_time() - start
             await responder.connection_closed.wait()
     return took
@@ -321,7 +321,7 @@ async def test_reader_stepping_above_min_rate_is_never_cut(
 
         assert not healthy.connection_closed.is_set()
         assert slow.connection_closed.is_set()
-        assert 1 == mem.manager.stats.streams_stalled
+        assert 1 == mem.stats()["streams_stalled"]
         healthy.client_leaves()
 
 
@@ -347,7 +347,7 @@ async def busy_call(live: LiveServer) -> AsyncIterator[tuple[SlowClient, Connect
     session = await open_session(live.url)
     async with start_call(session, live.port) as client:
         await client.read_head()
-        writer = await request_writer(live.manager, session.id)
+        writer = await request_writer(live.table, session.id)
         # Until the buffers are full the writer is idle between two chunks whenever it has
         # written all it was given before the handler gave more: a test scheduled late (a
         # loaded machine) could look at such a moment.
@@ -390,7 +390,7 @@ async def test_stopped_reader_is_closed_within_the_budget(
     with trio.fail_after(15):
         async with busy_call(live) as (client, writer, busy_since):
             probing = False
-            while not live.manager.stats.streams_stalled:
+            while not live.stats()["streams_stalled"]:
                 probing = probing or writer.probing
                 await trio.sleep(0.005)
             cut_after = trio.current_time() - busy_since
@@ -401,7 +401,7 @@ async def test_stopped_reader_is_closed_within_the_budget(
 
     assert probing
     assert budget <= cut_after <= budget + CHECK + SLACK
-    assert 1 == live.manager.statistics()["streams_cut"]
+    assert 1 == live.stats()["streams_cut"]
     assert "t" not in record.cancelled
 
 
@@ -431,7 +431,7 @@ async def test_stopped_reader_is_closed_without_waiting_out_the_signal_timeout(
     assert client.eof or client.reset
     assert [] == client.named("resumption-required")
     assert config.stall_budget <= closed_after <= max(config.stall_budget, silence) + 2 * CHECK
-    assert 1 == live.manager.statistics()["streams_cut"]
+    assert 1 == live.stats()["streams_cut"]
     assert "t" not in record.cancelled
 
 
@@ -455,7 +455,7 @@ async def test_stopped_reader_is_cut_once_a_min_rate_reader_would_have_drained_i
         async with busy_call(live) as (client, writer, busy_since):
             await trio.sleep(budget / 2)
             taken = acknowledged(client)
-            await wait_until(lambda: live.manager.stats.streams_stalled > 0)
+            await wait_until(lambda: live.stats()["streams_stalled"] > 0)
             cut_after = trio.current_time() - busy_since
             await writer.finished.wait()
 
@@ -484,7 +484,7 @@ async def test_reader_at_half_the_minimum_rate_is_cut_at_the_budget(
             cut = trio.Event()
 
             async def watch() -> None:
-                await wait_until(lambda: live.manager.stats.streams_stalled > 0)
+                await wait_until(lambda: live.stats()["streams_stalled"] > 0)
                 cut.set()
 
             async with trio.open_nursery() as nursery:
@@ -530,8 +530,8 @@ async def test_readers_above_the_minimum_rate_are_never_cut(
                 for client, factor in zip(readers, factors, strict=True):
                     nursery.start_soon(client.read, factor * min_rate)
                 await trio.sleep(12)
-                assert 0 == live.manager.stats.streams_stalled
-                assert len(factors) == live.manager.statistics()["streams_open"]
+                assert 0 == live.stats()["streams_stalled"]
+                assert len(factors) == live.stats()["streams_open"]
                 nursery.cancel_scope.cancel()
 
     for client, factor in zip(readers, factors, strict=True):

@@ -193,14 +193,14 @@ async def test_request_id_that_is_not_string_or_integer_is_refused(env: Env, rid
     """Request ids are strings or integers and never null: any other id is refused with 400
     and -32600, and no handler runs."""
     with trio.fail_after(TIMEOUT):
-        state = env.live.manager.sessions[env.victim.id]
-        before = state.stats.requests
+        state = env.live.table.sessions[env.victim.id]
+        before = state.statistics().requests
         response = await env.victim.post({"jsonrpc": "2.0", "id": rid, "method": "ping"})
         await env.check_undisturbed()
 
     refused = assert_refused(response, 400, -32600)
     assert "id" not in refused
-    assert state.stats.requests == before + 2  # only the two of check_undisturbed
+    assert state.statistics().requests == before + 2  # only the two of check_undisturbed
 
 
 @pytest.mark.spec("J-NOTIF-1", "J-NOTIF-2", "T-POST-4")
@@ -360,7 +360,7 @@ async def test_get_accept_without_event_stream_gets_406(env: Env, accept: str | 
         await env.check_undisturbed()
 
     assert_refused(response, 406, -32600)
-    assert env.live.manager.sessions[env.victim.id].views == {}
+    assert env.live.table.sessions[env.victim.id].views == {}
 
 
 @pytest.mark.spec("T-EP-1", "TM-HTTP-METHOD")
@@ -385,7 +385,7 @@ async def test_other_http_methods_get_405(env: Env, method: str) -> None:
 async def test_request_before_initialize_gets_400_and_no_session(env: Env, method: str) -> None:
     """A request sent before any initialize (so with no session id) is refused with 400; the
     response carries no MCP-Session-Id and no session is created."""
-    created = env.live.manager.stats.sessions_created
+    created = env.live.stats()["sessions_created"]
     with trio.fail_after(TIMEOUT):
         response = await request(
             env.live.url, "POST", post_headers(), dumps(rpc_request(method, id="early"))
@@ -395,8 +395,8 @@ async def test_request_before_initialize_gets_400_and_no_session(env: Env, metho
     refused = assert_refused(response, 400, -32600)
     assert refused["id"] == "early"
     assert response.header("mcp-session-id") is None
-    assert env.live.manager.stats.sessions_created == created
-    assert len(env.live.manager.sessions) == 2
+    assert env.live.stats()["sessions_created"] == created
+    assert len(env.live.table.sessions) == 2
 
 
 @pytest.mark.spec("L-INIT-1", "TM-LIFE-REINIT")
@@ -411,7 +411,7 @@ async def test_second_initialize_on_a_session_is_refused(env: Env) -> None:
     refused = assert_refused(response, 400, -32600)
     assert refused["id"] == "again"
     assert response.header("mcp-session-id") is None
-    assert env.live.manager.sessions[env.victim.id].version == "2025-11-25"
+    assert env.live.table.sessions[env.victim.id].version == "2025-11-25"
 
 
 @pytest.mark.spec("L-INIT-2", "TM-LIFE-INIT")
@@ -431,7 +431,7 @@ async def test_initialize_with_bad_params_gets_invalid_params(
     """An initialize without a string protocolVersion, an object capabilities and an object
     clientInfo is answered in-band, HTTP 200 with a -32602 JSON-RPC error, and creates no
     session."""
-    created = env.live.manager.stats.sessions_created
+    created = env.live.stats()["sessions_created"]
     with trio.fail_after(TIMEOUT):
         response = await request(
             env.live.url, "POST", post_headers(), dumps(rpc_request("initialize", params, id=9))
@@ -441,7 +441,7 @@ async def test_initialize_with_bad_params_gets_invalid_params(
     refused = assert_refused(response, 200, -32602)
     assert refused["id"] == 9
     assert response.header("mcp-session-id") is None
-    assert env.live.manager.stats.sessions_created == created
+    assert env.live.stats()["sessions_created"] == created
 
 
 @pytest.mark.spec("TM-LIFE-INIT", "L-INIT-3")
@@ -527,7 +527,7 @@ async def test_request_id_reused_while_in_flight_is_refused(env: Env) -> None:
                 results["first"] = await env.victim.post(first)
 
             nursery.start_soon(send_first)
-            state = env.live.manager.sessions[env.victim.id]
+            state = env.live.table.sessions[env.victim.id]
             await wait_until(lambda: "dup" in state.inflight)
             results["second"] = await env.victim.post(rpc_request("ping", id="dup"))
         await env.check_undisturbed()
@@ -549,13 +549,13 @@ async def test_batch_repeating_a_request_id_is_refused(
     with trio.fail_after(TIMEOUT):
         env = await make_env(live_server, ServerConfig(response_mode=mode))
         session = await open_session(env.live.url, protocol_version="2025-03-26")
-        state = env.live.manager.sessions[session.id]
-        before = (state.stats.requests, len(state.log.streams))
+        state = env.live.table.sessions[session.id]
+        before = (state.statistics().requests, len(state.log.streams))
         echo = {"name": "echo", "arguments": {"text": "x"}}
         response = await session.post(
             [rpc_request("ping", id=1), rpc_request("tools/call", echo, id=1)]
         )
-        after = (state.stats.requests, len(state.log.streams))
+        after = (state.statistics().requests, len(state.log.streams))
         assert await session.result("ping") == {}
         await env.check_undisturbed()
 
@@ -580,7 +580,7 @@ async def test_garbage_last_event_id_gets_400(env: Env, last_event_id: str) -> N
 
     assert status == 400
     assert body["error"]["code"] == -32600
-    assert env.live.manager.sessions[env.victim.id].views == {}
+    assert env.live.table.sessions[env.victim.id].views == {}
 
 
 @pytest.mark.spec("T-RESUME-6", "T-SEC-11", "TM-RES-MALFORMED")

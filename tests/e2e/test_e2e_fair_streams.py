@@ -12,6 +12,7 @@ from support.fixtures import StartServer, wait_until
 from support.modern import modern_headers, modern_request
 
 from trio_mcp import ServerConfig
+from trio_mcp._trio._stats import as_dict
 
 pytestmark = pytest.mark.usefixtures("no_server_errors")
 
@@ -43,9 +44,9 @@ async def test_gets_and_listens_share_one_fair_pool(live_server: StartServer) ->
                                        local="127.0.0.2") as theirs:
                     assert 200 == theirs.status
                     assert await theirs.next_event() is not None
-                    stats = live.app.runtime.statistics()
+                    stats = as_dict(live.app.runtime.statistics())
                     await wait_until(
-                        lambda: live.app.runtime.statistics()["long_streams_open"] == 2
+                        lambda: as_dict(live.app.runtime.statistics())["long_streams_open"] == 2
                     )
 
     assert b'"pool":"streams"' in body

@@ -159,5 +159,5 @@ async def test_answers_sent_whole_are_taken_and_pin_nothing(live_server: StartSe
             assert answer["result"]["content"][0]["text"] == f"{i}", answer
         # The server marks the last one once its write returned, which may come after the
         # client has read it.
-        [state] = [s for s in live.app.manager.sessions.values() if s.id == session.id]
+        [state] = [s for s in live.app.table.sessions.values() if s.id == session.id]
         await wait_until(lambda: state.log.pinned_responses == 0)

@@ -98,7 +98,7 @@ async def test_delete_ends_the_session_and_its_id_then_gets_404(live_server: Sta
 
     assert deleted.status == 204
     assert deleted.body == b""
-    assert session.id not in live.manager.sessions
+    assert session.id not in live.table.sessions
     assert post.status == 404
     assert error_code(post) == -32600
     assert get_status == 404
@@ -162,7 +162,7 @@ async def test_missing_session_id_gets_400_and_allocates_nothing(
     with trio.fail_after(TIMEOUT):
         live = await live_server()
         await open_session(live.url)
-        before = (len(live.manager.sessions), live.manager.stats.sessions_created)
+        before = (len(live.table.sessions), live.stats()["sessions_created"])
         if method == "POST":
             headers = post_headers(protocol_version="2025-11-25")
             response = await request(live.url, "POST", headers, json_body(rpc_request("ping")))
@@ -174,7 +174,7 @@ async def test_missing_session_id_gets_400_and_allocates_nothing(
 
     assert response.status == 400
     assert error_code(response) == -32600
-    assert (len(live.manager.sessions), live.manager.stats.sessions_created) == before
+    assert (len(live.table.sessions), live.stats()["sessions_created"]) == before
 
 
 @pytest.mark.spec("T-SESS-7", "T-PSSE-9", "TM-SESS-DELETE")
@@ -196,7 +196,7 @@ async def test_ending_a_session_ends_its_pending_posts_promptly(
 
         async with trio.open_nursery() as nursery:
             nursery.start_soon(post_long_call)
-            state = live.manager.sessions[session.id]
+            state = live.table.sessions[session.id]
             await wait_until(lambda: "long" in state.inflight)
             deleted = await session.delete()
             with trio.fail_after(2):
@@ -348,7 +348,7 @@ async def test_get_opens_the_standalone_stream_and_a_second_fresh_get_takes_it_o
             async with session.open_get() as second:
                 second_head = (second.status, second.content_type)
                 first_rest = await first.read_body()
-                state = live.manager.sessions[session.id]
+                state = live.table.sessions[session.id]
                 views = list(state.views)
 
     assert first.status == 200
@@ -601,7 +601,7 @@ async def test_foreign_host_on_a_loopback_bind_gets_421(
     assert response.status == 421
     assert error_code(response) == -32600
     assert response.header("mcp-session-id") is None
-    assert live.manager.sessions == {}
+    assert live.table.sessions == {}
 
 
 # -- lifecycle and version negotiation -------------------------------------------------
@@ -632,7 +632,7 @@ async def test_supported_requested_version_is_echoed(
         session = await open_session(live.url, protocol_version=version)
 
     assert session.protocol_version == version
-    assert live.manager.sessions[session.id].version == version
+    assert live.table.sessions[session.id].version == version
 
 
 @pytest.mark.spec("L-VER-3", "L-VER-4", "TM-VER-SET")
@@ -664,7 +664,7 @@ async def test_server_discover_probe_gets_a_prompt_json_rpc_error(
 
     assert 400 <= response.status < 500
     assert "error" in response.json()
-    assert live.manager.sessions == {}
+    assert live.table.sessions == {}
 
 
 @pytest.mark.spec("J-ERR-2", "TM-HTTP-INBAND")
@@ -768,7 +768,7 @@ async def test_initialize_is_never_accepted_in_a_batch(live_server: StartServer)
     with trio.fail_after(TIMEOUT):
         live = await live_server()
         session = await open_session(live.url, protocol_version="2025-03-26")
-        created = live.manager.stats.sessions_created
+        created = live.stats()["sessions_created"]
         batch = [rpc_request("initialize", dict(INITIALIZE_PARAMS, protocolVersion="2025-03-26"))]
         alone = await request(live.url, "POST", post_headers(), json_body(batch))
         inside = await session.post([*batch, rpc_request("ping")])
@@ -776,7 +776,7 @@ async def test_initialize_is_never_accepted_in_a_batch(live_server: StartServer)
     for response in (alone, inside):
         assert response.status == 400
         assert error_code(response) == -32600
-    assert live.manager.stats.sessions_created == created
+    assert live.stats()["sessions_created"] == created
 
 
 @pytest.mark.spec("T-POST-3", "J-BATCH-1", "TM-RPC-BATCH")
@@ -787,12 +787,12 @@ async def test_batch_is_refused_from_2025_06_18_on(live_server: StartServer, ver
     with trio.fail_after(TIMEOUT):
         live = await live_server()
         session = await open_session(live.url, protocol_version=version)
-        requests_before = live.manager.sessions[session.id].stats.requests
+        requests_before = live.table.sessions[session.id].statistics().requests
         response = await session.post([rpc_request("ping"), rpc_request("ping")])
 
     assert response.status == 400
     assert error_code(response) == -32600
-    assert live.manager.sessions[session.id].stats.requests == requests_before
+    assert live.table.sessions[session.id].statistics().requests == requests_before
 
 
 # -- tools ---------------------------------------------------------------------------------
@@ -981,7 +981,7 @@ async def test_dropped_post_stream_is_not_cancelled_and_resumes_by_get(
             first = await post.next_event(comments=False)
             assert first is not None and first.id and first.data
             await post.aclose()
-        state = live.manager.sessions[session.id]
+        state = live.table.sessions[session.id]
         await wait_until(lambda: not state.views)
         assert "drop-1" in state.inflight
 
@@ -1048,7 +1048,7 @@ async def test_get_stream_messages_sent_while_disconnected_are_replayed(
         async with session.open_get() as get:
             priming = await get.next_event()
             assert priming is not None and priming.id
-        state = live.manager.sessions[session.id]
+        state = live.table.sessions[session.id]
         await wait_until(lambda: not state.views)
         server.add_tool(later)
         async with session.open_get([("last-event-id", priming.id)]) as get:
@@ -1126,7 +1126,7 @@ async def test_session_cap_evicts_the_least_recently_used_idle_session(
             await g1.next_event()
             await g2.next_event()
             busy = await request(live.url, "POST", post_headers(), initialize_body())
-            assert sorted(live.manager.sessions) == sorted([newer.id, third.id])
+            assert sorted(live.table.sessions) == sorted([newer.id, third.id])
             await g1.aclose()
             await g2.aclose()
 
@@ -1145,7 +1145,7 @@ async def test_requests_beyond_the_inflight_limit_get_503(live_server: StartServ
     with trio.fail_after(TIMEOUT):
         live = await live_server(config=ServerConfig(max_inflight_requests=2))
         session = await open_session(live.url)
-        state = live.manager.sessions[session.id]
+        state = live.table.sessions[session.id]
         async with trio.open_nursery() as nursery:
             for i in range(2):
                 nursery.start_soon(session.post, countdown_call(3, 0.1, rid=f"busy-{i}"))
@@ -1177,13 +1177,13 @@ async def test_idle_sessions_expire_and_busy_ones_do_not(
         async with busy.open_get() as get:
             await get.next_event()
             jumping_clock.jump(ttl)
-            await wait_until(lambda: idle.id not in live.manager.sessions)
+            await wait_until(lambda: idle.id not in live.table.sessions)
             expired = await idle.post(rpc_request("ping"))
             alive = await busy.result("ping")
 
     assert expired.status == 404
     assert alive == {}
-    assert live.manager.stats.sessions_expired >= 1
+    assert live.stats()["sessions_expired"] >= 1
 
 
 @pytest.mark.spec("TM-SESS-IDLE")
@@ -1194,7 +1194,7 @@ async def test_sessions_never_initialized_expire_sooner(live_server: StartServer
         live = await live_server(config=ServerConfig(uninitialized_ttl=0.3))
         silent = await open_session(live.url, send_initialized=False)
         polite = await open_session(live.url)
-        await wait_until(lambda: silent.id not in live.manager.sessions)
+        await wait_until(lambda: silent.id not in live.table.sessions)
         expired = await silent.post(rpc_request("ping"))
         alive = await polite.result("ping")
 

@@ -14,6 +14,8 @@ import trio
 
 from trio_mcp import Server, ServerConfig
 from trio_mcp._asgi import ASGIApp
+from trio_mcp._trio._stats import as_dict
+from trio_mcp._trio._table import SessionTable
 from trio_mcp.protocol import LATEST_LEGACY_VERSION, SSEDecoder, SSEEvent
 
 __all__ = ["Exchange", "MemoryServer", "MemorySession"]
@@ -117,8 +119,12 @@ class MemoryServer:
         self._nursery = nursery
 
     @property
-    def manager(self) -> Any:
-        return self.app.manager
+    def table(self) -> SessionTable:
+        return self.app.table
+
+    def stats(self) -> dict[str, int | float]:
+        """The counters of TM-BP-COUNTERS by their names (what the stats port serves)."""
+        return as_dict(self.app.runtime.statistics())
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         async with self.app.running():

@@ -49,9 +49,9 @@ async def test_cancel_stops_the_handler_and_sends_no_response(autojump_clock, me
         assert ended_at, "the handler is still running"
         assert ended_at[0] - t0 <= 0.1
         assert await s.result("ping") == {}
-        session = ms.manager.sessions[s.id]
+        session = ms.table.sessions[s.id]
         assert call["id"] not in session.inflight
-        assert session.stats.handlers_cut == 0
+        assert session.statistics().handlers_cut == 0
         assert "cancelled by the client: 't'" in caplog.text
 
 
@@ -186,7 +186,7 @@ async def test_a_shielded_handler_is_let_go_after_the_grace(autojump_clock, mem)
 
     ms = await mem(server, ServerConfig(cancel_grace=2.0, max_inflight_requests=1))
     s = await ms.open_session()
-    session = ms.manager.sessions[s.id]
+    session = ms.table.sessions[s.id]
     with trio.fail_after(30):
         get = await s.get()
         call, stream = await s.start("tools/call", {"name": "stubborn"})
@@ -198,14 +198,14 @@ async def test_a_shielded_handler_is_let_go_after_the_grace(autojump_clock, mem)
         assert await stream.messages() == []
         assert trio.current_time() - t0 == pytest.approx(2.0, abs=0.01)
         assert not finished
-        assert session.stats.handlers_cut == 1
+        assert session.statistics().handlers_cut == 1
         assert await s.result("ping") == {}  # the slot is free again
         deleted = await s.delete()
         assert deleted.status == 204
         assert await get.messages() == []  # the GET stream ended with the session
         gone = await s.post(request("ping"))
         assert gone.status == 404
-        assert s.id not in ms.manager.sessions
+        assert s.id not in ms.table.sessions
         release.set()
         await trio.sleep(0.1)
         assert finished == ["yes"]
@@ -236,9 +236,9 @@ async def test_a_session_with_a_stubborn_handler_still_expires(autojump_clock, m
         await s.notify("notifications/cancelled", {"requestId": call["id"]})
         assert await stream.messages() == []
         await trio.sleep(9)
-        assert s.id in ms.manager.sessions  # not idle for 10 s yet
+        assert s.id in ms.table.sessions  # not idle for 10 s yet
         await trio.sleep(3)
-        assert s.id not in ms.manager.sessions
-        assert ms.manager.stats.sessions_expired == 1
+        assert s.id not in ms.table.sessions
+        assert ms.stats()["sessions_expired"] == 1
         assert (await s.post(request("ping"))).status == 404
         release.set()

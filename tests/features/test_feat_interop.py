@@ -144,7 +144,7 @@ async def test_cancellation_from_the_sdk(live_server: StartServer) -> None:
             await ended_at.wait_until(bool)
             assert ended_at[0] - t0 < 0.5
             assert text_of(await client.call_tool("quick", {})) == "quick"
-            [session] = live.manager.sessions.values()
+            [session] = live.table.sessions.values()
             assert not session.inflight
 
 

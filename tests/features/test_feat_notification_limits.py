@@ -48,8 +48,8 @@ async def test_notifications_arriving_while_their_hook_runs_are_merged(
         release.set()
         await trio.sleep(0.1)
     assert 2 == len(seen)
-    session = ms.manager.sessions[s.id]
-    assert 48 == session.stats.client_notifications_merged
+    session = ms.table.sessions[s.id]
+    assert 48 == session.statistics().client_notifications_merged
     assert [] == tasks_named("mcp:notification-hooks")
 
 
@@ -69,7 +69,7 @@ async def test_distinct_notifications_past_the_queue_are_dropped_and_counted(
         await trio.sleep(0.1)
     # The first ran at once; four waited; fifteen were dropped.
     assert [{"n": i} for i in range(5)] == seen
-    assert 15 == ms.manager.statistics()["client_notifications_dropped"]
+    assert 15 == ms.stats()["client_notifications_dropped"]
     dropped = [r for r in caplog.records if "dropped" in r.getMessage()]
     assert 1 == len(dropped)
 

@@ -157,5 +157,5 @@ async def test_progress_stops_after_completion(autojump_clock, mem):
         with trio.move_on_after(1):
             await get.next_message()
             raise AssertionError("a message went to the GET stream")
-        session = ms.manager.sessions[s.id]
-        assert session.stats.notifications_dropped >= 1
+        session = ms.table.sessions[s.id]
+        assert session.statistics().notifications_dropped >= 1

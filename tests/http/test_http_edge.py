@@ -194,13 +194,13 @@ async def test_a_request_with_both_framings_is_refused_and_nothing_after_it_is_s
     the 400, its issue #203: the connection then ends with nothing.)"""
     with trio.fail_after(TIMEOUT):
         live, neighbour = await started(live_server)
-        created = live.manager.statistics()["sessions_created"]
+        created = live.stats()["sessions_created"]
         got = await exchange(live.port, smuggling(live.port, framing))
         assert got.closed and not got.reset, got
         if live.http_server == "trio-mcp" or got.statuses:
             assert [400] == got.statuses, got
             assert "close" == got.answers[0].header("connection")
-        assert created == live.manager.statistics()["sessions_created"]
+        assert created == live.stats()["sessions_created"]
         alone = await exchange(live.port, head(live.port, framing.replace("LENGTH", "5"))
                                + b"0\r\n\r\n")
         assert [400] == alone.statuses and alone.closed, alone
@@ -217,13 +217,13 @@ async def test_a_folded_transfer_encoding_is_refused_on_the_own_server(
     the request after it is a request of the same connection, as the client framed it."""
     with trio.fail_after(TIMEOUT):
         live, neighbour = await started(live_server)
-        created = live.manager.statistics()["sessions_created"]
+        created = live.stats()["sessions_created"]
         got = await exchange(
             live.port, smuggling(live.port, "transfer-encoding:\r\n chunked"), half_close=True
         )
         if http_server == "trio-mcp":
             assert [400] == got.statuses and got.closed, got
-            assert created == live.manager.statistics()["sessions_created"]
+            assert created == live.stats()["sessions_created"]
         else:
             assert [400, 200] == got.statuses, got  # an empty body, then the initialize
         await still_serving(live, neighbour)

@@ -63,7 +63,7 @@ def under(node: dict[str, Any], kind: str) -> list[dict[str, Any]]:
 async def test_session_supervisor_shows_its_running_handler_until_it_ends(
     nursery: trio.Nursery,
 ) -> None:
-    """A session appears as its supervisor task under the session manager, a running
+    """A session appears as its supervisor task under the session table, a running
     request as a handler task in the supervisor's nursery (method, id, cancel state), and
     the handler is gone from the tree once it has answered."""
     server, record = make_server()
@@ -75,8 +75,8 @@ async def test_session_supervisor_shows_its_running_handler_until_it_ends(
         async with open_stream(url, "POST", session.headers(), json_body(message)):
             await wait_until(lambda: "w" in record.started)
             doc = await tree(inspector)
-            [manager] = of_kind(doc, "manager")
-            [supervisor] = under(manager, "session")
+            [table] = of_kind(doc, "table")
+            [supervisor] = under(table, "session")
             assert session.id[:8] in supervisor["label"]
             [handler] = under(supervisor, "handler")
             assert "tools/call" in handler["label"]
@@ -110,7 +110,7 @@ async def test_session_ids_are_shown_cut_short(nursery: trio.Nursery) -> None:
 
 
 async def test_many_similar_siblings_become_one_group(nursery: trio.Nursery) -> None:
-    """Thirty session supervisors in the manager's nursery are sent as one group with
+    """Thirty session supervisors in the table's nursery are sent as one group with
     their count, of which only the first few are described in full."""
     server, _ = make_server()
     url, inspector = await start(nursery, server)
@@ -189,7 +189,7 @@ async def test_tree_command_prints_the_tree_indented(
     assert out.startswith("bp-tests: 1 sessions")
     [line] = [line for line in out.splitlines() if session.id[:8] in line]
     assert line.lstrip("│ ").startswith(("├── ", "└── "))
-    assert "SessionManager.run" in out
+    assert "SessionTable.run" in out
 
 
 def test_text_tree_folds_groups_with_a_count() -> None:
@@ -213,7 +213,7 @@ def test_text_tree_folds_groups_with_a_count() -> None:
 
 def test_command_line_serves_the_inspector_and_tree_prints_it() -> None:
     """`trio-mcp serve --port 0 --inspect 0` prints where the live task tree is served, and
-    `trio-mcp tree URL`, another process, prints that tree with the session manager in it."""
+    `trio-mcp tree URL`, another process, prints that tree with the session table in it."""
     root = Path(__file__).resolve().parents[2]
     proc, match, _ = start_until(
         [sys.executable, "-m", "trio_mcp", "serve", "--port", "0", "--inspect", "0"],
@@ -229,7 +229,7 @@ def test_command_line_serves_the_inspector_and_tree_prints_it() -> None:
         proc.wait(30)
 
     assert printed.stdout.startswith("trio-mcp-demo: 0 sessions")
-    assert "SessionManager.run · 0 / 10000 sessions" in printed.stdout
+    assert "SessionTable.run · 0 / 10000 sessions" in printed.stdout
 
 
 async def test_modern_request_shows_as_its_exchange_on_its_connection(

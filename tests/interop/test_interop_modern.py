@@ -48,7 +48,7 @@ def assert_modern(client: Client, live: LiveServer) -> None:
     assert MODERN == client.protocol_version
     assert client.session.discover_result is not None
     assert client.session.initialize_result is None
-    assert {} == dict(live.manager.sessions)
+    assert {} == dict(live.table.sessions)
 
 
 def stats(live: LiveServer) -> Any:
@@ -114,8 +114,8 @@ async def test_sdk_auto_mode_discovers_and_ends_up_modern(live_server: StartServ
             info = client.server_info
             capabilities = client.server_capabilities
             instructions = client.instructions
-        sessions = dict(live.manager.sessions)
-        created = live.manager.statistics()["sessions_created"]
+        sessions = dict(live.table.sessions)
+        created = live.stats()["sessions_created"]
 
     assert discovered is not None
     assert MODERN in discovered.supported_versions
@@ -147,7 +147,7 @@ async def test_sdk_modern_client_calls_without_a_session(
             # Listed first: the SDK lists a tool it has not seen after its first call.
             await client.list_tools()
             echoed = await client.call_tool("echo", {"text": "no session"})
-        created = live.manager.statistics()["sessions_created"]
+        created = live.stats()["sessions_created"]
 
     assert "complete" == echoed.result_type
     assert "no session" == text_of(echoed)

@@ -43,7 +43,7 @@ async def test_sdk_client_initializes_a_session(live_server: StartServer, mode: 
             info = client.server_info
             capabilities = client.server_capabilities
             instructions = client.instructions
-            sessions = dict(live.manager.sessions)
+            sessions = dict(live.table.sessions)
 
     assert version == "2025-11-25"
     assert info is not None and info.name == "trio-mcp-demo"
@@ -163,9 +163,9 @@ async def test_sdk_client_deletes_its_session_on_exit(live_server: StartServer, 
     with trio.fail_after(TIMEOUT):
         live = await live_server()
         async with Client(live.url, mode=mode):
-            during = list(live.manager.sessions)
-        after = list(live.manager.sessions)
-        stats = live.manager.statistics()
+            during = list(live.table.sessions)
+        after = list(live.table.sessions)
+        stats = live.stats()
 
     assert len(during) == 1
     assert after == []

@@ -53,7 +53,7 @@ async def test_ts_client_in_auto_mode_ends_up_in_the_2026_era(
     assert "echo" in report["tools"] and "hi" == report["echo"]
     assert (["What is your name?"], "Hello, Ada!") == (report["questions"], report["elicited"])
     assert ("liftoff", [1, 2, 3]) == (report["countdown"], report["progress"])
-    assert {} == dict(live.manager.sessions)
+    assert {} == dict(live.table.sessions)
 
 
 @pytest.mark.slow

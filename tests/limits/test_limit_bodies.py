@@ -99,7 +99,7 @@ async def test_a_body_past_the_server_wide_budget_gets_503_and_the_budget_comes_
             assert -31002 == json.loads(body)["error"]["code"]
             assert {} == await session.result("ping")
         await wait_until(lambda: budget.held == 0)
-    assert 1 <= live.manager.statistics()["bodies_refused"]
+    assert 1 <= live.stats()["bodies_refused"]
 
 
 @pytest.mark.spec("TM-SEC-BODIES")
@@ -115,7 +115,7 @@ async def test_a_body_that_stops_arriving_gets_408_after_the_body_deadline(
             status, _raw = await read_status(sock)
     assert 408 == status
     assert 0 == budget.held
-    assert 1 == live.manager.statistics()["bodies_timed_out"]
+    assert 1 == live.stats()["bodies_timed_out"]
 
 
 @pytest.mark.slow
@@ -326,7 +326,7 @@ async def test_one_address_holding_the_bodies_budget_locks_out_no_other_address(
             # half-close), after a second without bytes under hypercorn (TM-HTTP-LINGER).
             await wait_until(lambda: all(a.closed for a in attackers if a.status), poll=0.01)
             nursery.cancel_scope.cancel()
-    stats = live.manager.statistics()
+    stats = live.stats()
     assert full_at >= capacity - 16
     assert [200] * 8 == statuses
     assert peak <= capacity, peak
@@ -379,4 +379,4 @@ async def test_behind_a_trusted_proxy_bodies_are_counted_by_the_forwarded_client
             nursery.cancel_scope.cancel()
     [taken] = [one for one in held if one.status]
     assert (503, "1", -31002, True) == (taken.status, taken.retry_after, taken.code, taken.closed)
-    assert 1 == live.manager.statistics()["bodies_evicted"]
+    assert 1 == live.stats()["bodies_evicted"]

@@ -77,7 +77,7 @@ async def test_http2_without_credit_is_refused_and_holds_nothing(
         assert got.startswith(b"HTTP/1.1 505"), bytes(got[:200])
     else:
         assert {"505"} == set(statuses.values()) and len(statuses) == STREAMS, statuses
-    assert 1 == live.manager.statistics()["sessions_open"]  # the neighbour's
+    assert 1 == live.stats()["sessions_open"]  # the neighbour's
     assert grown_kib < 16 * 1024, grown_kib
     assert [] == neighbour.failures
     assert neighbour.p99() < NEIGHBOUR_P99, str(neighbour)

@@ -106,7 +106,7 @@ async def test_abandoned_sessions_of_one_address_lock_out_no_one_else(
                     await trio.aclose_forcefully(sock)
             # The silence counts from each connection's end as the server sees it.
             await wait_until(lambda: not any(
-                s.views for s in live.manager.sessions.values() if s.peer == ATTACKER
+                s.views for s in live.table.sessions.values() if s.creator.peer == ATTACKER
             ), poll=0.05)
             refused, _ = await post_from(ATTACKER, live.port, initialize)
             assert [] == list(record.cancelled), "an attacker's session was evicted while fresh"
@@ -119,9 +119,9 @@ async def test_abandoned_sessions_of_one_address_lock_out_no_one_else(
 
     assert (503, 200, 200) == (refused, other, admitted)
     assert all(tag.startswith("w") for tag in record.cancelled), record.cancelled
-    assert 2 == live.manager.statistics()["sessions_evicted"]
-    assert 1 == live.manager.statistics()["sessions_refused"]
-    assert neighbour_session.id in live.manager.sessions
+    assert 2 == live.stats()["sessions_evicted"]
+    assert 1 == live.stats()["sessions_refused"]
+    assert neighbour_session.id in live.table.sessions
     assert [] == neighbour.failures
     assert neighbour.p99() < NEIGHBOUR_P99, str(neighbour)
     logged = server_log_size(caplog)

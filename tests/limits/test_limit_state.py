@@ -44,10 +44,10 @@ async def test_an_initialize_with_oversized_client_info_is_refused_and_keeps_not
         [answer] = rpc_messages(response)
         assert -32602 == answer["error"]["code"]
         assert "clientInfo and capabilities" in answer["error"]["message"]
-        assert 0 == live.manager.statistics()["sessions_open"]
-        assert 1 == live.manager.statistics()["client_state_refused"]
+        assert 0 == live.stats()["sessions_open"]
+        assert 1 == live.stats()["client_state_refused"]
         await open_session(live.url)
-    assert 1 == live.manager.statistics()["sessions_open"]
+    assert 1 == live.stats()["sessions_open"]
 
 
 @pytest.mark.spec("TM-SEC-STATE")
@@ -60,7 +60,7 @@ async def test_subscriptions_are_bounded_in_length_and_number_and_counted_in_the
     live = await live_server(config=ServerConfig(max_subscriptions=3, max_uri_bytes=1024))
     with trio.fail_after(20):
         session = await open_session(live.url)
-        state = live.manager.sessions[session.id]
+        state = live.table.sessions[session.id]
         reserved = state.log.reserved
         long_uri = "test://template/" + "a" * 1024 + "/data"
         answer = await session.call("resources/subscribe", {"uri": long_uri})
@@ -76,7 +76,7 @@ async def test_subscriptions_are_bounded_in_length_and_number_and_counted_in_the
         await session.result("resources/unsubscribe", {"uri": "test://template/0/data"})
         await session.result("resources/subscribe", {"uri": "test://template/9/data"})
     assert 3 == len(state.subscriptions)
-    assert 2 == live.manager.statistics()["subscriptions_refused"]
+    assert 2 == live.stats()["subscriptions_refused"]
     assert reserved + 3 * len("test://template/0/data") == state.log.reserved
 
 
@@ -122,7 +122,7 @@ async def test_oversized_client_state_attack_keeps_nothing_and_leaves_the_neighb
     grown = _rss_kib() - before
 
     assert grown < 32 * 1024, grown
-    assert 2 == live.manager.statistics()["sessions_open"]
+    assert 2 == live.stats()["sessions_open"]
     assert [] == neighbour.failures
     assert neighbour.p99() < NEIGHBOUR_P99, str(neighbour)
     logged = server_log_size(caplog)
@@ -154,4 +154,4 @@ async def test_a_body_larger_than_the_clients_room_is_refused_before_it_is_decod
         [error] = rpc_messages(answer)
         assert -32700 == error["error"]["code"], error
         assert "result" in await session.call("ping", {})
-    assert 1 == live.app.runtime.ledger.statistics()["request_memory_per_client_refused"]
+    assert 1 == live.stats()["request_memory_per_client_refused"]

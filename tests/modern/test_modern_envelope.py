@@ -26,6 +26,7 @@ from support.modern import (
 )
 
 from trio_mcp import Context, InputRequest, Server, sampling_request
+from trio_mcp._trio._stats import as_dict
 from trio_mcp.protocol import ErrorCode, RemoteProtocolError
 
 TIMEOUT = 10
@@ -127,8 +128,8 @@ async def test_no_modern_answer_carries_a_session_and_no_legacy_session_is_made(
     ]
     for response in responses:
         no_session(response)
-    assert {} == dict(live.manager.sessions)
-    assert 0 == live.app.runtime.statistics()["sessions_created"]
+    assert {} == dict(live.table.sessions)
+    assert 0 == as_dict(live.app.runtime.statistics())["sessions_created"]
 
 
 # -- what the modern era does not serve ------------------------------------------------------------
@@ -160,7 +161,7 @@ async def test_legacy_and_unknown_methods_get_404_method_not_found(
     assert 404 == response.status
     assert -32601 == error_of(response, f"m-{method}")["code"]
     no_session(response)
-    assert {} == dict(live.manager.sessions)
+    assert {} == dict(live.table.sessions)
 
 
 @pytest.mark.spec("TM-ERA-GET", "MT-POST-1")
@@ -222,7 +223,7 @@ async def test_there_is_no_http_sse_transport(
     assert "application/json" == response.content_type
     assert -32600 == response.json()["error"]["code"]
     no_session(response)
-    assert {} == dict(live.manager.sessions)
+    assert {} == dict(live.table.sessions)
 
 
 @pytest.mark.spec("MT-POST-5", "TM-ERA-NOTIFY", "MJ-NOTIF-1", "TM-ERA-BODY")
@@ -246,7 +247,7 @@ async def test_a_modern_notification_gets_202_and_an_empty_body(
     assert b"" == response.body
     assert response.header("content-type") is None
     no_session(response)
-    assert {} == dict(live.manager.sessions)
+    assert {} == dict(live.table.sessions)
 
 
 # -- errors ----------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from support.fixtures import StartServer, wait_until
 from support.modern import META_SERVER_INFO, call_tool, messages_of, modern_request, post
 
 from trio_mcp import CacheHint, CacheScope, Context, Server, ServerConfig
+from trio_mcp._trio._stats import as_dict
 
 TIMEOUT = 10
 
@@ -285,7 +286,7 @@ async def test_nothing_is_left_waiting_for_an_answer_so_nothing_needs_a_timeout(
         question = await post(live.url, call_tool("ask_name", id="t-1", capabilities=ELICIT))
         ping = await post(live.url, call_tool("ping_client", id="t-2"))
         # Both exchanges end with their answers: none stays behind to wait for the client.
-        await wait_until(lambda: 0 == runtime.statistics()["modern_requests_running"])
+        await wait_until(lambda: 0 == as_dict(runtime.statistics())["modern_requests_running"])
 
     # The question is the answer: nothing went to the client to be waited for.
     questions, _ = asked(result_of(question, "t-1"))

@@ -123,4 +123,4 @@ async def test_one_client_meets_versioning_and_every_message_pattern(
     # No answer of any pattern made or named a session.
     for response in (discover, refused, counted, first, second):
         assert response.header("mcp-session-id") is None
-    assert {} == dict(live.manager.sessions)
+    assert {} == dict(live.table.sessions)

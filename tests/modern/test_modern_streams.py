@@ -28,6 +28,7 @@ from support.modern import (
 from support.slow import open_slow
 
 from trio_mcp import Context, Server, ServerConfig
+from trio_mcp._trio._stats import as_dict
 
 TIMEOUT = 10
 
@@ -330,7 +331,7 @@ async def test_dropping_the_connection_cancels_the_handler_at_once(
     assert (1, 1, int(streamed)) == (
         stats.requests, stats.requests_cancelled, stats.requests_streamed
     )
-    assert 0 == runtime.statistics()["modern_requests_running"]
+    assert 0 == as_dict(runtime.statistics())["modern_requests_running"]
 
 
 @pytest.mark.spec("MU-CANCEL-1", "MU-CANCEL-3", "MT-CANCEL-1")

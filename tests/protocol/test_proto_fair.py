@@ -8,6 +8,7 @@ from __future__ import annotations
 import collections
 from typing import Any
 
+import attrs
 import pytest
 import trio
 from hypothesis import event, example, given, settings
@@ -271,7 +272,7 @@ def test_the_pool_of_bodies_arriving_takes_the_largest_body_of_the_client_holdin
         "bodies_timed_out": 0,
         "bytes_of_bodies_arriving": 1000,
         "body_clients_arriving": 2,
-    } == bodies.statistics()
+    } == attrs.asdict(bodies.statistics())
     assert b"n" * 500 == neighbour.body()
     for arrival in (small, large, medium, neighbour):
         bodies.done(arrival)

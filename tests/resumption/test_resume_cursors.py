@@ -115,7 +115,8 @@ async def test_cursor_of_another_session_gets_400_and_leaves_that_session_alone(
             assert first is not None and first.id
             wire.take(first)
             answer = await refused(session_b, first.id)
-            live.manager.broadcast(Notification(method="notifications/tools/list_changed"))
+            for held in list(live.table.sessions.values()):
+                held.send(Notification(method="notifications/tools/list_changed"))
             await read_until(get_a, wire, messages=1)
 
     assert_bad_request(answer)
@@ -136,8 +137,8 @@ async def test_cursor_from_another_server_process_gets_400(live_server: StartSer
         session = await open_session(new.url)
         await answered_call(session)
         foreign = await refused(session, old_wire.ids[0])
-        minted = old.manager.codec.encode(session.id, Cursor(stream=1, seq=1))
-        assert new.manager.codec.decode(session.id, minted) is None
+        minted = old.runtime.codec.encode(session.id, Cursor(stream=1, seq=1))
+        assert new.runtime.codec.decode(session.id, minted) is None
         forged = await refused(session, minted)
 
     assert_bad_request(foreign)

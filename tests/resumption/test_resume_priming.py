@@ -49,7 +49,7 @@ def call(n: int, close_after: int = -1) -> dict[str, Any]:
 
 
 def standalone_note(live: LiveServer, session: McpSession, i: int) -> None:
-    live.manager.sessions[session.id].send(
+    live.table.sessions[session.id].send(
         Notification(method="notifications/message", params={"level": "info", "data": {"i": i}})
     )
 
@@ -153,7 +153,7 @@ async def test_retry_comes_before_the_server_closes_the_standalone_connection(
             priming = await stream.next_event()
             assert priming is not None
             first.take(priming)
-            server_session = live.manager.sessions[session.id]
+            server_session = live.table.sessions[session.id]
             assert server_session.close_stream_connection(STANDALONE_STREAM)
             ended = await read_until(stream, first)
         standalone_note(live, session, 0)

@@ -59,7 +59,7 @@ def call(key: str, n: int) -> dict[str, Any]:
 
 def flood(live: LiveServer, session_id: str, count: int, start: int = 0) -> None:
     """Server notifications on the standalone stream, while no GET is open to take them."""
-    session = live.manager.sessions[session_id]
+    session = live.table.sessions[session_id]
     for i in range(start, start + count):
         session.send(
             Notification(
@@ -71,7 +71,7 @@ def flood(live: LiveServer, session_id: str, count: int, start: int = 0) -> None
 
 async def wait_detached(live: LiveServer, session: McpSession, stream: int) -> None:
     """Until the server has seen the client's connection to ``stream`` go."""
-    server_session = live.manager.sessions[session.id]
+    server_session = live.table.sessions[session.id]
     while stream in server_session.views:  # noqa: ASYNC110 (tests poll runtime state)
         await trio.sleep(0.001)
 
@@ -113,11 +113,11 @@ async def test_chatty_standalone_stream_cannot_evict_an_unsent_response(
         await wait_detached(live, session, stream_of(before.ids[0]))
         flood(live, session.id, 500)
         gate.release()
-        server_session = live.manager.sessions[session.id]
+        server_session = live.table.sessions[session.id]
         while request["id"] in server_session.inflight:  # noqa: ASYNC110
             await trio.sleep(0.001)
         flood(live, session.id, 500, start=500)
-        log = live.manager.sessions[session.id].log
+        log = live.table.sessions[session.id].log
         evicted, retained = log.evicted, log.retained_events
         after = Wire()
         assert before.last_id is not None
@@ -259,7 +259,7 @@ async def test_sdk_standalone_stream_recovers_from_a_stale_cursor(
     with trio.fail_after(TIMEOUT):
         async with Client(live.url, mode="legacy", logging_callback=on_log) as client:
             del client
-            [server_session] = live.manager.sessions.values()
+            [server_session] = live.table.sessions.values()
             while STANDALONE_STREAM not in server_session.views:  # noqa: ASYNC110
                 await trio.sleep(0.005)
             await trio.sleep(0.05)  # let the SDK read the priming event
@@ -271,7 +271,7 @@ async def test_sdk_standalone_stream_recovers_from_a_stale_cursor(
             while len([i for i in seen if i >= 100]) < 3:  # noqa: ASYNC110
                 await trio.sleep(0.005)
             await trio.sleep(3 * retry_ms / 1000)  # would the client poll again?
-            opened = live.manager.stats.streams_opened
+            opened = live.stats()["streams_opened"]
 
     assert [100, 101, 102] == [i for i in seen if i >= 100]
     assert len(seen) == len(set(seen))

@@ -3,8 +3,9 @@
 # deterministic: the client only ever waits for messages that the log already holds.
 # Each schedule runs against one server keeping its sessions in memory, and again against two
 # workers (two servers in this process, each with its own origin and relay port) sharing one
-# Redis and one secret, each step's connection sent to the worker the schedule names, so that
+# store and one secret, each step's connection sent to the worker the schedule names, so that
 # resumes and re-attaches are relayed to the worker holding the stream (TM-STORE-STREAMS).
+# The two workers share each store in turn: a real Redis, and the in-process store.
 from __future__ import annotations
 
 import contextlib
@@ -19,6 +20,7 @@ from hypothesis import strategies as st
 from support.client import McpSession, SSEStream, open_session, rpc_request
 from support.fixtures import HTTP_SERVERS, LiveServer, start_live
 from support.resume import Gate, Wire, open_call, resume
+from support.stores import StoreBackend
 
 from trio_mcp import Context, Server, ServerConfig
 
@@ -154,7 +156,7 @@ async def run_schedule(
         priming = await client.conn.next_event()
         assert priming is not None and priming.id and priming.data == "", priming
         wire.take(priming)
-        server_session = holder.manager.sessions[session.id]
+        server_session = holder.table.sessions[session.id]
         [stream_no] = {v.stream for v in server_session.views.values()} - {0}
 
         for op, arg, at in schedule:
@@ -248,7 +250,7 @@ async def test_any_schedule_of_drops_and_reattaches_delivers_each_message_once(
     await play([ServerConfig()], http_server, schedule)
 
 
-#: How many workers share the Redis store.
+#: How many workers share the store.
 WORKERS = 2
 
 
@@ -263,10 +265,11 @@ WORKERS = 2
     opened_at=st.integers(0, WORKERS - 1),
     posted_at=st.integers(0, WORKERS - 1),
 )
-async def test_any_schedule_across_workers_sharing_redis_delivers_each_message_once(
-    http_server: str, redis_url: str, schedule: list[Step], opened_at: int, posted_at: int,
+async def test_any_schedule_across_workers_sharing_a_store_delivers_each_message_once(
+    http_server: str, shared_store: StoreBackend, schedule: list[Step], opened_at: int,
+    posted_at: int,
 ) -> None:
-    """With two workers sharing one Redis, whatever the order of sends, drops, server-side
+    """With two workers sharing one store, whatever the order of sends, drops, server-side
     closes and re-attaches, each connection sent to either worker (and relayed to the one
     holding the stream), the client gets every notification once, in order, then the
     response once; a connection taken over by a newer one, at either worker, gets nothing
@@ -275,7 +278,7 @@ async def test_any_schedule_across_workers_sharing_redis_delivers_each_message_o
     # default, was once too short for this process (both workers, the client and Hypothesis)
     # to be scheduled again beside five other test workers, and the resume fell back to the
     # store as if that worker were gone (holder-gone). The schedules are not about timeouts.
-    config = ServerConfig(store=redis_url, secret=SECRET, workers=WORKERS, store_timeout=10.0)
+    config = shared_store.config(secret=SECRET, workers=WORKERS, store_timeout=10.0)
     await play(
         [config] * WORKERS, http_server, schedule, opened_at=opened_at, posted_at=posted_at
     )

@@ -51,7 +51,7 @@ def call(key: str, n: int, tag: str = "") -> dict[str, object]:
 
 def standalone_note(live: LiveServer, session: McpSession, i: int) -> None:
     """A server notification on the session's standalone stream (relates to no request)."""
-    sent = live.manager.sessions[session.id].send(
+    sent = live.table.sessions[session.id].send(
         Notification(
             method="notifications/message",
             params={"level": "info", "data": {"i": i, "tag": "standalone"}},
@@ -238,7 +238,7 @@ async def test_fresh_get_delivers_what_was_queued_and_replays_nothing_delivered(
             standalone_note(live, session, 3)
             await read_until(get, first, messages=1)
         # A moment for the server to see that connection go before the next fresh GET.
-        server_session = live.manager.sessions[session.id]
+        server_session = live.table.sessions[session.id]
         while STANDALONE_STREAM in server_session.views:  # noqa: ASYNC110 (runtime state)
             await trio.sleep(0.001)
         standalone_note(live, session, 4)

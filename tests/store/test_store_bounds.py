@@ -1,9 +1,9 @@
 # The shared store is bounded too (issue 35: "--workers 2 --store redis, 6,000 sessions from
 # one address: 6,002 Redis keys, +100 MiB, kept 30 min; sessions evicted from the workers
-# long ago still answer from Redis; 256 subscriptions rewrite the whole set each time"), in a
-# real redis-server: the store counts sessions, in all and per unit, atomically, and holds no
-# more than its caps; an eviction deletes the record at once, for every worker; a
-# subscription is one member of a set, written once.
+# long ago still answer from Redis; 256 subscriptions rewrite the whole set each time"), in
+# every store (a real redis-server, and the in-process store): the store counts sessions, in
+# all and per unit, atomically, and holds no more than its caps; an eviction deletes the
+# record at once, for every worker; a subscription is one member of a set, written once.
 from __future__ import annotations
 
 import json
@@ -16,9 +16,9 @@ import trio
 from support.client import McpSession, open_session, rpc_request
 from support.fixtures import LiveServer, StartServer
 from support.redis import RedisServer
+from support.stores import RedisBackend, StoreBackend
 
-from trio_mcp import Server, ServerConfig
-from trio_mcp._trio._redis import RedisStore
+from trio_mcp import Server
 from trio_mcp._trio._store import CreateKind, SessionRecord, StoreLimits
 
 TIMEOUT = 30
@@ -41,9 +41,9 @@ def _app() -> Server:
 
 
 async def _two_workers(
-    live_server: StartServer, store: str, **extra: Any
+    live_server: StartServer, store: StoreBackend, **extra: Any
 ) -> tuple[LiveServer, LiveServer]:
-    config = ServerConfig(store=store, secret=SECRET, workers=2, **extra)
+    config = store.config(secret=SECRET, workers=2, **extra)
     a = await live_server(server=_app(), config=config)
     b = await live_server(server=_app(), config=config)
     return a, b
@@ -63,10 +63,6 @@ def _int_reply(raw: bytes) -> int:
 
 def _keys(redis: RedisServer) -> int:
     return _int_reply(redis.command(b"DBSIZE"))
-
-
-def _zcard(redis: RedisServer, key: str) -> int:
-    return _int_reply(redis.command(b"ZCARD", key.encode()))
 
 
 def _record(session_id: str, unit: str, *, padding: int = 0) -> SessionRecord:
@@ -89,17 +85,17 @@ async def _ping(session: McpSession, worker: LiveServer) -> int:
 
 
 @pytest.mark.spec("TM-STORE-BOUND")
-async def test_6000_sessions_from_one_address_leave_at_most_its_cap_in_redis(
-    shared_redis: RedisServer, redis_url: str
+async def test_6000_sessions_from_one_address_leave_at_most_its_cap_in_the_store(
+    shared_store: StoreBackend,
 ) -> None:
     """The row of issue 35, at its scale, against the store itself: 6,000 sessions created for
     one unit, each with 16 KB of client state, under the default caps (2,500 a unit, 10,000 in
     all). The store holds 2,500 of them, counted exactly, in 2,500 records and a few sorted
-    sets; the rest are refused (none is idle yet); Redis grows by no more than what 2,500
-    such records hold, not 6,000; a second unit is not refused."""
-    store = RedisStore(redis_url)
+    sets; the rest are refused (none is idle yet); the store grows by no more than what
+    2,500 such records hold, not 6,000; a second unit is not refused."""
+    store = shared_store.connect()
     limits = StoreLimits(max_sessions=10_000, max_per_unit=2_500, idle_after=18.0)
-    before = _info(shared_redis, b"memory", "used_memory")
+    before = shared_store.footprint()
     outcomes: dict[CreateKind, int] = {}
     with trio.fail_after(120):
         async with trio.open_nursery() as nursery:
@@ -112,27 +108,28 @@ async def test_6000_sessions_from_one_address_leave_at_most_its_cap_in_redis(
             other = await store.create(_record("neighbour", "a:10.0.0.2"), 1800, limits)
             counts = await store.counts("a:10.0.0.1")
             nursery.cancel_scope.cancel()
-    grown = _info(shared_redis, b"memory", "used_memory") - before
+    grown = shared_store.footprint() - before
     assert {CreateKind.CREATED: 2500, CreateKind.UNIT_FULL: 3500} == outcomes
     assert CreateKind.CREATED is other.kind
     assert (2501, 2500) == counts
-    # 2,501 records; the store's two sorted sets (counted, and by use) and two per unit.
-    assert 2501 + 2 + 4 == _keys(shared_redis)
-    assert 2501 == _zcard(shared_redis, "trio-mcp:sessions")
+    assert 2501 == shared_store.records()
+    if isinstance(shared_store, RedisBackend):
+        # 2,501 records; the store's two sorted sets (counted, and by use) and two per unit.
+        assert 2501 + 2 + 4 == _keys(shared_store.redis)
     # Each record holds its 16 KB of client state and some bookkeeping: the bound is the
-    # records the caps admit, with a quarter for Redis's own overhead.
+    # records the caps admit, with a quarter for the store's own overhead.
     assert grown <= 2501 * 16_500 * 1.25, grown
 
 
 @pytest.mark.spec("TM-STORE-BOUND")
 async def test_at_its_cap_a_unit_makes_room_by_deleting_its_own_idle_sessions_only(
-    shared_redis: RedisServer, redis_url: str
+    shared_store: StoreBackend,
 ) -> None:
     """A unit at its cap gets a new session by the deletion of its own session renewed least
     recently, once that one has been idle for `idle_after`; a session that was renewed
     meanwhile (a request named it) is passed over, and another unit's never touched. What
     is deleted goes whole: record, subscriptions and counts."""
-    store = RedisStore(redis_url)
+    store = shared_store.connect()
     limits = StoreLimits(max_sessions=100, max_per_unit=3, idle_after=0.3)
     with trio.fail_after(TIMEOUT):
         async with trio.open_nursery() as nursery:
@@ -159,18 +156,18 @@ async def test_at_its_cap_a_unit_makes_room_by_deleting_its_own_idle_sessions_on
             await store.delete("a1", "deleted")
             assert (4, 2) == await store.counts("a:x")
             assert (4, 2) == await store.counts("a:neighbour")
+            assert 0 == shared_store.subscription_count("a1")
+            assert not shared_store.holds_session("a2")
             nursery.cancel_scope.cancel()
-    assert 0 == _int_reply(shared_redis.command(b"EXISTS", b"trio-mcp:subs:a1"))
-    assert 0 == _int_reply(shared_redis.command(b"EXISTS", b"trio-mcp:session:a2"))
 
 
 @pytest.mark.spec("TM-STORE-BOUND")
 async def test_expired_sessions_leave_the_counts_when_they_expire(
-    shared_redis: RedisServer, redis_url: str
+    shared_store: StoreBackend,
 ) -> None:
     """A record that expires leaves both counts with it: a unit at its cap whose sessions
     expired gets new ones, none of them refused."""
-    store = RedisStore(redis_url)
+    store = shared_store.connect()
     limits = StoreLimits(max_sessions=4, max_per_unit=2, idle_after=60)
     with trio.fail_after(TIMEOUT):
         async with trio.open_nursery() as nursery:
@@ -184,18 +181,18 @@ async def test_expired_sessions_leave_the_counts_when_they_expire(
             for sid in ("e4", "e5"):
                 assert CreateKind.CREATED is (
                     await store.create(_record(sid, "a:x"), 60, limits)).kind
+            assert 2 == shared_store.records()
             nursery.cancel_scope.cancel()
-    assert 2 == _zcard(shared_redis, "trio-mcp:sessions")
 
 
 @pytest.mark.spec("TM-STORE-BOUND", "TM-SESS-CAP")
 async def test_a_worker_evicting_its_replica_deletes_the_session_only_if_idle_everywhere(
-    shared_redis: RedisServer, redis_url: str
+    shared_store: StoreBackend,
 ) -> None:
     """A worker that evicts a session idle in its own table deletes it from the store, counts
     and all, when no worker has renewed it for `idle_after`; one renewed meanwhile (in use
     at another worker) stays, and only the evicting worker's replica went."""
-    store = RedisStore(redis_url)
+    store = shared_store.connect()
     limits = StoreLimits(max_sessions=100, max_per_unit=10, idle_after=0.3)
     with trio.fail_after(TIMEOUT):
         async with trio.open_nursery() as nursery:
@@ -213,15 +210,16 @@ async def test_a_worker_evicting_its_replica_deletes_the_session_only_if_idle_ev
 
 
 @pytest.mark.spec("TM-STORE-BOUND", "TM-SESS-CAP")
-async def test_sessions_evicted_at_one_worker_are_gone_from_redis_and_both_workers(
-    live_server: StartServer, shared_redis: RedisServer, redis_url: str
+async def test_sessions_evicted_at_one_worker_are_gone_from_the_store_and_both_workers(
+    live_server: StartServer, shared_store: StoreBackend
 ) -> None:
     """Two workers, one address, a cap of 6 sessions an address: 40 sessions made in turn at
-    both workers. Redis never holds more than 6 of them; every session evicted answers 404
-    at both workers at once (never again from Redis); a session still in use is never
-    evicted, and the flood is refused 503 while the address's sessions are all in use."""
+    both workers. The store never holds more than 6 of them; every session evicted answers
+    404 at both workers at once (never again from the store); a session still in use is
+    never evicted, and the flood is refused 503 while the address's sessions are all in
+    use."""
     a, b = await _two_workers(
-        live_server, redis_url, store_max_sessions_per_client=6, session_idle_ttl=30.0,
+        live_server, shared_store, store_max_sessions_per_client=6, session_idle_ttl=30.0,
         uninitialized_ttl=2.0,
     )
     made: list[McpSession] = []
@@ -239,7 +237,7 @@ async def test_sessions_evicted_at_one_worker_are_gone_from_redis_and_both_worke
                 await trio.sleep(0.25)
             # The keeper is in use throughout, at the other worker.
             assert 200 == await _ping(keeper, (b, a)[i % 2])
-            most = max(most, _zcard(shared_redis, "trio-mcp:unit:a:127.0.0.1"))
+            most = max(most, shared_store.unit_records("a:127.0.0.1"))
         statuses = [(await _ping(s, a), await _ping(s, b)) for s in made]
     alive = [s for s, st in zip(made, statuses, strict=True) if st == (200, 200)]
     gone = [s for s, st in zip(made, statuses, strict=True) if st == (404, 404)]
@@ -247,34 +245,35 @@ async def test_sessions_evicted_at_one_worker_are_gone_from_redis_and_both_worke
     assert most <= 6
     assert len(alive) <= 5 and gone
     assert refused > 0
-    assert _zcard(shared_redis, "trio-mcp:unit:a:127.0.0.1") <= 6
+    assert shared_store.unit_records("a:127.0.0.1") <= 6
     for session in gone:
-        key = f"trio-mcp:session:{session.id}".encode()
-        assert 0 == _int_reply(shared_redis.command(b"EXISTS", key))
-    evicted = a.manager.stats.sessions_evicted + b.manager.stats.sessions_evicted
+        assert not shared_store.holds_session(session.id)
+    evicted = a.stats()["sessions_evicted"] + b.stats()["sessions_evicted"]
     assert evicted >= len(gone)
 
 
 @pytest.mark.spec("TM-STORE-SUBS", "TM-STORE-NOTIFY")
 async def test_256_subscriptions_are_one_set_member_each_written_once(
-    live_server: StartServer, shared_redis: RedisServer, redis_url: str
+    live_server: StartServer, shared_store: StoreBackend
 ) -> None:
     """256 subscriptions of 8,000-byte URIs, sent to either worker in turn: each URI reaches
-    Redis twice, stored once and published once for the other worker (what Redis receives
-    grows with the URIs, not with their square), is kept as one member of the session's set,
-    and both workers know all 256 from their next request on; an unsubscribe removes one
-    member, and the other worker knows it."""
-    a, b = await _two_workers(live_server, redis_url)
+    the store twice, stored once and published once for the other worker (what Redis
+    receives grows with the URIs, not with their square), is kept as one member of the
+    session's set, and both workers know all 256 from their next request on; an unsubscribe
+    removes one member, and the other worker knows it."""
+    a, b = await _two_workers(live_server, shared_store)
+    redis = shared_store.redis if isinstance(shared_store, RedisBackend) else None
     uris = [f"demo://items/{i:04d}{'x' * 7980}" for i in range(256)]
     with trio.fail_after(TIMEOUT * 2):
         session = await open_session(a.url)
         at = {w.url: _at(session, w) for w in (a, b)}
-        received = _info(shared_redis, b"stats", "total_net_input_bytes")
-        used = _info(shared_redis, b"memory", "used_memory")
+        received = 0 if redis is None else _info(redis, b"stats", "total_net_input_bytes")
+        used = shared_store.footprint()
         for i, uri in enumerate(uris):
             await at[(a, b)[i % 2].url].result("resources/subscribe", {"uri": uri})
-        received = _info(shared_redis, b"stats", "total_net_input_bytes") - received
-        used = _info(shared_redis, b"memory", "used_memory") - used
+        if redis is not None:
+            received = _info(redis, b"stats", "total_net_input_bytes") - received
+        used = shared_store.footprint() - used
         await at[a.url].result("resources/unsubscribe", {"uri": uris[0]})
         await at[b.url].result("tools/list")
         await at[a.url].result("tools/list")
@@ -283,22 +282,22 @@ async def test_256_subscriptions_are_one_set_member_each_written_once(
     # rewrote every URI at each one: 256 x 257 / 2 x 8 KB, 263 MB).
     assert received <= 2 * total + 256 * 1024, (received, total)
     assert used <= 2 * total, (used, total)
-    members = _int_reply(shared_redis.command(b"SCARD", f"trio-mcp:subs:{session.id}".encode()))
-    assert 255 == members
+    assert 255 == shared_store.subscription_count(session.id)
     for worker in (a, b):
-        assert set(uris[1:]) == worker.manager.sessions[session.id].subscriptions
-    assert json.dumps(sorted(uris[1:])).encode() not in shared_redis.command(
-        b"HGETALL", f"trio-mcp:session:{session.id}".encode()
-    )
+        assert set(uris[1:]) == worker.table.sessions[session.id].subscriptions
+    if redis is not None:
+        assert json.dumps(sorted(uris[1:])).encode() not in redis.command(
+            b"HGETALL", f"trio-mcp:session:{session.id}".encode()
+        )
 
 
 @pytest.mark.spec("TM-STORE-SUBS", "TM-SEC-STATE")
 async def test_the_subscription_cap_holds_across_workers(
-    live_server: StartServer, redis_url: str
+    live_server: StartServer, shared_store: StoreBackend
 ) -> None:
     """max_subscriptions counts the session's subscriptions in the store, whichever worker
     took each: with a cap of 4, the fifth is refused at either worker."""
-    a, b = await _two_workers(live_server, redis_url, max_subscriptions=4)
+    a, b = await _two_workers(live_server, shared_store, max_subscriptions=4)
     with trio.fail_after(TIMEOUT):
         session = await open_session(a.url)
         at = [_at(session, w) for w in (a, b)]

@@ -18,6 +18,7 @@ from support.client import open_stream, post_headers, request, rpc_request
 from support.fixtures import LiveServer, StartServer, free_port
 from support.modern import call_tool, messages_of, modern_headers, modern_request, post
 from support.oauth import USER, AuthServer, start_auth_server
+from support.stores import StoreBackend
 from support.task_tools import tasks_server
 
 from trio_mcp import AuthConfig, Context, JWTVerifier, Server, ServerConfig
@@ -88,7 +89,7 @@ def _app() -> Server:
 
 
 async def _protected_workers(
-    live_server: StartServer, nursery: trio.Nursery, store: str
+    live_server: StartServer, nursery: trio.Nursery, store: StoreBackend
 ) -> tuple[LiveServer, LiveServer, AuthServer, str]:
     """Two workers sharing ``store`` and a secret, behind one authorization server, both
     the resource named by the URL of the first: the workers of one endpoint."""
@@ -103,7 +104,7 @@ async def _protected_workers(
         scopes_supported=["mcp"],
         required_scopes={"mcp"},
     )
-    config = ServerConfig(store=store, secret=SECRET, workers=2, auth=auth)
+    config = store.config(secret=SECRET, workers=2, auth=auth)
     a = await live_server(_app(), config, port=port)
     b = await live_server(_app(), config)
     return a, b, issuer, resource
@@ -111,13 +112,13 @@ async def _protected_workers(
 
 async def _tap(nursery: trio.Nursery, worker: LiveServer) -> Tap:
     """Put a Tap in front of ``worker``'s relay port, as the store tells the others."""
-    origin = worker.manager.store.origin
-    address = await worker.manager.store.locate(origin)
+    origin = worker.cluster.store.origin
+    address = await worker.cluster.store.locate(origin)
     assert address is not None
     host, _, port = address.rpartition(":")
     tap = Tap((host, int(port)))
     await nursery.start(tap.serve)
-    await worker.manager.store.advertise(tap.address, 30.0)
+    await worker.cluster.store.advertise(tap.address, 30.0)
     return tap
 
 
@@ -146,13 +147,13 @@ def _assert_no_credentials(tap: Tap, *tokens: str) -> None:
 
 @pytest.mark.spec("T-AUTH-17", "TM-STORE-TASKS", "TK-BIND")
 async def test_a_relayed_task_request_carries_a_seal_and_no_token(
-    live_server: StartServer, nursery: trio.Nursery, redis_url: str
+    live_server: StartServer, nursery: trio.Nursery, shared_store: StoreBackend
 ) -> None:
     """Alice's tasks/get for her task, sent to worker B, is relayed to A without her token:
     the bytes that cross carry the relay seal instead, and A answers for Alice. Bob's, for
     the same task, is relayed the same way and A answers it as for an unknown task: the
     seal carries who the request is from, so the binding holds across workers."""
-    a, b, issuer, resource = await _protected_workers(live_server, nursery, redis_url)
+    a, b, issuer, resource = await _protected_workers(live_server, nursery, shared_store)
     alice = issuer.mint(audience=resource, scope="mcp")
     bob = issuer.mint(audience=resource, scope="mcp", subject="bob")
     with trio.fail_after(TIMEOUT):
@@ -171,12 +172,12 @@ async def test_a_relayed_task_request_carries_a_seal_and_no_token(
 
 @pytest.mark.spec("T-AUTH-17", "TM-STORE-STREAMS", "TM-AUTH-BIND")
 async def test_a_relayed_resume_carries_a_seal_and_no_token(
-    live_server: StartServer, nursery: trio.Nursery, redis_url: str
+    live_server: StartServer, nursery: trio.Nursery, shared_store: StoreBackend
 ) -> None:
     """Alice's legacy stream at worker A, dropped and resumed at worker B, is relayed to A
     without her token and continues there to its response; the same resume with Bob's
     token is relayed too, and A answers it 404 (the session is Alice's)."""
-    a, b, issuer, resource = await _protected_workers(live_server, nursery, redis_url)
+    a, b, issuer, resource = await _protected_workers(live_server, nursery, shared_store)
     alice = issuer.mint(audience=resource, scope="mcp")
     bob = issuer.mint(audience=resource, scope="mcp", subject="bob")
     with trio.fail_after(TIMEOUT):
@@ -213,7 +214,7 @@ async def test_a_relayed_resume_carries_a_seal_and_no_token(
         refused = await request(b.url, "GET", stranger)
     assert "counted 4" == seen[-1]["result"]["content"][0]["text"]
     assert 404 == refused.status
-    assert 1 == b.manager.stats.resumes_relayed
+    assert 1 == b.stats()["resumes_relayed"]
     _assert_no_credentials(tap, alice, bob)
 
 
@@ -253,26 +254,26 @@ def _sealed(
 
 @pytest.mark.spec("T-AUTH-17", "TM-STORE-STREAMS")
 async def test_the_relay_port_serves_only_requests_sealed_by_a_worker(
-    live_server: StartServer, nursery: trio.Nursery, redis_url: str
+    live_server: StartServer, nursery: trio.Nursery, shared_store: StoreBackend
 ) -> None:
     """A's relay port answers 403 to a request without a seal (a valid token does not
     stand in for one), with a seal made under another secret, with a seal made for another
     body, with one made a minute ago, and with one that names nobody; it serves one sealed
     now by a worker for Alice. On the public port a relay header means nothing: the
     request is authenticated by its token, and relayed as any other."""
-    a, b, issuer, resource = await _protected_workers(live_server, nursery, redis_url)
+    a, b, issuer, resource = await _protected_workers(live_server, nursery, shared_store)
     alice = issuer.mint(audience=resource, scope="mcp")
     with trio.fail_after(TIMEOUT):
         created = _only(await post(a.url, call_tool("job", {"seconds": 30},
                                                     capabilities=WITH_TASKS),
                                    extra=_bearer(alice)))
         task_id = created["result"]["taskId"]
-        relay_at = await a.manager.store.locate(a.manager.store.origin)
+        relay_at = await a.cluster.store.locate(a.cluster.store.origin)
         assert relay_at is not None
         message = _task_get(task_id)
         plain = [(k, v) for k, v in modern_headers(message)] + [("host", "127.0.0.1")]
         body = json.dumps(message).encode()
-        key = a.manager.relay_seal.key
+        key = a.runtime.relay_seal.key
         other_key = ServerConfig(secret=OTHER_SECRET).derived_key("relay")
         who = Principal(subject=USER, issuer=issuer.issuer, scopes=frozenset({"mcp"}))
         now = time.time()

@@ -1,16 +1,17 @@
-# Request streams copied into a real Redis (TM-STORE-STREAMS), the mirror driven directly: what
-# the copy holds when not every change could be copied. A copy may end early, never skip: a
-# change that was not copied is written as the stream's loss, and a cursor before it reads a
-# gap. (With live servers: tests/store/test_store_redis.py.)
+# Request streams copied into a shared store (TM-STORE-STREAMS; a real Redis, and the in-process
+# store), the mirror driven directly: what the copy holds when not every change could be
+# copied. A copy may end early, never skip: a change that was not copied is written as the
+# stream's loss, and a cursor before it reads a gap. (With live servers:
+# tests/store/test_store_sessions.py.)
 from __future__ import annotations
 
 import attrs
 import pytest
 import trio
 from support.fixtures import wait_until
+from support.stores import StoreBackend
 
 from trio_mcp._trio._mirror import StreamMirror
-from trio_mcp._trio._redis import RedisStore
 from trio_mcp._trio._store import ClaimKind, SessionRecord, StoreLimits
 from trio_mcp.protocol import EventLog
 
@@ -36,12 +37,12 @@ def _record(session_id: str) -> SessionRecord:
 
 @pytest.mark.spec("TM-STORE-STREAMS", "TM-BP-BOUNDED")
 async def test_changes_beyond_the_copy_queue_are_lost_explicitly_never_skipped(
-    redis_url: str,
+    shared_store: StoreBackend,
 ) -> None:
     """With room for two changes, the rest of a burst is not queued: counted lost, and
     written as the copy's loss, so that a cursor before it reads a gap and one after it
     reads the request's failure, never the messages on either side of the hole."""
-    store = RedisStore(redis_url)
+    store = shared_store.connect()
     source = _Source("s1")
     stream = source.log.open_stream([1]).number
     mirror = StreamMirror(store, ttl=60, max_changes=2)
@@ -56,14 +57,12 @@ async def test_changes_beyond_the_copy_queue_are_lost_explicitly_never_skipped(
             await store.create(_record("s1"), 60, StoreLimits(None, None, 60))
             nursery.start_soon(mirror.run)
             await wait_until(lambda: mirror.pending == 0, poll=0.01)
-            before = await store.claim(
-                "s1", store.origin, stream, entries[0].seq, b"[", b"]", ttl=60
-            )
-            after = await store.claim(
-                "s1", store.origin, stream, entries[-1].seq, b"[", b"]", ttl=60
-            )
+            before = await store.claim("s1", store.origin, stream, entries[0].seq, ttl=60)
+            after = await store.claim("s1", store.origin, stream, entries[-1].seq, ttl=60)
             nursery.cancel_scope.cancel()
     assert 5 == mirror.lost
     assert ClaimKind.GAP == before.kind and entries[-1].seq == before.lost
     assert ClaimKind.EVENTS == after.kind
-    assert [b"[1]"] == [e.data for e in after.events]
+    # The claim ends the stream: its request, with no response in the copy, is answered
+    # with an error by whoever reads it.
+    assert [(entries[-1].seq + 1, 1)] == [(e.seq, e.unanswered) for e in after.events]

@@ -17,8 +17,11 @@ from trio_mcp import Server, ServerConfig
 from trio_mcp._asgi import ASGIApp
 from trio_mcp._http import HttpServer, serve_relay_port
 from trio_mcp._serve import hypercorn_config, listening_socket
-from trio_mcp._trio._manager import SessionManager
+from trio_mcp._stores import with_store
+from trio_mcp._trio._cluster import Cluster
 from trio_mcp._trio._runtime import Runtime
+from trio_mcp._trio._stats import as_dict
+from trio_mcp._trio._table import SessionTable
 
 __all__ = [
     "HTTP_SERVERS",
@@ -42,15 +45,15 @@ HTTP_SERVERS = ("trio-mcp", "hypercorn")
 @attrs.frozen(kw_only=True)
 class OwnApp:
     """What the tests look at of a server on trio-mcp's own HTTP server, with the names an
-    ASGIApp has (``runtime``, ``manager``, ``server``, ``config``)."""
+    ASGIApp has (``runtime``, ``table``, ``server``, ``config``)."""
 
     server: Server
     config: ServerConfig
     runtime: Runtime
 
     @property
-    def manager(self) -> SessionManager:
-        return self.runtime.manager
+    def table(self) -> SessionTable:
+        return self.runtime.table
 
 
 @attrs.frozen(kw_only=True)
@@ -74,8 +77,24 @@ class LiveServer:
         return self.app.server  # type: ignore[return-value]
 
     @property
-    def manager(self) -> SessionManager:
-        return self.app.manager
+    def runtime(self) -> Runtime:
+        return self.app.runtime
+
+    @property
+    def table(self) -> SessionTable:
+        """The legacy sessions."""
+        return self.app.runtime.table
+
+    @property
+    def cluster(self) -> Cluster:
+        """This worker's part of a cluster (a server with a shared store)."""
+        peers = self.app.runtime.peers
+        assert isinstance(peers, Cluster), "not a server with a shared store"
+        return peers
+
+    def stats(self) -> dict[str, int | float]:
+        """The counters of TM-BP-COUNTERS by their names (what the stats port serves)."""
+        return as_dict(self.app.runtime.statistics())
 
 
 StartServer = Callable[..., Awaitable[LiveServer]]
@@ -121,7 +140,7 @@ async def _serve_own(
     port = sock.getsockname()[1]
     async with trio.open_nursery() as nursery:
         await nursery.start(runtime.run)
-        if runtime.manager.store.shared:
+        if runtime.peers.serves_relays:
             await nursery.start(serve_relay_port, runtime, runtime.config)
         await nursery.start(lambda task_status: http.serve([listener], task_status=task_status))
         task_status.started([f"http://{host}:{port}"])
@@ -147,7 +166,7 @@ async def start_live(
         app = ASGIApp(server, config, bind_hosts=[host])
         binds = await nursery.start(_serve, app, host, port)
     else:
-        runtime = Runtime(server, config, bind_hosts=[host])
+        runtime = Runtime(server, with_store(config), bind_hosts=[host])
         app = OwnApp(server=server, config=config, runtime=runtime)
         binds = await nursery.start(_serve_own, runtime, host, port)
     port = int(binds[0].rsplit(":", 1)[1])

@@ -144,7 +144,7 @@ class Served:
 
 
 def _expire_period(settings: Mapping[str, Any]) -> float:
-    """How often the server's expiry loop runs, as SessionManager._expire_period says."""
+    """How often the server's expiry loop runs, as SessionTable._expire_period says."""
     defaults = ServerConfig()
     ttls = [settings.get("session_idle_ttl", defaults.session_idle_ttl),
             settings.get("uninitialized_ttl", defaults.uninitialized_ttl)]

@@ -5,8 +5,8 @@
 # through a pipe of `buffer` bytes (what the kernel's socket buffers hold), and whose
 # write() cannot be cancelled, like hypercorn's: it returns once its bytes are in the pipe,
 # or when the connection is closed (and then, like hypercorn's, without an error).
-# `MemoryServer` runs a SessionManager and hands it HTTP requests with such responders, so
-# the whole runtime (session, view, writer) runs under trio's MockClock.
+# `MemoryServer` runs a runtime's legacy sessions and hands them HTTP requests with such
+# responders, so the whole runtime (session, view, writer) runs under trio's MockClock.
 #
 # Over loopback: `SlowClient` is a raw trio socket with a small SO_RCVBUF that sends one
 # HTTP request and reads the response at a given rate, or not at all, decoding SSE as it
@@ -37,8 +37,10 @@ from support.client import dumps as json_body
 from support.fixtures import wait_until
 from trio_mcp import Context, Server, ServerConfig
 from trio_mcp._asgi import ASGIApp
-from trio_mcp._trio._manager import SessionManager
+from trio_mcp._trio._runtime import Runtime
 from trio_mcp._trio._session import Session
+from trio_mcp._trio._stats import as_dict
+from trio_mcp._trio._table import SessionTable
 from trio_mcp._trio._writer import ConnectionWriter
 from trio_mcp.protocol import (
     LATEST_LEGACY_VERSION,
@@ -182,10 +184,10 @@ def numbered(message: dict[str, Any]) -> int | None:
     return None
 
 
-async def request_writer(manager: SessionManager, session_id: str) -> ConnectionWriter:
+async def request_writer(table: SessionTable, session_id: str) -> ConnectionWriter:
     """The writer of the session's one POST-stream connection (its GET stream is stream 0),
     once it exists."""
-    views = manager.sessions[session_id].views
+    views = table.sessions[session_id].views
 
     def writers() -> list[ConnectionWriter]:
         return [v.writer for s, v in views.items() if s != 0 and v.writer is not None]
@@ -366,11 +368,11 @@ async def _either(a: trio.Event, b: trio.Event) -> None:
 
 
 class MemoryServer:
-    """A SessionManager fed HTTP requests in memory (no ASGI, no sockets)."""
+    """A runtime's legacy sessions fed HTTP requests in memory (no ASGI, no sockets)."""
 
     def __init__(self, app: ASGIApp, nursery: trio.Nursery) -> None:
         self.app = app
-        self.manager: SessionManager = app.manager
+        self.table: SessionTable = app.table
         self.config: ServerConfig = app.config
         self._nursery = nursery
         self.protocol_version = LATEST_LEGACY_VERSION
@@ -384,7 +386,15 @@ class MemoryServer:
             nursery.cancel_scope.cancel()
 
     def session(self, session_id: str) -> Session:
-        return self.manager.sessions[session_id]
+        return self.table.sessions[session_id]
+
+    def stats(self) -> dict[str, int | float]:
+        """The counters of TM-BP-COUNTERS by their names (what the stats port serves)."""
+        return as_dict(self.app.runtime.statistics())
+
+    @property
+    def runtime(self) -> Runtime:
+        return self.app.runtime
 
     def headers(
         self, session_id: str | None, *, method: str = "POST", extra: Sequence[tuple[str, str]] = ()

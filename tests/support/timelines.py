@@ -87,7 +87,7 @@ def _call(key: str, n: int) -> dict[str, Any]:
 
 
 def _session_of(live: LiveServer, session: McpSession) -> Session:
-    return live.manager.sessions[session.id]
+    return live.table.sessions[session.id]
 
 
 async def drop_and_resume(live: LiveServer, recorder: TraceRecorder) -> None:

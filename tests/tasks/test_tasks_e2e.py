@@ -26,6 +26,7 @@ from support.task_tools import tasks_server
 
 from trio_mcp import Context, Server, ServerConfig
 from trio_mcp._trio._runtime import Runtime
+from trio_mcp._trio._stats import as_dict
 from trio_mcp.protocol import ErrorCode
 
 pytestmark = pytest.mark.usefixtures("no_server_errors")
@@ -212,7 +213,7 @@ async def test_cancel_is_terminal_at_once_idempotent_and_frees_the_work(
     assert first == second and "complete" == first["resultType"]
     assert not {"taskId", "status", "result", "error", "inputRequests"} & set(first)
     assert "cancelled" == task["status"]
-    assert 1 == runtime.statistics()["tasks_cancelled"]
+    assert 1 == as_dict(runtime.statistics())["tasks_cancelled"]
 
 
 @pytest.mark.spec(
@@ -240,7 +241,7 @@ async def test_gates_come_before_the_lookup(live_server: StartServer) -> None:
     assert (200, -32602) == (unknown.status, error_of(unknown)["code"])
     # TK-NOLIST / TM-TASK-NOLIST: no such methods, as any the server does not have: 404.
     assert [(404, -32601), (404, -32601)] == [(r.status, error_of(r)["code"]) for r in removed]
-    assert 0 == runtime_of(live).statistics()["tasks_created"]
+    assert 0 == as_dict(runtime_of(live).statistics())["tasks_created"]
 
 
 @pytest.mark.spec("TK-HEADERS", "TM-TASK-HEADERS")
@@ -279,7 +280,7 @@ async def test_optional_tools_become_tasks_only_when_allowed_and_slow(
     assert "complete" == quick["resultType"] and "taskId" not in quick
     assert "task" == slow["resultType"]
     assert "complete" == plain["resultType"]
-    stats = runtime_of(live).statistics()
+    stats = as_dict(runtime_of(live).statistics())
     assert (1, 1) == (stats["tasks_created"], stats["tasks_answered_at_once"])
 
 
@@ -301,7 +302,7 @@ async def test_a_dropped_connection_cancels_a_call_but_not_a_task(
         done = await until_status(live.url, task_id, "completed")
 
     assert [{"type": "text", "text": "xx"}] == done["result"]["content"]
-    stats = runtime.statistics()
+    stats = as_dict(runtime.statistics())
     assert (1, 1) == (stats["tasks_created"], stats["tasks_answered_at_once"])
 
 
@@ -318,7 +319,7 @@ async def test_bounds_refuse_explicitly(live_server: StartServer) -> None:
         refused = await post(live.url, call_tool("job", {}, capabilities=WITH_TASKS))
         fallback = result_of(await post(live.url, call_tool("nap", {"seconds": 0.1},
                                                             capabilities=WITH_TASKS)))
-        stats = runtime_of(live).statistics()
+        stats = as_dict(runtime_of(live).statistics())
 
         live2 = await live_server(tasks_server(), config)
         big = await until_status(
@@ -331,7 +332,7 @@ async def test_bounds_refuse_explicitly(live_server: StartServer) -> None:
     assert 2 == stats["tasks_refused"] and 2 == stats["tasks_alive"]
     assert -32603 == big["error"]["code"] and "result" not in big
     assert "completed" == small["status"]
-    assert 1 == runtime_of(live2).statistics()["tasks_results_too_large"]
+    assert 1 == as_dict(runtime_of(live2).statistics())["tasks_results_too_large"]
 
 
 @pytest.mark.slow
@@ -345,7 +346,7 @@ async def test_a_task_lives_its_ttl_then_is_gone_with_its_result(live_server: St
         finished = (await create(live.url, "job", {"size": 100}))["taskId"]
         running = (await create(live.url, "job", {"seconds": 600}))["taskId"]
         await until_status(live.url, finished, "completed")
-        held = runtime.statistics()["tasks_result_bytes"]
+        held = as_dict(runtime.statistics())["tasks_result_bytes"]
         await trio.sleep(0.5)
         still = await get(live.url, finished)
         await wait_until(lambda: not runtime.tasks.runs, poll=0.05)
@@ -353,7 +354,7 @@ async def test_a_task_lives_its_ttl_then_is_gone_with_its_result(live_server: St
 
     assert held > 100 and "completed" == still["status"]
     assert [-32602, -32602] == [error_of(r)["code"] for r in gone]
-    stats = runtime.statistics()
+    stats = as_dict(runtime.statistics())
     assert (2, 0, 0) == (stats["tasks_expired"], stats["tasks_alive"], stats["tasks_result_bytes"])
 
 
@@ -539,7 +540,7 @@ async def test_a_task_its_client_was_never_told_of_is_withdrawn_at_once() -> Non
     """A published task withdrawn because its CreateTaskResult could not be sent has its
     work cancelled and its slot and table entry freed at once, not at its TTL; a second
     withdrawal changes nothing."""
-    from trio_mcp._trio._tasks import TaskManager
+    from trio_mcp._trio._taskmanager import TaskManager
     from trio_mcp.protocol import Request
     from trio_mcp.protocol._era import Envelope, ModernCall
 

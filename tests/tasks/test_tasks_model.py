@@ -29,6 +29,7 @@ from hypothesis import strategies as st
 from support.modern import META_CAPS, META_INFO, META_LEVEL, META_VERSION, MODERN
 
 from trio_mcp import Context, Server, ServerConfig, elicitation_request
+from trio_mcp._trio._stats import as_dict
 from trio_mcp._trio._tasks import TASK_FOOTPRINT
 from trio_mcp.protocol import ErrorCode, RemoteProtocolError, SSEDecoder, dumps
 
@@ -377,7 +378,7 @@ def check_runtime(ms: MemoryServer, world: World) -> None:
     # No handler outlives its task: those running are the tasks working or waiting.
     running = [t for t in world.tasks if not t.gone(now) and t.status(now) not in TERMINAL]
     assert len(running) == len(tasks_named(HANDLER)), (running, now)
-    stats = runtime.statistics()
+    stats = as_dict(runtime.statistics())
     assert 0 == stats["modern_requests_running"]
     assert len(alive) == stats["tasks_alive"]
     assert len(world.tasks) + world.withdrawn == stats["tasks_created"]
@@ -492,7 +493,7 @@ async def leave(
     full = world.full(started)
     runs = ms.app.runtime.tasks.runs
     before = set(runs)
-    withdrawn_before = ms.app.runtime.statistics()["tasks_withdrawn"]
+    withdrawn_before = as_dict(ms.app.runtime.statistics())["tasks_withdrawn"]
     ex = begin(ms, nursery, modern("tools/call", {"name": kind, "arguments": {"seconds": 5.0}}))
     answer: dict[str, Any] | None = None
     if when == "deciding":
@@ -508,7 +509,7 @@ async def leave(
     if answer is None:
         answer = received(ex)
     new = set(runs) - before
-    withdrawn = ms.app.runtime.statistics()["tasks_withdrawn"] - withdrawn_before
+    withdrawn = as_dict(ms.app.runtime.statistics())["tasks_withdrawn"] - withdrawn_before
     delivered: dict[str, Any] | None = None
     if answer is not None and "error" in answer:
         # TM-TASK-BOUND: a required call with no room is refused at once.
@@ -637,12 +638,12 @@ async def run_schedule(steps: list[tuple[str, Any, Any]]) -> World:
 
         manager.changed = spy  # type: ignore[method-assign]
         for what, which, param in steps:
-            at_once = ms.app.runtime.statistics()["tasks_answered_at_once"]
+            at_once = as_dict(ms.app.runtime.statistics())["tasks_answered_at_once"]
             world.at_once = frozenset({0})
             await step(ms, nursery, world, what, which, param)
             await settle()
             check_runtime(ms, world)
-            added = ms.app.runtime.statistics()["tasks_answered_at_once"] - at_once
+            added = as_dict(ms.app.runtime.statistics())["tasks_answered_at_once"] - at_once
             assert added in world.at_once, (what, which, param, added)
         # Every task read once more, then, past every TTL, nothing is left.
         now = trio.current_time()
@@ -653,7 +654,7 @@ async def run_schedule(steps: list[tuple[str, Any, Any]]) -> World:
         await settle()
         check_runtime(ms, world)
         assert {} == manager.runs
-        stats = ms.app.runtime.statistics()
+        stats = as_dict(ms.app.runtime.statistics())
         assert (0, 0) == (stats["tasks_alive"], stats["tasks_result_bytes"]), stats
         assert [] == tasks_named(HANDLER)
         for task in world.tasks:

@@ -110,7 +110,7 @@ async def test_a_tool_added_at_one_worker_reaches_a_legacy_get_stream_at_the_oth
             told = await get.next_message()
     assert "notifications/tools/list_changed" == told["method"]
     assert "id" not in told
-    assert 1 == b.manager.stats.controls_received
+    assert 1 == b.stats()["controls_received"]
 
 
 @pytest.mark.spec("TM-STORE-NOTIFY", "MU-SUB-1", "MU-SUB-3")
@@ -203,13 +203,13 @@ async def test_a_worker_delivers_its_own_change_once_and_publishes_nothing_it_re
             first = [await get.next_message(), await listen.next_message()]
             # B has it; had A been handed its own message back, or B published it again, it
             # would reach A before B's own change, published after this.
-            await wait_until(lambda: 1 == b.manager.stats.controls_received)
+            await wait_until(lambda: 1 == b.stats()["controls_received"])
             b.server.add_prompt(_added, name="added")
             then = [await get.next_message(), await listen.next_message()]
     assert 2 * [("notifications/tools/list_changed", None)] == [_what(m) for m in first]
     assert 2 * [("notifications/prompts/list_changed", None)] == [_what(m) for m in then]
-    assert 1 == a.manager.stats.controls_received
-    assert 1 == b.manager.stats.controls_received
+    assert 1 == a.stats()["controls_received"]
+    assert 1 == b.stats()["controls_received"]
 
 
 @pytest.mark.spec("TM-STORE-NOTIFY")

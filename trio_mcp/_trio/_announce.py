@@ -14,7 +14,7 @@ import trio
 from ..protocol import JSON, Notification, dumps
 from ..protocol._logtext import LogLimiter
 from ..protocol._methods import BROADCASTS
-from ._store import Control, ControlKind, SessionStore, StoreUnavailable
+from ._store import Control, ControlBus, ControlKind, StoreUnavailable
 
 __all__ = ["Announcer", "announced"]
 
@@ -44,7 +44,7 @@ class Announcer:
     """Publishes this worker's change notifications for the other workers: one task, in the
     order they happened, each at most once (TM-STORE-CONTROL)."""
 
-    def __init__(self, store: SessionStore) -> None:
+    def __init__(self, store: ControlBus) -> None:
         self._store = store
         #: Waiting to be published, each by its encoding: an identical one already waiting
         #: says the same (a list changed; a resource changed), so it is not queued twice.

@@ -6,12 +6,28 @@
 # client below its share.
 from __future__ import annotations
 
+import attrs
 import trio
 
 from ..protocol import ErrorCode, RemoteProtocolError
 from ._pools import Pool
+from ._stats import counter, gauge
 
-__all__ = ["Arrival", "BodyPool", "bodies_busy"]
+__all__ = ["Arrival", "BodyPool", "BodyStatistics", "bodies_busy"]
+
+
+@attrs.frozen
+class BodyStatistics:
+    """The bodies of requests still arriving (TM-SEC-BODIES)."""
+
+    bodies_refused: int = counter()
+    """Pieces refused: the pool was full and their client held its fair share."""
+    bodies_evicted: int = counter()
+    """Bodies given up by the client holding the most, for a client below its share."""
+    bodies_timed_out: int = counter()
+    """Requests whose body did not arrive within the body deadline."""
+    bytes_of_bodies_arriving: int = gauge()
+    body_clients_arriving: int = gauge()
 
 
 class Arrival:
@@ -121,14 +137,12 @@ class BodyPool:
             self.pool.discard(arrival)
         arrival.chunks = []
 
-    def statistics(self) -> dict[str, int]:
-        return {
-            "bodies_refused": self.refused,
-            "bodies_evicted": self.evicted,
-            "bodies_timed_out": self.timed_out,
-            "bytes_of_bodies_arriving": self.held,
-            "body_clients_arriving": self.clients(),
-        }
+    def statistics(self) -> BodyStatistics:
+        return BodyStatistics(
+            bodies_refused=self.refused, bodies_evicted=self.evicted,
+            bodies_timed_out=self.timed_out, bytes_of_bodies_arriving=self.held,
+            body_clients_arriving=self.clients(),
+        )
 
 
 def _evict(arrival: Arrival) -> None:

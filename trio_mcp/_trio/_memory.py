@@ -59,7 +59,7 @@ class MemoryReleaser:
     sixteenth of it, when sessions have stopped ending), runs the cycle collector and trims
     the C heap.
 
-    It runs from the manager's expiry loop, so at most once a loop period: a server whose
+    It runs from the session table's expiry loop, so at most once a loop period: a server whose
     sessions end all the time pays one collection per period, not one per session.
     """
 

@@ -12,16 +12,15 @@
 from __future__ import annotations
 
 import collections
-import json
 import logging
 from typing import Final, Protocol
 
 import attrs
 import trio
 
-from ..protocol import STANDALONE_STREAM
+from ..protocol import STANDALONE_STREAM, RequestId
 from ..protocol._eventlog import Entry, EntryKind, EventLog
-from ._store import MirrorOp, SessionStore, StoreUnavailable
+from ._store import StoreUnavailable, StreamChange, StreamCopies
 
 __all__ = ["StreamMirror"]
 
@@ -57,7 +56,7 @@ class _Change:
     seq: int | None
     at: float
     data: bytes = b""
-    answers: str | None = None
+    answers: RequestId | None = None
 
 
 class StreamMirror:
@@ -66,7 +65,7 @@ class StreamMirror:
     to be copied: memory stays bounded when the store is slow (TM-BP-BOUNDED)."""
 
     def __init__(
-        self, store: SessionStore, *, ttl: float, max_changes: int = 4096,
+        self, store: StreamCopies, *, ttl: float, max_changes: int = 4096,
         max_bytes: int = 8 * 1024 * 1024,
     ) -> None:
         self.store = store
@@ -99,9 +98,7 @@ class StreamMirror:
         if entry is None:
             change = _Change(source, stream, None, now)
         else:
-            answers = (
-                json.dumps(entry.answers) if entry.kind is EntryKind.RESPONSE else None
-            )
+            answers = entry.answers if entry.kind is EntryKind.RESPONSE else None
             change = _Change(source, stream, entry.seq, now, entry.data, answers)
         if len(self._queue) >= self.max_changes or self._bytes + len(change.data) > self.max_bytes:
             self._hole(change)
@@ -122,7 +119,7 @@ class StreamMirror:
         held = self._holes.get(key)
         self._holes[key] = (change.source, max(change.seq, -1 if held is None else held[1]))
 
-    def _op(self, change: _Change) -> MirrorOp | None:
+    def _op(self, change: _Change) -> StreamChange | None:
         """The change as the store takes it, or None when copying it is moot: its session
         ended, its stream was forgotten, or the client took the whole of it."""
         source = change.source
@@ -151,10 +148,10 @@ class StreamMirror:
         else:
             copied.add(change.stream)
         hole = self._holes.get(key)
-        return MirrorOp(
+        return StreamChange(
             session_id=source.id,
             stream=change.stream,
-            requests="\n".join(json.dumps(r) for r in state.request_ids),
+            requests=state.request_ids,
             seq=change.seq,
             data=change.data,
             answers=change.answers,
@@ -192,7 +189,7 @@ class StreamMirror:
                 if not ops:
                     continue
                 try:
-                    done = await self.store.mirror([op for _, op in ops], self.ttl)
+                    done = await self.store.copy([op for _, op in ops], self.ttl)
                 except StoreUnavailable:
                     for change, _ in ops:
                         self._hole(change)

@@ -68,7 +68,8 @@ from ._pools import Charge
 from ._reqstats import RequestMetrics
 from ._responder import Responder, watching_disconnect
 from ._stream import EventStream
-from ._tasks import TaskManager, TaskRun
+from ._taskmanager import TaskManager
+from ._tasks import TaskRun
 
 if TYPE_CHECKING:
     from .._config import ServerConfig

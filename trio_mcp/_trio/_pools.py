@@ -6,11 +6,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-from ..protocol import ErrorCode, RemoteProtocolError
-from ..protocol._fair import FairShare
-from ._memory import MemoryReleaser
+import attrs
 
-__all__ = ["Charge", "Ledger", "Meter", "Pool", "PoolStats"]
+from ..protocol import JSON, ErrorCode, RemoteProtocolError
+from ..protocol._fair import FairShare
+from ..protocol._footprint import body_cost
+from ._memory import MemoryReleaser
+from ._stats import counter, gauge
+
+__all__ = ["Charge", "Ledger", "LedgerStatistics", "Meter", "Pool", "PoolStatistics", "PoolStats"]
 
 T = TypeVar("T")
 
@@ -21,8 +25,34 @@ T = TypeVar("T")
 RELEASE_WORTH = 64 * 1024
 
 
+@attrs.frozen
+class PoolStatistics:
+    """What a pool refused and evicted since the server started (TM-BP-COUNTERS), named
+    after the pool (``streams_refused``)."""
+
+    refused: int = counter()
+    """Requests for a slot refused: the pool was full and the asker over its share."""
+    evicted: int = counter()
+    """Items taken from the unit holding the most, for a unit below its share."""
+
+    def __add__(self, other: PoolStatistics) -> PoolStatistics:
+        return PoolStatistics(self.refused + other.refused, self.evicted + other.evicted)
+
+
+@attrs.frozen
+class LedgerStatistics:
+    """What requests hold while they are served (TM-SEC-MEMORY), named ``request_memory_*``."""
+
+    held: int = gauge()
+    clients: int = gauge()
+    refused: int = counter()
+    """Requests refused for the server's budget."""
+    per_client_refused: int = counter()
+    per_session_refused: int = counter()
+
+
 class PoolStats:
-    """What a pool refused and evicted since the server started (TM-BP-COUNTERS)."""
+    """What a pool refused and evicted since the server started (its own counters)."""
 
     __slots__ = ("evicted", "refused", "replaced")
 
@@ -160,11 +190,8 @@ class Pool(Generic[T]):
             del items[item]
             items[item] = None
 
-    def statistics(self) -> dict[str, int]:
-        return {
-            f"{self.name}_refused": self.stats.refused,
-            f"{self.name}_evicted": self.stats.evicted,
-        }
+    def statistics(self) -> PoolStatistics:
+        return PoolStatistics(refused=self.stats.refused, evicted=self.stats.evicted)
 
 
 def pool_busy(what: str, *, retry_after: int = 1, request_id: object = None) -> RemoteProtocolError:
@@ -261,6 +288,25 @@ class Ledger:
         self._take(unit, nbytes, request_id)
         return Charge(self, unit, nbytes, raw)
 
+    def charge_post(
+        self, raw: bytes, body: JSON, unit: str, *, request_id: object = None
+    ) -> Charge | None:
+        """Charge a POST of ``raw`` bytes that decoded to ``body``: the body, what it
+        decoded to and the handlers its requests start (protocol._footprint.body_cost), to
+        ``unit`` and the server; None when accounting is off (raises RemoteProtocolError
+        503 naming the budget)."""
+        if not self.enabled:
+            return None
+        # Each request starts a handler; notifications and responses start none.
+        if isinstance(body, dict):
+            requests = 1 if "id" in body and "method" in body else 0
+        elif isinstance(body, list):
+            requests = sum(isinstance(m, dict) and "id" in m and "method" in m for m in body)
+        else:
+            requests = 0
+        cost = body_cost(raw, body, requests=requests, limit=self.room(unit))
+        return self.charge(unit, cost, raw=len(raw), request_id=request_id)
+
     def _take(self, unit: str, nbytes: int, request_id: object) -> None:
         held = self.units.get(unit, 0)
         if held + nbytes > self.per_client:
@@ -300,12 +346,15 @@ class Ledger:
         if self._releaser is not None and nbytes >= RELEASE_WORTH:
             self._releaser.freed(nbytes)
 
-    def statistics(self) -> dict[str, int]:
-        return {
-            "request_memory_held": self.held,
-            "request_memory_clients": len(self.units),
-            **{f"{budget}_refused": n for budget, n in self.refused.items()},
-        }
+    def statistics(self) -> LedgerStatistics:
+        refused = self.refused
+        return LedgerStatistics(
+            held=self.held,
+            clients=len(self.units),
+            refused=refused["request_memory"],
+            per_client_refused=refused["request_memory_per_client"],
+            per_session_refused=refused["request_memory_per_session"],
+        )
 
 
 class Charge:

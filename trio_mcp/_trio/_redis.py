@@ -1,21 +1,25 @@
-# The Redis session store (TM-STORE-*): session records as hashes with the session's time to
-# live as their expiry, and one pub/sub channel on which workers tell each other what must
-# reach the worker running a request. The client is coredis (>= 6, on anyio, so it runs under
-# trio natively, cancellation included); every call is bounded by our own deadline, and
-# coredis's retries are off, so that an unreachable Redis is a prompt 503, not a stall.
+# The Redis store (TM-STORE-*), one implementation of the store contract
+# (trio_mcp._trio._store): session records as hashes with the session's time to live as their
+# expiry, one pub/sub channel for the control bus, request streams' copies as Redis Streams.
+# Each step that must be atomic is a Lua script (trio_mcp._trio._redis_lua, which also lists
+# the keys). The client is coredis (>= 6, on anyio, so it runs under trio natively,
+# cancellation included); every call is bounded by our own deadline, and coredis's retries
+# are off, so that an unreachable Redis is a prompt 503, not a stall.
 from __future__ import annotations
 
 import json
 import logging
 import secrets
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
 import anyio
 import trio
 
+from ..protocol import RequestId
 from ..protocol._logtext import LogLimiter
+from . import _redis_lua as lua
 from ._store import (
     Claim,
     ClaimKind,
@@ -23,278 +27,23 @@ from ._store import (
     ControlKind,
     CreateKind,
     CreateOutcome,
-    MirrorOp,
     SessionRecord,
     SharedState,
     StoredEvent,
     StoredTask,
+    StoreFactory,
     StoreLimits,
     StoreUnavailable,
+    StreamChange,
     SubscriptionChange,
 )
 
-__all__ = ["RedisStore"]
+if TYPE_CHECKING:
+    from .._config import ServerConfig
+
+__all__ = ["RedisStore", "redis_store"]
 
 logger = logging.getLogger("trio_mcp.store")
-
-#: The hash fields of a session record written at its creation; besides them, "u" (its
-#: unit), "at" (when it was last renewed, Redis's clock, ms) and "sv" (its subscriptions'
-#: version). The subscriptions are a set of their own (TM-STORE-SUBS).
-_FIELDS = ("v", "ci", "cc", "sc", "sb", "peer", "pr", "init", "lvl")
-
-#: The most records one creation deletes to make room (TM-STORE-BOUND).
-_MAX_EVICT = 8
-
-# What every script below shares (TM-STORE-BOUND). A session is its record (a hash), its
-# subscriptions (a set), and the set of the keys of its streams' copies. It is counted in two
-# sorted sets, one of all sessions (<p>:sessions) and one of its unit's (<p>:unit:<unit>),
-# each member scored with the record's expiry (ms, Redis's clock), so that an expired record
-# leaves both counts when it expires: `expire` takes it out before anything is counted. Two
-# more sorted sets order the same members by their last renewal (<p>:used, <p>:used:<unit>),
-# for the choice of whom to evict: the expiry cannot order them, since a session not yet
-# initialized lives 60 s and one initialized 30 minutes. The keys a script reaches from a
-# record (its unit's sets, its copies) are not all in KEYS: the store supports a single
-# Redis, not a cluster.
-_LIB = """
-local function now_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
-local function keep_for(key, ttl)
-  if redis.call('PTTL', key) < ttl then redis.call('PEXPIRE', key, ttl) end
-end
-local function renew(p, id, rec, ttl, now)
-  ttl = tonumber(ttl)
-  redis.call('PEXPIRE', rec, ttl)
-  redis.call('HSET', rec, 'at', now)
-  redis.call('PEXPIRE', p .. ':subs:' .. id, ttl)
-  redis.call('ZADD', p .. ':sessions', 'XX', now + ttl, id)
-  redis.call('ZADD', p .. ':used', 'XX', now, id)
-  local u = redis.call('HGET', rec, 'u')
-  if u then
-    local uk, used = p .. ':unit:' .. u, p .. ':used:' .. u
-    redis.call('ZADD', uk, 'XX', now + ttl, id)
-    redis.call('ZADD', used, 'XX', now, id)
-    keep_for(uk, ttl)
-    keep_for(used, ttl)
-  end
-end
-local function drop(p, id)
-  local rec = p .. ':session:' .. id
-  local u = redis.call('HGET', rec, 'u')
-  local copies = p .. ':copies:' .. id
-  local keys = redis.call('SMEMBERS', copies)
-  for i = 1, #keys do redis.call('DEL', keys[i]) end
-  redis.call('DEL', rec, p .. ':subs:' .. id, copies)
-  redis.call('ZREM', p .. ':sessions', id)
-  redis.call('ZREM', p .. ':used', id)
-  if u then
-    redis.call('ZREM', p .. ':unit:' .. u, id)
-    redis.call('ZREM', p .. ':used:' .. u, id)
-  end
-end
-local function expire(counted, ordered, now)
-  for _, id in ipairs(redis.call('ZRANGEBYSCORE', counted, '-inf', now)) do
-    redis.call('ZREM', ordered, id)
-  end
-  redis.call('ZREMRANGEBYSCORE', counted, '-inf', now)
-end
-"""
-
-# Creates a record within the store's bound (TM-STORE-BOUND): at a cap (its unit's, then the
-# store's), the least recently renewed record, if it has not been renewed for ARGV[4] ms, is
-# deleted to make room; with none such, the creation is refused.
-_CREATE = _LIB + """
-local p, id, unit = ARGV[5], ARGV[6], ARGV[7]
-local now = now_ms()
-local all, all_used = p .. ':sessions', p .. ':used'
-local uk, unit_used = p .. ':unit:' .. unit, p .. ':used:' .. unit
-local idle_before = now - tonumber(ARGV[4])
-expire(all, all_used, now)
-expire(uk, unit_used, now)
-local evicted = {}
-local function room(counted, ordered, cap)
-  if cap == '' then return true end
-  cap = tonumber(cap)
-  while redis.call('ZCARD', counted) >= cap do
-    if #evicted >= MAX_EVICT then return false end
-    local oldest = redis.call('ZRANGEBYSCORE', ordered, '-inf', idle_before, 'LIMIT', 0, 1)
-    if #oldest == 0 then return false end
-    drop(p, oldest[1])
-    evicted[#evicted + 1] = oldest[1]
-  end
-  return true
-end
-if not room(uk, unit_used, ARGV[3]) then return {'unit-full', evicted} end
-if not room(all, all_used, ARGV[2]) then return {'store-full', evicted} end
-local ttl = tonumber(ARGV[1])
-local fields = {}
-for i = 8, #ARGV do fields[#fields + 1] = ARGV[i] end
-redis.call('HSET', KEYS[1], 'u', unit, 'at', now, 'sv', 0, unpack(fields))
-redis.call('PEXPIRE', KEYS[1], ttl)
-redis.call('ZADD', all, now + ttl, id)
-redis.call('ZADD', all_used, now, id)
-redis.call('ZADD', uk, now + ttl, id)
-redis.call('ZADD', unit_used, now, id)
-keep_for(uk, ttl)
-keep_for(unit_used, ttl)
-return {'created', evicted}
-""".replace("MAX_EVICT", str(_MAX_EVICT))
-
-# Reads a record and renews it in one round trip: the idle time to live once
-# notifications/initialized has arrived, the shorter one before (TM-SESS-IDLE). The
-# subscriptions come with it only when their version is not the one the reader has seen.
-_FETCH = _LIB + """
-local h = redis.call('HGETALL', KEYS[1])
-if #h == 0 then return {h} end
-local ttl = ARGV[2]
-local sv = '0'
-for i = 1, #h, 2 do
-  if h[i] == 'init' and h[i + 1] == '1' then ttl = ARGV[1] end
-  if h[i] == 'sv' then sv = h[i + 1] end
-end
-renew(ARGV[3], ARGV[4], KEYS[1], ttl, now_ms())
-if ARGV[5] == sv then return {h} end
-return {h, redis.call('SMEMBERS', ARGV[3] .. ':subs:' .. ARGV[4])}
-"""
-
-# Writes what changed only while the session exists: a save racing a DELETE must not bring
-# the session back.
-_SAVE = _LIB + """
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-redis.call('HSET', KEYS[1], 'init', ARGV[1], 'lvl', ARGV[2])
-renew(ARGV[4], ARGV[5], KEYS[1], ARGV[3], now_ms())
-return 1
-"""
-
-# One subscription more (TM-STORE-SUBS): SADD, unless the session has ARGV[2] already.
-# Returns {1 added | 0 already | -1 no session | -2 full, the subscriptions' version}.
-_SUBSCRIBE = _LIB + """
-if redis.call('EXISTS', KEYS[1]) == 0 then return {-1, 0} end
-local subs = ARGV[4] .. ':subs:' .. ARGV[5]
-local sv = tonumber(redis.call('HGET', KEYS[1], 'sv') or '0')
-if redis.call('SISMEMBER', subs, ARGV[1]) == 1 then return {0, sv} end
-if redis.call('SCARD', subs) >= tonumber(ARGV[2]) then return {-2, sv} end
-redis.call('SADD', subs, ARGV[1])
-sv = redis.call('HINCRBY', KEYS[1], 'sv', 1)
-renew(ARGV[4], ARGV[5], KEYS[1], ARGV[3], now_ms())
-return {1, sv}
-"""
-
-# One subscription less: SREM. Returns {1 removed | 0 not there | -1 no session, version}.
-_UNSUBSCRIBE = _LIB + """
-if redis.call('EXISTS', KEYS[1]) == 0 then return {-1, 0} end
-local sv = tonumber(redis.call('HGET', KEYS[1], 'sv') or '0')
-if redis.call('SREM', ARGV[3] .. ':subs:' .. ARGV[4], ARGV[1]) == 0 then return {0, sv} end
-sv = redis.call('HINCRBY', KEYS[1], 'sv', 1)
-renew(ARGV[3], ARGV[4], KEYS[1], ARGV[2], now_ms())
-return {1, sv}
-"""
-
-# Renews a record that has work running at a worker; 0 when it has ended meanwhile.
-_KEEP = _LIB + """
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-renew(ARGV[2], ARGV[3], KEYS[1], ARGV[1], now_ms())
-return 1
-"""
-
-# The counts (TM-STORE-BOUND): what expired leaves them first.
-_COUNT = _LIB + """
-local now = now_ms()
-expire(KEYS[1], KEYS[3], now)
-expire(KEYS[2], KEYS[4], now)
-return {redis.call('ZCARD', KEYS[1]), redis.call('ZCARD', KEYS[2])}
-"""
-
-# Evicts a session a worker evicted (TM-STORE-BOUND), unless it was renewed within ARGV[3] ms:
-# another worker runs something of it, or its client used it there.
-_EVICT = _LIB + """
-local at = redis.call('HGET', KEYS[1], 'at')
-if not at then return 0 end
-if now_ms() - tonumber(at) < tonumber(ARGV[3]) then return 0 end
-drop(ARGV[1], ARGV[2])
-return 1
-"""
-
-# Deletes everything of a session at once: record, subscriptions, streams' copies, counts.
-_DELETE = _LIB + """
-drop(ARGV[1], ARGV[2])
-return 1
-"""
-
-# Copies one change of a request stream (TM-STORE-STREAMS): the stream's messages in a Redis
-# Stream whose entry ids are the messages' seqs, trimmed to what the holder's window keeps;
-# beside it a hash of its requests, the seq of each response, the newest seq lost, and
-# whether another worker has claimed it (then nothing more is copied: its end is written).
-_APPEND = """
-if redis.call('HGET', KEYS[2], 'end') == '1' then return 0 end
--- TM-STORE-BOUND: nothing is copied of a session that has ended (its copies are deleted
--- with it), and the session keeps the keys of its copies, to delete them.
-if redis.call('EXISTS', KEYS[4]) == 0 then return 0 end
-if redis.call('SADD', KEYS[3], KEYS[1], KEYS[2]) > 0 then
-  redis.call('PEXPIRE', KEYS[3], ARGV[7])
-end
-if ARGV[8] ~= '' then redis.call('HSETNX', KEYS[2], 'req', ARGV[8]) end
-if ARGV[1] ~= '' then
-  redis.pcall('XADD', KEYS[1], ARGV[1] .. '-1', 'd', ARGV[3])
-  if ARGV[2] == 'r' then redis.call('HSET', KEYS[2], 'a:' .. ARGV[4], ARGV[1]) end
-  redis.call('XTRIM', KEYS[1], 'MINID', ARGV[5])
-end
-local lost = tonumber(redis.call('HGET', KEYS[2], 'lost') or '-1')
-if tonumber(ARGV[6]) > lost then redis.call('HSET', KEYS[2], 'lost', ARGV[6]) end
-redis.call('PEXPIRE', KEYS[1], ARGV[7])
-redis.call('PEXPIRE', KEYS[2], ARGV[7])
-if redis.call('PTTL', KEYS[3]) < tonumber(ARGV[7]) then redis.call('PEXPIRE', KEYS[3], ARGV[7]) end
-return 1
-"""
-
-# Reads a gone holder's stream after a cursor, ending it first: each request without a
-# response gets the error given for it, so that every resume reads the same end.
-_CLAIM = """
-local h = redis.call('HGETALL', KEYS[2])
-if #h == 0 then return {0} end
-local m = {}
-for i = 1, #h, 2 do m[h[i]] = h[i + 1] end
-local after = tonumber(ARGV[1])
-if after < tonumber(m['lost'] or '-1') then return {1, h} end
-if m['end'] ~= '1' then
-  redis.call('HSET', KEYS[2], 'end', '1')
-  local seq = after
-  local last = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)
-  if #last > 0 then
-    seq = math.max(seq, tonumber(string.match(last[1][1], '^(%d+)')))
-  end
-  for rid in string.gmatch(m['req'] or '', '[^\\n]+') do
-    if not m['a:' .. rid] then
-      seq = seq + 1
-      redis.call('XADD', KEYS[1], seq .. '-1', 'd', ARGV[3] .. rid .. ARGV[4])
-      redis.call('HSET', KEYS[2], 'a:' .. rid, seq)
-    end
-  end
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  redis.call('PEXPIRE', KEYS[2], ARGV[2])
-  h = redis.call('HGETALL', KEYS[2])
-end
-return {2, h, redis.call('XRANGE', KEYS[1], '(' .. after .. '-1', '+')}
-"""
-
-# Keeps a task's latest state (TM-STORE-TASKS), unless the state kept is an end: a
-# terminal state never moves (TK-STATES), whichever worker wrote it. Returns nothing once
-# written, else the end that stays.
-_SAVE_TASK = """
-local old = redis.call('GET', KEYS[1])
-if old then
-  local ok, kept = pcall(cjson.decode, old)
-  if ok and type(kept) == 'table' and type(kept['t']) == 'table' then
-    local status = kept['t']['status']
-    if status == 'completed' or status == 'failed' or status == 'cancelled' then
-      return old
-    end
-  end
-end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-return false
-"""
 
 #: How long the control listener waits before connecting again after losing Redis.
 _RECONNECT = (0.1, 5.0)
@@ -306,6 +55,24 @@ def _ms(seconds: float) -> int:
 
 def _text(value: object) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def redis_store(url: str) -> StoreFactory:
+    """The store factory of the Redis at ``url`` (what ``--store redis://...`` names): each
+    runtime gets a connection of its own, with the configuration's timeout and prefix."""
+
+    def connect(config: ServerConfig) -> RedisStore:
+        return RedisStore(url, timeout=config.store_timeout, prefix=config.store_prefix)
+
+    return connect
+
+
+def _rid(value: object) -> RequestId:
+    """A request id as the store keeps it: JSON of a string or an integer."""
+    rid = json.loads(value if isinstance(value, str | bytes) else str(value))
+    if isinstance(rid, bool) or not isinstance(rid, str | int):
+        raise ValueError(f"not a request id: {rid!r}")
+    return rid
 
 
 def _change(raw: Sequence[Any]) -> SubscriptionChange:
@@ -353,26 +120,22 @@ class RedisStore:
         # Server request ids of this process start at a random multiple of 2**32: two
         # processes' ids meet only after four billion requests, and then one in a million.
         self._outbound_base = (secrets.randbelow(2**20) << 32) + 1
-        self._create = self._client.register_script(_CREATE)
-        self._fetch = self._client.register_script(_FETCH)
-        self._save = self._client.register_script(_SAVE)
-        self._subscribe = self._client.register_script(_SUBSCRIBE)
-        self._unsubscribe = self._client.register_script(_UNSUBSCRIBE)
-        self._keep = self._client.register_script(_KEEP)
-        self._delete = self._client.register_script(_DELETE)
-        self._count = self._client.register_script(_COUNT)
-        self._evict = self._client.register_script(_EVICT)
-        self._append = self._client.register_script(_APPEND)
-        self._claim = self._client.register_script(_CLAIM)
-        self._save_task = self._client.register_script(_SAVE_TASK)
+        self._create = self._client.register_script(lua.CREATE)
+        self._fetch = self._client.register_script(lua.FETCH)
+        self._save = self._client.register_script(lua.SAVE)
+        self._subscribe = self._client.register_script(lua.SUBSCRIBE)
+        self._unsubscribe = self._client.register_script(lua.UNSUBSCRIBE)
+        self._keep = self._client.register_script(lua.KEEP)
+        self._delete = self._client.register_script(lua.DELETE)
+        self._count = self._client.register_script(lua.COUNT)
+        self._evict = self._client.register_script(lua.EVICT)
+        self._append = self._client.register_script(lua.APPEND)
+        self._claim = self._client.register_script(lua.CLAIM)
+        self._save_task = self._client.register_script(lua.SAVE_TASK)
         self._running = False
         self._down_log = LogLimiter(interval=10.0)
 
-    # -- SessionStore ---------------------------------------------------------------------
-
-    @property
-    def shared(self) -> bool:
-        return True
+    # -- SharedStore ----------------------------------------------------------------------
 
     @property
     def origin(self) -> str:
@@ -455,15 +218,15 @@ class RedisStore:
         self, record: SessionRecord, ttl: float, limits: StoreLimits
     ) -> CreateOutcome:
         fields = {
-            "v": record.version,
-            "ci": json.dumps(record.client_info),
-            "cc": json.dumps(record.client_capabilities),
-            "sc": json.dumps(record.server_capabilities),
-            "sb": str(record.client_state_bytes),
+            "version": record.version,
+            "client_info": json.dumps(record.client_info),
+            "client_capabilities": json.dumps(record.client_capabilities),
+            "server_capabilities": json.dumps(record.server_capabilities),
+            "state_bytes": str(record.client_state_bytes),
             "peer": record.peer or "",
-            "pr": record.principal,
-            "init": "1" if record.initialized else "0",
-            "lvl": record.log_level or "",
+            "principal": record.principal,
+            "initialized": "1" if record.initialized else "0",
+            "log_level": record.log_level or "",
         }
         args: list[Any] = [
             _ms(ttl),
@@ -474,7 +237,7 @@ class RedisStore:
             record.id,
             record.unit,
         ]
-        for name in _FIELDS:
+        for name in lua.RECORD_FIELDS:
             args += [name, fields[name]]
         raw = await self._call(
             "create", lambda: self._create(keys=[self._key(record.id)], args=args)
@@ -503,18 +266,18 @@ class RedisStore:
         try:
             return SessionRecord(
                 id=session_id,
-                version=h["v"],
-                client_info=json.loads(h["ci"]),
-                client_capabilities=json.loads(h["cc"]),
-                server_capabilities=json.loads(h["sc"]),
-                client_state_bytes=int(h["sb"]),
+                version=h["version"],
+                client_info=json.loads(h["client_info"]),
+                client_capabilities=json.loads(h["client_capabilities"]),
+                server_capabilities=json.loads(h["server_capabilities"]),
+                client_state_bytes=int(h["state_bytes"]),
                 peer=h["peer"] or None,
-                principal=h["pr"],
-                unit=h.get("u", ""),
-                initialized=h["init"] == "1",
-                log_level=h["lvl"] or None,
+                principal=h["principal"],
+                unit=h.get("unit", ""),
+                initialized=h["initialized"] == "1",
+                log_level=h["log_level"] or None,
                 subscriptions=subscriptions,
-                subscriptions_version=int(h.get("sv", "0")),
+                subscriptions_version=int(h.get("subs_version", "0")),
             )
         except (KeyError, ValueError) as exc:
             # Not a record this code wrote: treated as no session at all.
@@ -566,8 +329,6 @@ class RedisStore:
         return bool(evicted)
 
     async def counts(self, unit: str) -> tuple[int, int]:
-        """The sessions the store holds now (TM-STORE-BOUND): in all, and of ``unit``."""
-
         p = self.prefix
         keys = [f"{p}:sessions", f"{p}:unit:{unit}", f"{p}:used", f"{p}:used:{unit}"]
         raw = await self._call("counts", lambda: self._count(keys=keys, args=[]))
@@ -649,8 +410,8 @@ class RedisStore:
             self._key(session_id),
         ]
 
-    async def mirror(self, ops: Sequence[MirrorOp], ttl: float) -> list[bool]:
-        if not ops:
+    async def copy(self, changes: Sequence[StreamChange], ttl: float) -> list[bool]:
+        if not changes:
             return []
         ms = _ms(ttl)
 
@@ -658,57 +419,56 @@ class RedisStore:
             async with self._client.pipeline(transaction=False) as pipe:
                 results: list[Any] = [
                     self._append(
-                        keys=self._copy_keys(op.session_id, op.stream),
+                        keys=self._copy_keys(change.session_id, change.stream),
                         args=[
-                            "" if op.seq is None else op.seq,
-                            "r" if op.answers is not None else "m",
-                            op.data,
-                            op.answers or "",
-                            op.first_kept,
-                            op.lost,
+                            "" if change.seq is None else change.seq,
+                            "m" if change.answers is None else "r",
+                            change.data,
+                            "" if change.answers is None else json.dumps(change.answers),
+                            change.first_kept,
+                            change.lost,
                             ms,
-                            op.requests,
+                            "\n".join(json.dumps(r) for r in change.requests),
                         ],
                         client=pipe,
                     )
-                    for op in ops
+                    for change in changes
                 ]
             return [await r for r in results]
 
-        done = await self._call("mirror", go)
+        done = await self._call("copy", go)
         return [bool(r) for r in done]
 
     async def claim(
-        self, session_id: str, origin: str, stream: int, after: int,
-        prefix: bytes, suffix: bytes, *, ttl: float,
+        self, session_id: str, origin: str, stream: int, after: int, *, ttl: float
     ) -> Claim:
-        args: list[Any] = [after, _ms(ttl), prefix, suffix]
         raw = await self._call("claim", lambda: self._claim(
-            keys=self._stream_keys(session_id, origin, stream), args=args
+            keys=self._stream_keys(session_id, origin, stream), args=[after, _ms(ttl)]
         ))
-        if not raw or int(raw[0]) == 0:
-            return Claim(ClaimKind.UNKNOWN)
-        flat = [x.decode() if isinstance(x, bytes) else str(x) for x in raw[1]]
+        kind = ClaimKind(_text(raw[0]))
+        if kind is ClaimKind.UNKNOWN:
+            return Claim(kind)
+        flat = [_text(x) for x in raw[1]]
         meta = dict(zip(flat[::2], flat[1::2], strict=True))
         try:
-            requests = tuple(r for r in meta.get("req", "").split("\n") if r)
-            answered = {k[2:]: int(v) for k, v in meta.items() if k.startswith("a:")}
+            requests = tuple(_rid(r) for r in meta.get("req", "").split("\n") if r)
+            answered = {_rid(k[2:]): int(v) for k, v in meta.items() if k.startswith("a:")}
             lost = int(meta.get("lost", "-1"))
+            if kind is ClaimKind.GAP:
+                return Claim(kind, requests=requests, answered=answered, lost=lost)
+            events = tuple(_event(entry_id, fields) for entry_id, fields in raw[2])
         except (ValueError, TypeError):
             logger.warning("stream %s.%s is unreadable: ignored", session_id[:8], stream)
             return Claim(ClaimKind.UNKNOWN)
-        if int(raw[0]) == 1:
-            return Claim(ClaimKind.GAP, requests=requests, answered=answered, lost=lost)
-        events = []
-        for entry_id, fields in raw[2]:
-            ident = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
-            values = dict(zip(fields[::2], fields[1::2], strict=True))
-            data = values.get(b"d", values.get("d", b""))
-            events.append(StoredEvent(
-                seq=int(ident.split("-", 1)[0]),
-                data=data if isinstance(data, bytes) else str(data).encode(),
-            ))
-        return Claim(
-            ClaimKind.EVENTS, requests=requests, answered=answered, events=tuple(events),
-            lost=lost,
-        )
+        return Claim(kind, requests=requests, answered=answered, events=events, lost=lost)
+
+
+def _event(entry_id: object, fields: Sequence[Any]) -> StoredEvent:
+    """One entry of a copy's Redis Stream: a message ("d"), or a request the claim ended
+    ("u")."""
+    seq = int(_text(entry_id).split("-", 1)[0])
+    values = {_text(k): v for k, v in zip(fields[::2], fields[1::2], strict=True)}
+    if "u" in values:
+        return StoredEvent(seq=seq, unanswered=_rid(values["u"]))
+    data = values.get("d", b"")
+    return StoredEvent(seq=seq, data=data if isinstance(data, bytes) else str(data).encode())

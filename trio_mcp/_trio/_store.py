@@ -1,41 +1,65 @@
-# Where 2025-11-25 sessions are kept (spec/workers.md, TM-STORE-*). The runtime keeps every
-# session it serves in memory; a store decides whether other processes can serve it too.
-# MemoryStore, the default, shares nothing: a session lives in the process that created it.
-# A shared store (RedisStore, trio_mcp/_trio/_redis.py) keeps what a session is (its
-# record) where every worker reads it, and carries what must reach the worker running a
-# request: a cancellation, the client's answer to a server request, the session's end.
+# The contract of a shared session store (spec/workers.md, TM-STORE-*): what several workers
+# serving one endpoint keep in one place, so that any of them serves any session. A worker
+# alone needs no store (trio_mcp._trio._peers.Alone): its sessions live in its memory.
+#
+# The contract is five small interfaces, one per job, and records that say what crosses
+# them; nothing here is Redis's (trio_mcp._trio._redis) or the in-process store's
+# (trio_mcp._trio._memstore) own. A new store (Postgres, NATS) implements the five and
+# passes the contract tests (tests/store/), which run against every implementation.
+#
+#   SessionRecords  what a session is (its record), counted against the store's caps
+#   ControlBus      what one worker tells the others (cancellations, answers, ends, changes)
+#   Directory       where each worker's relay port listens
+#   StreamCopies    request streams copied so that they outlive their worker
+#   TaskRecords     tasks as tasks/get shows them
+#
+# Every call may raise StoreUnavailable: the store did not answer, or not within its
+# timeout; the request that needed it gets 503 (TM-STORE-DOWN).
 from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
-import trio
 
-from ..protocol import JSON
+from ..protocol import JSON, RequestId
+
+if TYPE_CHECKING:
+    import trio
+
+    from .._config import ServerConfig
 
 __all__ = [
     "Claim",
     "ClaimKind",
     "Control",
+    "ControlBus",
     "ControlKind",
     "CreateKind",
     "CreateOutcome",
-    "MemoryStore",
-    "MirrorOp",
+    "Directory",
     "SessionRecord",
-    "SessionStore",
+    "SessionRecords",
+    "SharedState",
+    "SharedStore",
+    "StoreFactory",
     "StoreLimits",
     "StoreUnavailable",
     "StoredEvent",
     "StoredTask",
+    "StreamChange",
+    "StreamCopies",
     "SubscriptionChange",
+    "TaskRecords",
 ]
 
 
 class StoreUnavailable(Exception):
     """The shared store did not answer, or not in time: the request gets 503 (TM-STORE-DOWN)."""
+
+
+# -- session records ----------------------------------------------------------------------------
 
 
 @attrs.frozen(kw_only=True)
@@ -67,20 +91,9 @@ class SessionRecord:
 
 
 @attrs.frozen
-class StoredTask:
-    """A task as the store keeps it (TM-STORE-TASKS): whose it is, and what tasks/get shows
-    of it (its fields, and its questions, result or error)."""
-
-    task_id: str
-    owner: str
-    """The key of the principal it belongs to ("" without authorization: TK-BIND)."""
-    task: Mapping[str, Any]
-
-
-@attrs.frozen
 class SharedState:
     """The part of a record that a save writes whole: small, fixed-size fields. The
-    subscriptions change one by one (``SessionStore.subscribe``, TM-STORE-SUBS)."""
+    subscriptions change one by one (``SessionRecords.subscribe``, TM-STORE-SUBS)."""
 
     initialized: bool
     log_level: str | None
@@ -109,11 +122,11 @@ class CreateKind(enum.Enum):
 
 @attrs.frozen
 class CreateOutcome:
-    """What ``SessionStore.create`` did."""
+    """What ``SessionRecords.create`` did."""
 
     kind: CreateKind
     evicted: tuple[str, ...] = ()
-    """Sessions deleted to make room (their holders must end them)."""
+    """Sessions deleted to make room (their holders end them: an END went to every worker)."""
 
 
 @attrs.frozen
@@ -130,51 +143,57 @@ class SubscriptionChange:
     """The session has ended (or expired) meanwhile."""
 
 
-@attrs.frozen
-class MirrorOp:
-    """One change of a request stream, for its copy in the store (TM-STORE-STREAMS): a
-    message appended (``seq`` set), or only what the stream carries and has lost."""
+class SessionRecords(Protocol):
+    """What a session is, where every worker reads it (TM-STORE-RECORD), within the store's
+    bound on sessions (TM-STORE-BOUND)."""
 
-    session_id: str
-    stream: int
-    requests: str
-    """The stream's request ids, each as JSON, one per line."""
-    seq: int | None = None
-    data: bytes = b""
-    answers: str | None = None
-    """For a response, the id it answers, as JSON."""
-    first_kept: int = 0
-    """The oldest seq of the stream the holder's window still keeps: older ones go."""
-    lost: int = -1
-    """The newest seq of the stream that left the window or never reached the store."""
+    async def create(
+        self, record: SessionRecord, ttl: float, limits: StoreLimits
+    ) -> CreateOutcome:
+        """Keep a new session for ``ttl`` seconds, counted against the store's and its
+        unit's caps, after deleting an idle one at a cap (each deleted one is ended for
+        every worker, as by ``delete``); or refuse it."""
+
+    async def fetch(
+        self, session_id: str, *, idle_ttl: float, uninitialized_ttl: float,
+        subscriptions_seen: int | None = None,
+    ) -> SessionRecord | None:
+        """The session's record, its time to live renewed (``idle_ttl`` once initialized,
+        ``uninitialized_ttl`` before); None when it has ended or expired. Its subscriptions
+        are read only when their version is not ``subscriptions_seen``."""
+
+    async def save(self, session_id: str, state: SharedState, ttl: float) -> bool:
+        """Record what changed, and renew the record; False when the session has ended
+        meanwhile (it is not brought back)."""
+
+    async def subscribe(
+        self, session_id: str, uri: str, *, max_subscriptions: int, ttl: float
+    ) -> SubscriptionChange:
+        """Add one subscription, unless the session has ``max_subscriptions`` already
+        (TM-STORE-SUBS)."""
+
+    async def unsubscribe(self, session_id: str, uri: str, *, ttl: float) -> SubscriptionChange:
+        """Remove one subscription (TM-STORE-SUBS)."""
+
+    async def keep_alive(self, session_ids: Iterable[str], ttl: float) -> set[str]:
+        """Renew these sessions, which have work running here; those that ended meanwhile."""
+
+    async def delete(self, session_id: str, reason: str) -> None:
+        """End the session for every worker (an END with ``reason`` goes on the control
+        bus), deleting everything the store kept of it: its record, its subscriptions, its
+        streams' copies, its place in the counts."""
+
+    async def evict(self, session_id: str, idle_after: float) -> bool:
+        """End, as ``delete`` does, a session this worker evicted, unless it was renewed
+        within ``idle_after`` seconds (it is in use at another worker); whether it was
+        (TM-STORE-BOUND)."""
+
+    async def counts(self, unit: str) -> tuple[int, int]:
+        """The sessions the store holds now, expired ones left out (TM-STORE-BOUND): in
+        all, and of ``unit``."""
 
 
-@attrs.frozen
-class StoredEvent:
-    seq: int
-    data: bytes
-
-
-class ClaimKind(enum.Enum):
-    """What the store holds of a stream whose worker is gone."""
-
-    #: Nothing: never copied, or expired.
-    UNKNOWN = "unknown"
-    #: Messages after the cursor have been lost (TM-RES-STALE).
-    GAP = "gap"
-    #: Every message after the cursor, and a response for each request.
-    EVENTS = "events"
-
-
-@attrs.frozen
-class Claim:
-    kind: ClaimKind
-    requests: tuple[str, ...] = ()
-    """The stream's request ids, each as JSON."""
-    answered: Mapping[str, int] = attrs.field(factory=dict)
-    """For each request answered in the stream, the seq of its response."""
-    events: tuple[StoredEvent, ...] = ()
-    lost: int = -1
+# -- the control bus ----------------------------------------------------------------------------
 
 
 class ControlKind(enum.Enum):
@@ -184,7 +203,7 @@ class ControlKind(enum.Enum):
     CANCEL = "cancel"
     #: The client's response to a server request this worker did not send.
     RESPONSE = "response"
-    #: The session ended (DELETE, or abandoned): every worker ends its part of it.
+    #: The session ended (DELETE, eviction, or abandoned): every worker ends its part of it.
     END = "end"
     #: Its record changed (initialized, log level, subscriptions): holders read it again.
     CHANGED = "changed"
@@ -198,187 +217,164 @@ class Control:
     kind: ControlKind
     session_id: str
     payload: JSON
-    """CANCEL: the request id; RESPONSE: the JSON-RPC message; END: the reason; NOTIFY
-    (whose ``session_id`` is ""): the notification's ``method`` and ``params``."""
+    """CANCEL: the request id; RESPONSE: the JSON-RPC message; END: the reason; CHANGED:
+    None, or one subscription's change (``uri``, ``added``, ``version``); NOTIFY (whose
+    ``session_id`` is ""): the notification's ``method`` and ``params``."""
 
 
-class SessionStore(Protocol):
-    """Where sessions are kept, as the SessionManager sees it."""
-
-    @property
-    def shared(self) -> bool:
-        """Whether other processes read the same records (False: this process alone)."""
-
-    @property
-    def origin(self) -> str:
-        """This process's name among those sharing the store, in event ids of the streams
-        it holds ("" when nothing is shared): a cursor names the worker holding its stream."""
-
-    @property
-    def outbound_base(self) -> int:
-        """The first id of the server requests this process sends, so that a client's
-        response names one process's request only."""
-
-    async def run(
-        self,
-        on_control: Callable[[Control], None],
-        *,
-        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
-    ) -> None:
-        """Keep the store's connections, and call ``on_control`` with what other processes
-        publish, until cancelled."""
-
-    async def create(
-        self, record: SessionRecord, ttl: float, limits: StoreLimits
-    ) -> CreateOutcome:
-        """Keep a new session for ``ttl`` seconds, counted against the store's and its
-        unit's caps, after deleting an idle one at a cap (TM-STORE-BOUND); or refuse it
-        (raises StoreUnavailable)."""
-
-    async def fetch(
-        self, session_id: str, *, idle_ttl: float, uninitialized_ttl: float,
-        subscriptions_seen: int | None = None,
-    ) -> SessionRecord | None:
-        """The session's record, its time to live renewed; None when it has ended or
-        expired. Its subscriptions are read only when their version is not
-        ``subscriptions_seen`` (raises StoreUnavailable)."""
-
-    async def save(self, session_id: str, state: SharedState, ttl: float) -> bool:
-        """Record what changed; False when the session has ended meanwhile (it is not
-        brought back)."""
-
-    async def subscribe(
-        self, session_id: str, uri: str, *, max_subscriptions: int, ttl: float
-    ) -> SubscriptionChange:
-        """Add one subscription, unless the session has ``max_subscriptions`` already
-        (TM-STORE-SUBS; raises StoreUnavailable)."""
-
-    async def unsubscribe(self, session_id: str, uri: str, *, ttl: float) -> SubscriptionChange:
-        """Remove one subscription (TM-STORE-SUBS; raises StoreUnavailable)."""
-
-    async def delete(self, session_id: str, reason: str) -> None:
-        """End the session for every process, deleting everything the store kept of it
-        (raises StoreUnavailable)."""
-
-    async def evict(self, session_id: str, idle_after: float) -> bool:
-        """End, as ``delete`` does, a session this process evicted, unless it was renewed
-        within ``idle_after`` seconds (it is in use at another process); whether it was
-        (TM-STORE-BOUND; raises StoreUnavailable)."""
+class ControlBus(Protocol):
+    """What one worker tells the others, at most once (TM-STORE-CONTROL). What is
+    published reaches every other worker listening (``SharedStore.run``), never the one
+    that published it; a worker not listening at that moment misses it."""
 
     async def publish(self, control: Control) -> None:
-        """Tell the other processes (at most once: TM-STORE-CONTROL)."""
+        """Tell the other workers."""
 
-    async def keep_alive(self, session_ids: Iterable[str], ttl: float) -> set[str]:
-        """Renew these sessions, which have work running here; those that ended meanwhile."""
+
+# -- the directory of relay ports ---------------------------------------------------------------
+
+
+class Directory(Protocol):
+    """Where each worker's relay port listens (TM-STORE-STREAMS, TM-STORE-TASKS)."""
 
     async def advertise(self, address: str, ttl: float) -> bool:
-        """Where this process's relay port is, for ``ttl`` seconds (TM-STORE-STREAMS); True
-        when the store did not hold it any more (first said, or lapsed: the other processes
-        may have taken this one for gone, TM-STORE-TASKS)."""
+        """Where this worker's relay port is, for ``ttl`` seconds; True when the store did
+        not hold it any more (first said, or lapsed: the other workers may have taken this
+        one for gone, TM-STORE-TASKS)."""
+
+    async def locate(self, origin: str) -> str | None:
+        """Where the relay port of the worker named ``origin`` is; None when it is gone."""
+
+
+# -- stream copies ------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class StreamChange:
+    """One change of a request stream, for its copy in the store (TM-STORE-STREAMS): a
+    message appended (``seq`` set), or only what the stream carries and has lost."""
+
+    session_id: str
+    stream: int
+    requests: tuple[RequestId, ...]
+    """The requests the stream carries a response for."""
+    seq: int | None = None
+    data: bytes = b""
+    answers: RequestId | None = None
+    """For a response, the request it answers."""
+    first_kept: int = 0
+    """The oldest seq of the stream the holder's window still keeps: older ones go."""
+    lost: int = -1
+    """The newest seq of the stream that left the window or never reached the store."""
+
+
+@attrs.frozen
+class StoredEvent:
+    """One event of a claimed copy: a message the holder copied (``data``), or the end the
+    claim gave a request the copy holds no response for (``unanswered``): its worker
+    stopped, and the reader answers it with an error (protocol._resume.holder_gone_error)."""
+
+    seq: int
+    data: bytes = b""
+    unanswered: RequestId | None = None
+
+
+class ClaimKind(enum.Enum):
+    """What the store holds of a stream whose worker is gone."""
+
+    #: Nothing: never copied, or expired.
+    UNKNOWN = "unknown"
+    #: Messages after the cursor have been lost (TM-RES-STALE).
+    GAP = "gap"
+    #: Every message after the cursor, and an end for each request.
+    EVENTS = "events"
+
+
+@attrs.frozen
+class Claim:
+    kind: ClaimKind
+    requests: tuple[RequestId, ...] = ()
+    """The requests the stream carries."""
+    answered: Mapping[RequestId, int] = attrs.field(factory=dict)
+    """For each request the copy answers (or, once claimed, ends), the seq of that event."""
+    events: tuple[StoredEvent, ...] = ()
+    """EVENTS: every event after the cursor, in order."""
+    lost: int = -1
+
+
+class StreamCopies(Protocol):
+    """Request streams copied, so that a resume outlives the worker holding the stream
+    (TM-STORE-STREAMS)."""
+
+    async def copy(self, changes: Sequence[StreamChange], ttl: float) -> list[bool]:
+        """Copy these changes of this worker's request streams, in order, each kept for
+        ``ttl`` seconds; for each, False when the stream's session has ended, or another
+        worker has claimed its stream (then nothing more of it is copied)."""
+
+    async def claim(
+        self, session_id: str, origin: str, stream: int, after: int, *, ttl: float
+    ) -> Claim:
+        """The events after ``after`` of a request stream whose holder ``origin`` is gone.
+        The first claim ends the stream: each of its requests without a response gets an
+        ``unanswered`` event after the last message, so that every later claim reads the
+        same end; the holder copies nothing more, and what is claimed is kept ``ttl``
+        seconds more."""
+
+
+# -- task records -------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class StoredTask:
+    """A task as the store keeps it (TM-STORE-TASKS): whose it is, and what tasks/get shows
+    of it (its fields, and its questions, result or error)."""
+
+    task_id: str
+    owner: str
+    """The key of the principal it belongs to ("" without authorization: TK-BIND)."""
+    task: Mapping[str, Any]
+
+
+class TaskRecords(Protocol):
+    """Tasks as tasks/get shows them, for the workers that must answer for a task whose
+    worker is gone (TM-STORE-TASKS)."""
 
     async def save_task(self, task: StoredTask, ttl: float) -> StoredTask | None:
-        """Keep a task as tasks/get shows it, for the rest of its time to live
-        (TM-STORE-TASKS; raises StoreUnavailable); None once kept. An end the store already
-        holds is never replaced (TK-STATES: a terminal state never moves): that end is
-        returned instead, and nothing is written."""
+        """Keep a task for the rest of its time to live; None once kept. An end the store
+        already holds is never replaced (TK-STATES: a terminal state never moves): that end
+        is returned instead, and nothing is written."""
 
     async def load_task(self, task_id: str) -> StoredTask | None:
         """A task as it was last kept; None when it never was, or has expired."""
 
-    async def locate(self, origin: str) -> str | None:
-        """Where the relay port of the process named ``origin`` is; None when it is gone."""
 
-    async def mirror(self, ops: Sequence[MirrorOp], ttl: float) -> list[bool]:
-        """Copy these changes of this process's request streams, in order, each kept for
-        ``ttl`` seconds; for each, False when another process has claimed its stream
-        (raises StoreUnavailable)."""
-
-    async def claim(
-        self, session_id: str, origin: str, stream: int, after: int,
-        prefix: bytes, suffix: bytes, *, ttl: float,
-    ) -> Claim:
-        """The messages after ``after`` of a request stream whose holder ``origin`` is gone.
-        The first claim ends the stream: each request not answered in it gets the response
-        ``prefix + <its id as JSON> + suffix``, and the holder copies nothing more; what is
-        claimed is kept ``ttl`` seconds more (raises StoreUnavailable)."""
+# -- the store as a whole -----------------------------------------------------------------------
 
 
-@attrs.define
-class MemoryStore:
-    """Nothing shared: the session table of the process is all there is (the default)."""
-
-    @property
-    def shared(self) -> bool:
-        return False
+class SharedStore(SessionRecords, ControlBus, Directory, StreamCopies, TaskRecords, Protocol):
+    """One worker's connection to a store shared by the workers of one endpoint."""
 
     @property
     def origin(self) -> str:
-        return ""
+        """This worker's name among those sharing the store, in event ids of the streams
+        it holds and in its task ids: a cursor names the worker holding its stream."""
 
     @property
     def outbound_base(self) -> int:
-        return 1
+        """The first id of the server requests this worker sends, so that a client's
+        response names one worker's request only."""
 
     async def run(
         self,
         on_control: Callable[[Control], None],
         *,
-        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+        task_status: trio.TaskStatus[None] = ...,
     ) -> None:
-        task_status.started()
-        await trio.sleep_forever()
+        """Keep the store's connections, and call ``on_control`` with what the other
+        workers publish, until cancelled; the store answers calls only while this runs."""
 
-    async def create(
-        self, record: SessionRecord, ttl: float, limits: StoreLimits
-    ) -> CreateOutcome:
-        return CreateOutcome(CreateKind.CREATED)
 
-    async def fetch(
-        self, session_id: str, *, idle_ttl: float, uninitialized_ttl: float,
-        subscriptions_seen: int | None = None,
-    ) -> SessionRecord | None:
-        return None
-
-    async def save(self, session_id: str, state: SharedState, ttl: float) -> bool:
-        return True
-
-    async def subscribe(
-        self, session_id: str, uri: str, *, max_subscriptions: int, ttl: float
-    ) -> SubscriptionChange:
-        return SubscriptionChange(changed=True, version=0)
-
-    async def unsubscribe(self, session_id: str, uri: str, *, ttl: float) -> SubscriptionChange:
-        return SubscriptionChange(changed=True, version=0)
-
-    async def delete(self, session_id: str, reason: str) -> None:
-        return None
-
-    async def evict(self, session_id: str, idle_after: float) -> bool:
-        return True
-
-    async def publish(self, control: Control) -> None:
-        return None
-
-    async def keep_alive(self, session_ids: Iterable[str], ttl: float) -> set[str]:
-        return set()
-
-    async def advertise(self, address: str, ttl: float) -> bool:
-        return False
-
-    async def save_task(self, task: StoredTask, ttl: float) -> StoredTask | None:
-        return None
-
-    async def load_task(self, task_id: str) -> StoredTask | None:
-        return None
-
-    async def locate(self, origin: str) -> str | None:
-        return None
-
-    async def mirror(self, ops: Sequence[MirrorOp], ttl: float) -> list[bool]:
-        return [True] * len(ops)
-
-    async def claim(
-        self, session_id: str, origin: str, stream: int, after: int,
-        prefix: bytes, suffix: bytes, *, ttl: float,
-    ) -> Claim:
-        return Claim(ClaimKind.UNKNOWN)
+#: What ``ServerConfig.store`` holds besides a URL: a function that makes one runtime's
+#: connection to the store (each runtime calls it; two runtimes sharing an in-process store
+#: each get a connection of their own, with an origin of its own).
+StoreFactory = Callable[["ServerConfig"], SharedStore]

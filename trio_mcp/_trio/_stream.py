@@ -82,8 +82,8 @@ class EventStream:
                 self._responder,
                 window=cfg.stall_budget,
                 max_write=write_grain(cfg.min_read_rate, cfg.stall_budget),
+                on_progress=self._ring,
             )
-            writer.on_progress = self._ring
             self._writer = writer
             if not (self._spawn(writer.run, name="mcp:writer") and self._spawn(
                 self._watch, writer, name="mcp:stream-watch"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import json
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
@@ -25,9 +25,8 @@ from ..protocol import (
     encode_comment,
     encode_event,
 )
-from ..protocol._sse import encode_message_event
 from ..protocol._transport import SSE_HEADERS
-from ._describe import ViewInfo
+from ._describe import ViewEnd, ViewInfo
 from ._judge import judge_for
 from ._pacer import RAMP_FACTOR, SMALL_WINDOW, WindowPacer, pace_limit
 from ._responder import Resettable, Responder, TcpProbing, watching_disconnect
@@ -35,22 +34,25 @@ from ._writer import ConnectionWriter, write_grain
 
 if TYPE_CHECKING:
     from .._config import ServerConfig
-    from ..protocol import CursorCodec, EventLog
+    from ..protocol import EventLog
 
 __all__ = ["View", "ViewEnd", "ViewHost"]
 
 
 class ViewHost(Protocol):
-    """What a view needs of the session whose stream it reads (the Session)."""
+    """What a view needs of the session whose stream it reads (its StreamOut)."""
 
     id: str
     config: ServerConfig
     log: EventLog
-    @property
-    def codec(self) -> CursorCodec: ...
 
     @property
     def primes(self) -> bool: ...
+
+    def event_id(self, stream: int, seq: int) -> str: ...
+
+    def encode(self, stream: int, seq: int, data: bytes) -> bytes:
+        """The SSE event of ``stream``'s message ``data`` at ``seq`` (empty: priming)."""
 
     def changed_event(self) -> trio.Event: ...
 
@@ -72,23 +74,8 @@ class ViewHost(Protocol):
         """A view cut its stalled reader (TM-BP-COUNTERS)."""
 
 
-class ViewEnd:
-    """Why a view stopped (for statistics and tests)."""
-
-    COMPLETE = "complete"  # the stream ended after its last response (T-PSSE-10)
-    CLIENT_GONE = "client-gone"
-    DETACHED = "detached"  # another connection re-attached to the stream
-    SERVER_CLOSED = "server-closed"  # polling close (SEP-1699), session end or shutdown
-    GAP = "gap"  # the cursor fell outside the window
-    STALLED = "stalled"  # the reader drained too slowly for too long (TM-BP-STALL)
-    EVICTED = "evicted"  # a full streams pool took it for another client (TM-SEC-FAIR)
-
-
 #: How often a busy view looks at its writer's drain rate.
 _CHECK_EVERY = 0.25
-#: How often a cut connection asks the kernel whether its signal has reached the reader's
-#: buffers (TM-BP-CLOSE): a small fraction of signal_timeout.
-_DELIVERY_POLL = 0.01
 
 
 @attrs.define(eq=False)
@@ -101,7 +88,7 @@ class View:
     delivered: int = -1
     """The seq of the last entry the connection took (its writes completed)."""
     scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
-    end_reason: str | None = None
+    end_reason: ViewEnd | None = None
     send_retry: bool = True
     writer: ConnectionWriter | None = None
     closed: trio.Event = attrs.field(factory=trio.Event)
@@ -134,7 +121,7 @@ class View:
             self._bell = trio.Event()
         return self._bell
 
-    def stop(self, reason: str, *, send_retry: bool = True) -> None:
+    def stop(self, reason: ViewEnd, *, send_retry: bool = True) -> None:
         """End this connection from outside; the stream itself lives on in the log."""
         if self.end_reason is None:
             self.end_reason = reason
@@ -162,7 +149,7 @@ class View:
         )
 
     def event_id(self, seq: int) -> str:
-        return self.session.codec.event_id(self.session.id, self.stream, seq)
+        return self.session.event_id(self.stream, seq)
 
     def lag(self) -> int:
         """Messages of this stream appended but not yet taken by the connection."""
@@ -184,7 +171,7 @@ class View:
         attached_comment: bool = False,
         headers: tuple[tuple[str, str], ...] = (),
         preface: bytes = b"",
-    ) -> str:
+    ) -> ViewEnd:
         """Serve the connection until the stream ends, the client leaves or we stop it.
 
         ``priming`` is the stream's priming position, taken before anything was appended
@@ -203,7 +190,7 @@ class View:
         attached_comment: bool,
         headers: tuple[tuple[str, str], ...],
         preface: bytes = b"",
-    ) -> str:
+    ) -> ViewEnd:
         session = self.session
         self.delivered = self.cursor
         await self.responder.start_stream(200, (*SSE_HEADERS, *headers))
@@ -220,9 +207,9 @@ class View:
                 window=cfg.stall_budget,
                 pacer=lambda probing: _pacer(probing, cfg, gone),
             ),
+            on_progress=self.ring,
         )
         self.writer = writer
-        writer.on_progress = self.ring
         if not session.spawn(writer.run, name=f"mcp:writer:{self.stream}"):
             writer.close()
             return ViewEnd.SERVER_CLOSED
@@ -234,7 +221,7 @@ class View:
             self.cursor = max(self.cursor, priming.seq)
             self.delivered = self.cursor
             seq = priming.seq
-            event = encode_event(id=self.event_id(seq), data="")
+            event = session.encode(self.stream, seq, b"")
 
             def primed(upto: int) -> None:
                 # Told once the connection took it whole, as every other event is.
@@ -254,10 +241,10 @@ class View:
         await self._finish(writer, reason)
         return reason
 
-    async def _finish(self, writer: ConnectionWriter, reason: str) -> None:
+    async def _finish(self, writer: ConnectionWriter, reason: ViewEnd) -> None:
         session = self.session
         cfg = session.config
-        if reason == ViewEnd.STALLED:
+        if reason is ViewEnd.STALLED:
             self.ended_at = trio.current_time()
             session.stream_cut(self)
             await self._signal_stall(writer)
@@ -296,6 +283,7 @@ class View:
         MAX_QUEUED events instead, it would not reach a reader this slow within the bound.
         """
         cfg = self.session.config
+        min_rate = cfg.min_read_rate
         writer.drop_queued()
         # TM-BP-PACE: a paced reader's buffers have room for the rest of the write in
         # progress and the signal; holding them back would only delay the close.
@@ -303,7 +291,8 @@ class View:
         delivered = False
         with trio.move_on_after(cfg.signal_timeout) as cs:
             cs.shield = True
-            if await self._drain_while_read(writer) and not writer.finished.is_set():
+            drained = await writer.drain_while_read(min_rate, _CHECK_EVERY)
+            if drained and not writer.finished.is_set():
                 details = {
                     "lastEventId": self.event_id(self.delivered) if self.delivered >= 0 else None,
                     "retry": cfg.retry_ms,
@@ -317,8 +306,8 @@ class View:
                         retry=cfg.retry_ms,
                     )
                 )
-                if await self._drain_while_read(writer):
-                    delivered = await self._until_delivered(writer)
+                if await writer.drain_while_read(min_rate, _CHECK_EVERY):
+                    delivered = await writer.until_delivered(min_rate)
                     if delivered and cfg.tracer is not None:
                         self._trace(TraceKind.SIGNAL, self.delivered, "resumption-required")
         if not delivered and isinstance(self.responder, Resettable):
@@ -330,35 +319,7 @@ class View:
             self.responder.reset_on_close()
         writer.close()
 
-    async def _until_delivered(self, writer: ConnectionWriter) -> bool:
-        """TM-BP-CLOSE: wait until the kernel has nothing of the connection's writes that
-        the reader's buffers have not taken (True), or shows the reader silent (False).
-        True at once when the kernel does not say: the close is then a plain one, as it
-        always was."""
-        min_rate = self.session.config.min_read_rate
-        while True:
-            held = writer.undelivered()
-            if held is None or held == 0:
-                return True
-            if writer.finished.is_set() or writer.reader_silent(trio.current_time(), min_rate):
-                return False
-            await trio.sleep(_DELIVERY_POLL)
-
-    async def _drain_while_read(self, writer: ConnectionWriter) -> bool:
-        """Wait until the writer is idle or finished: True; or until the kernel shows its
-        reader silent for longer than a slow reader would be (TM-BP-SIGNAL): False. A
-        reader that stopped cannot take the signal, so its connection is closed then rather
-        than after signal_timeout; the client resumes from the last id it read, as after
-        any drop."""
-        min_rate = self.session.config.min_read_rate
-        while not writer.idle and not writer.finished.is_set():
-            if writer.reader_silent(trio.current_time(), min_rate):
-                return False
-            with trio.move_on_after(_CHECK_EVERY):
-                await writer.wait_progress()
-        return True
-
-    async def _pump(self, writer: ConnectionWriter) -> str:
+    async def _pump(self, writer: ConnectionWriter) -> ViewEnd:
         session = self.session
         cfg = session.config
         while True:
@@ -387,7 +348,7 @@ class View:
                     # appended in between, so the position skips nothing.
                     priming = session.log.prime(self.stream, now=trio.current_time())
                     self.cursor = self.delivered = priming.seq
-                    writer.submit(encode_event(id=self.event_id(priming.seq), data=""))
+                    writer.submit(session.encode(self.stream, priming.seq, b""))
                 continue
             while got:
                 # Hand over entries only when the writer has room: the log, not a queue in
@@ -439,7 +400,7 @@ class View:
             self.cursor = entry.seq
             if entry.kind is EntryKind.PRIMING:
                 continue
-            data = encode_message_event(id=self.event_id(entry.seq), data=entry.data)
+            data = self.session.encode(self.stream, entry.seq, entry.data)
             parts.append(data)
             taken.append(entry)
             size += len(data)
@@ -480,7 +441,9 @@ class View:
             seq=seq, detail=detail,
         ))
 
-    async def _until(self, writer: ConnectionWriter, ready: Callable[[], bool]) -> str | None:
+    async def _until(
+        self, writer: ConnectionWriter, ready: Callable[[], bool]
+    ) -> ViewEnd | None:
         """Wait until ``ready()``: None then, or why the view must end first."""
         while True:
             bell = self._arm()
@@ -532,6 +495,4 @@ def _max_write(cfg: ServerConfig) -> int:
     return write_grain(cfg.min_read_rate, cfg.stall_budget)
 
 
-def gap_event(details: Mapping[str, object]) -> bytes:
-    """The named SSE event that says a resumption failed (TM-RES-STALE)."""
-    return encode_event(event="resumption-failed", data=json.dumps(details, separators=(",", ":")))
+

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 import attrs
 import trio
 
-from ._describe import WriterInfo
+from ._describe import Judgement, WriterInfo
 from ._judge import RATE_LOOKBACK, SILENCE_FACTOR, StallJudge, judge_for
 from ._responder import Responder, SendRoom
 
@@ -36,6 +36,9 @@ __all__ = [
 #: Chunks a writer holds besides the one on the wire: enough to keep the socket busy, few
 #: enough that a slow reader pins almost nothing in the server (TM-BP-BOUNDED).
 MAX_QUEUED = 2
+#: How often a cut connection asks the kernel whether its signal has reached the reader's
+#: buffers (TM-BP-CLOSE): a small fraction of signal_timeout.
+_DELIVERY_POLL = 0.01
 #: The most a chunk holds (unless the write grain is larger): what trio lets a socket hold
 #: unsent (TCP_NOTSENT_LOWAT), so a reader that keeps up takes a chunk in one write.
 MAX_CHUNK = 16384
@@ -93,6 +96,7 @@ class ConnectionWriter:
         window: float,
         max_write: int | None = None,
         judge: StallJudge | None = None,
+        on_progress: Callable[[], None] | None = None,
     ) -> None:
         self.responder = responder
         self.window = window
@@ -117,7 +121,7 @@ class ConnectionWriter:
         self.finished = trio.Event()
         #: Called when a write completes and when the writer stops, besides the event that
         #: wait_progress() waits on: a View rings its bell with it (see View._bell).
-        self.on_progress: Callable[[], None] | None = None
+        self._on_progress = on_progress
         #: The writer's own task, once it runs (for the inspector's describe()).
         self.task: trio.lowlevel.Task | None = None
         #: The last answer of stalled_for(), for describe(), which must not ask the judge
@@ -208,13 +212,13 @@ class ConnectionWriter:
             queued += len(self.in_flight.data)
         stalled = self._last_stalled_for if self.judge.busy_since is not None else 0.0
         if self.judge.busy_since is None:
-            judgement = "idle"
+            judgement = Judgement.IDLE
         elif stalled >= self.window:
-            judgement = "stalled"
+            judgement = Judgement.STALLED
         elif stalled > 0:
-            judgement = "slow"
+            judgement = Judgement.SLOW
         else:
-            judgement = "draining"
+            judgement = Judgement.DRAINING
         return WriterInfo(
             task=self.task,
             bytes_queued=queued,
@@ -237,6 +241,32 @@ class ConnectionWriter:
         """TM-BP-SIGNAL: whether the judge shows the reader silent for so long that it will
         not take the signal (``StallJudge.reader_silent``)."""
         return self.judge.reader_silent(now, min_rate)
+
+    async def drain_while_read(self, min_rate: float, check_every: float) -> bool:
+        """Wait until the writer is idle or finished: True; or until the kernel shows its
+        reader silent for longer than a reader at ``min_rate`` would be (TM-BP-SIGNAL):
+        False. A reader that stopped cannot take a cut connection's signal, so its
+        connection is closed then rather than after signal_timeout; the client resumes from
+        the last id it read, as after any drop."""
+        while not self.idle and not self.finished.is_set():
+            if self.reader_silent(trio.current_time(), min_rate):
+                return False
+            with trio.move_on_after(check_every):
+                await self.wait_progress()
+        return True
+
+    async def until_delivered(self, min_rate: float) -> bool:
+        """TM-BP-CLOSE: wait until the kernel has nothing of the connection's writes that
+        the reader's buffers have not taken (True), or shows the reader silent (False).
+        True at once when the kernel does not say: the close is then a plain one, as it
+        always was."""
+        while True:
+            held = self.undelivered()
+            if held is None or held == 0:
+                return True
+            if self.finished.is_set() or self.reader_silent(trio.current_time(), min_rate):
+                return False
+            await trio.sleep(_DELIVERY_POLL)
 
     def _take(self) -> _Chunk:
         """The next chunk, joined with the queued ones after it that fit in the same write.
@@ -340,13 +370,13 @@ class ConnectionWriter:
                 self.in_flight = None
                 self._progress.set()
                 self._progress = trio.Event()
-                if self.on_progress is not None:
-                    self.on_progress()
+                if self._on_progress is not None:
+                    self._on_progress()
         finally:
             self.in_flight = None
             self._closed = True
             judge.release()
             self._progress.set()
             self.finished.set()
-            if self.on_progress is not None:
-                self.on_progress()
+            if self._on_progress is not None:
+                self._on_progress()

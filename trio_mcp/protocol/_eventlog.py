@@ -391,6 +391,13 @@ class EventLog:
         self.evict(now)
         return Entry(seq=seq, stream=stream, kind=kind, data=data, at=now, answers=answers)
 
+    def close_request(self, stream: int, request_id: RequestId) -> None:
+        """A request of ``stream`` ends without a response (its client cancelled it, or its
+        handler was let go): the stream ends once its other requests have answered."""
+        state = self.streams.get(stream)
+        if state is not None:
+            state.open_requests.discard(request_id)
+
     def _keep(
         self,
         state: StreamState,
