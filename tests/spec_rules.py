@@ -624,9 +624,12 @@ class CodeIndex:
         if name.endswith(")") and "(" in name:  # Session.close("deleted")
             name = name[: name.index("(")]
         name = name.removesuffix(".py")
-        if "/" in name:  # a path: only one that starts at the package or a package of it
-            first = name.split("/", 1)[0]
-            if first != self.root and first not in self._package_names():
+        if "/" in name:  # a path: only one that starts at the package or a package of it,
+            # and names a module (``_x``) in it: ``tasks/get`` is a method, not runtime/tasks
+            first, rest = name.split("/", 1)
+            if first != self.root and (
+                first not in self._package_names() or not rest.startswith("_")
+            ):
                 return None
             name = name.replace("/", ".")
         if not _DOTTED_RE.fullmatch(name) or "." not in name:
