@@ -44,6 +44,11 @@ class StoreBackend:
         raise NotImplementedError
 
     def config(self, **settings: Any) -> ServerConfig:
+        """The test's server settings with this store. Each call to the store may take 5 s,
+        not the default 1 s: beside five other test workers, a Redis subscribe of an 8 KB URI
+        once took longer, and the test saw the store as down (a test of the timeout itself
+        sets its own)."""
+        settings.setdefault("store_timeout", 5.0)
         return ServerConfig(store=self.config_store, **settings)
 
     def connect(self, *, timeout: float = 1.0) -> RedisStore | InProcessStore:
