@@ -142,7 +142,7 @@ class _State(enum.Enum):
 
 _CR_LF: Final = frozenset(b"\r\n")
 #: The fields the reader notes as they come: they frame the body, or ask for 100 Continue.
-_NOTED: Final = frozenset({b"content-length", b"transfer-encoding", b"expect"})
+_NOTED: Final = frozenset({b"content-length", b"transfer-encoding", b"expect", b"upgrade"})
 _VERSIONS: Final = {"1.1": b"1.1", "1.0": b"1.0"}
 #: Chunked body pieces fed one CRLF CRLF at a time, at most, before the rest is fed whole
 #: and the connection carries no further request (see HttptoolsReader._read_chunked).
@@ -201,6 +201,12 @@ class HttptoolsReader:
                 elif name == b"transfer-encoding":
                     value = value.lower()  # as h11 gives it: codings are case-insensitive
                     self._chunked = True
+                elif name == b"upgrade":
+                    if value.strip(b" \t,"):
+                        # A request asking to switch protocols is served as it is (the
+                        # upgrade not made, RFC 9110 §7.8), and the connection ends after
+                        # it, as h11 ends it: it reads nothing more after one.
+                        self._reusable = False
                 else:
                     self._expects = value.lower() == b"100-continue"
             self._headers.append((name, value))
@@ -325,6 +331,8 @@ class HttptoolsReader:
         chunked = self._chunked
         self._continue = self._expects and version == b"1.1"
         method = parser.get_method()
+        if method == b"CONNECT":
+            self._reusable = False  # as after an Upgrade header (on_header)
         if chunked:
             if self._upgrade:
                 raise BadRequest(bad_request("an upgrade request with a chunked body"))

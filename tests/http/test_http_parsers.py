@@ -154,6 +154,22 @@ def test_pipelined_requests_are_read_one_after_another_in_any_pieces(
 
 
 @pytest.mark.spec("TM-HTTP-PARSER")
+@pytest.mark.parametrize("upgrade", [b"upgrade: h2c", b"upgrade: websocket"])
+def test_a_request_asking_to_upgrade_is_served_and_ends_the_connection(upgrade: bytes) -> None:
+    """A request with an Upgrade header is served as it is (the upgrade not made), and the
+    connection ends after it on both readers: h11 reads nothing more after such a request,
+    and httptools, which stops after its head, read the next one (found by the pipelined
+    requests' property test)."""
+    head = b"POST /mcp HTTP/1.1\r\nhost: 127.0.0.1:8000\r\ncontent-length: 0\r\n"
+    first = head + upgrade + b"\r\n\r\n"
+    second = b"POST /mcp HTTP/1.1\r\nhost: 127.0.0.1:8000\r\ncontent-length: 0\r\n\r\n"
+    for kind in ("httptools", "h11"):
+        reading = read(kind, [first + second])
+        assert 1 == len(reading.served), (kind, reading)
+        assert "closed" == reading.end, (kind, reading)
+
+
+@pytest.mark.spec("TM-HTTP-PARSER")
 @settings(max_examples=examples(300))
 @given(st.binary(max_size=3 * MAX_HEAD), st.booleans())
 def test_neither_reader_raises_anything_but_a_refusal_on_any_bytes(
