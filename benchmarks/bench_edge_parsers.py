@@ -1,5 +1,5 @@
 """What reading a request head costs on trio-mcp's own server (issue 34), per request and per
-hostile head, in CPU time on this process (no sockets): the readers of trio_mcp._h1
+hostile head, in CPU time on this process (no sockets): the readers of trio_mcp.edges._h1
 (httptools, h11) each followed by the edge plan (protocol._edge.plan_head), and, given a
 checkout of the code before issue 34 (``--before DIR``, e.g. one of commit 158b216), the
 hand-written ``read_plain`` it replaced followed by the checks the edge made then.
@@ -29,7 +29,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from trio_mcp._h1 import BadRequest, H11Reader, HttptoolsReader, RequestHead  # noqa: E402
+from trio_mcp.edges._h1 import BadRequest, H11Reader, HttptoolsReader, RequestHead  # noqa: E402
 from trio_mcp.protocol import Headers, OriginPolicy  # noqa: E402
 from trio_mcp.protocol._edge import plan_head  # noqa: E402
 
@@ -146,7 +146,9 @@ def main() -> None:
     per["httptools + plan"] = best(httptools_request, 20_000) * 1e6
     per["h11 + plan"] = best(h11_request, 5_000) * 1e6
     if args.before is not None:
-        spec = importlib.util.spec_from_file_location("before_h1", args.before / "trio_mcp/_h1.py")
+        spec = importlib.util.spec_from_file_location(
+            "before_h1", args.before / "trio_mcp/edges/_h1.py"
+        )
         assert spec is not None and spec.loader is not None
         old = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(old)

@@ -66,7 +66,8 @@ STREAM_VS_SDK = 3.0
 RPS_VS_NO_BUDGETS = 0.95
 #: Issue 35: charging requests to the memory budgets costs under 5% of request throughput.
 RPS_VS_NO_ACCOUNTING = 0.95
-#: Issue 22: what a live task holds besides its result (trio_mcp._trio._tasks.TASK_FOOTPRINT),
+#: Issue 22: what a live task holds besides its result
+#: (trio_mcp.runtime.tasks._tasks.TASK_FOOTPRINT),
 #: and how far RSS may stay above its start once a wave of tasks has expired.
 TASK_FOOTPRINT_KIB = 4
 TASKS_BACK_KIB = 1024

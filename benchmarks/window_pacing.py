@@ -12,12 +12,12 @@ acknowledgement reports its window. It prints the longest wait between two openi
 reader's window: what a stall detector judging by the window would have to allow a healthy
 reader. Linux only (TCP_INFO with ``tcpi_snd_wnd``, kernel 5.4 or later).
 
-The server's pacing (trio_mcp/_trio/_pacer.py, TM-BP-PACE) grew out of this, with three
-differences this experiment showed were needed: its probes are a byte or two of the pending
-data and come 2 ms after a hold begins, then at doubling intervals (here, a reader at 1 MB/s
-behind 0.5 s probes got 16 KB/s, its reopened window unannounced until data came); a reader
-that keeps up is let go; and a window that grows above the largest seen is not taken as
-reading towards letting go.
+The server's pacing (trio_mcp/runtime/backpressure/_pacer.py, TM-BP-PACE) grew out of this, with
+three differences this experiment showed were needed: its probes are a byte or two of the
+pending data and come 2 ms after a hold begins, then at doubling intervals (here, a reader at 1
+MB/s behind 0.5 s probes got 16 KB/s, its reopened window unannounced until data came); a reader
+that keeps up is let go; and a window that grows above the largest seen is not taken as reading
+towards letting go.
 """
 
 from __future__ import annotations

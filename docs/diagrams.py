@@ -5,8 +5,8 @@
 
 Each scenario of tests/support/timelines.py drives a real server over loopback (or, for
 the stalled reader, the runtime in memory under trio's MockClock) with a trace recorder
-installed (trio_mcp._trace); the trace goes to docs/traces/NAME.jsonl and its drawing
-(trio_mcp._diagram) to docs/diagrams/NAME.svg.
+installed (trio_mcp.base._trace); the trace goes to docs/traces/NAME.jsonl and its drawing
+(trio_mcp.cli._diagram) to docs/diagrams/NAME.svg.
 tests/diagrams/test_diagrams_fresh.py fails when the committed files are stale.
 """
 

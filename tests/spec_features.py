@@ -37,18 +37,18 @@ FEATURES: Mapping[str, Feature] = {
     for feature in (
         # Landed: listed so that a rule written as if they had not is caught at once.
         Feature("auth", "authorization: trio-mcp as an OAuth 2.1 resource server",
-                "trio_mcp._trio._auth.Authenticator"),
+                "trio_mcp.runtime._auth.Authenticator"),
         Feature("tasks", "the tasks extension of 2026-07-28 (SEP-2663)",
-                "trio_mcp._trio._tasks.TaskManager"),
+                "trio_mcp.runtime.tasks._tasks.TaskManager"),
         Feature("store", "a session store shared by several workers",
-                "trio_mcp._trio._redis.RedisStore"),
+                "trio_mcp.runtime.store._redis.RedisStore"),
         Feature("workers", "several worker processes on one port",
-                "trio_mcp._workers.WorkerPool"),
+                "trio_mcp.cli._workers.WorkerPool"),
         Feature("cache-hints-per-method", "caching hints chosen method by method",
                 "ServerConfig.cache_hints"),
         # To come.
         Feature("url-elicitation", "a Context method that asks the user in URL mode",
-                "trio_mcp._context.SessionContext.elicit_url"),
+                "trio_mcp.app._context.SessionContext.elicit_url"),
         Feature("rate-limit", "a limit over time on the requests of one client",
                 "ServerConfig.rate_limit"),
         Feature("unix-socket", "serving the endpoint on a Unix domain socket",
@@ -56,6 +56,6 @@ FEATURES: Mapping[str, Feature] = {
         Feature("ping", "pinging a session's client on a schedule",
                 "ServerConfig.ping_interval"),
         Feature("legacy-tasks", "the 2025-11-25 tasks utility, inside sessions",
-                "trio_mcp._trio._session.Session.tasks"),
+                "trio_mcp.runtime.legacy._session.Session.tasks"),
     )
 }

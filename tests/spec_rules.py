@@ -480,7 +480,7 @@ class CodeRef:
     """A backticked name of a rule that :meth:`CodeIndex.claim` takes for code of trio_mcp."""
 
     text: str
-    """As written between the backticks: ``Session._handle``, ``_trio/_runtime.Runtime``."""
+    """As written between the backticks: ``Session._handle``, ``runtime/_runtime.Runtime``."""
     name: str
     """The dotted name it stands for, without call arguments, ``/`` or ``.py``."""
     rule: str
@@ -578,7 +578,7 @@ class CodeIndex:
     :meth:`claim` decides by construction, from the first dotted part alone, whether a name
     is code of the package: it must be the package itself (``trio_mcp.serve``), the real
     name of one of its modules or packages (``_tools``, ``_session``, ``protocol``; a path
-    such as ``_trio/_runtime.py`` counts when it starts with a package's name), or a class
+    such as ``runtime/_runtime.py`` counts when it starts with a package's name), or a class
     the package defines at the top of a module, followed by an attribute
     (``ServerConfig.cache_hint``). Header names, JSON fields, values, flags, paths of tests/,
     method names (``tools/call``) and stdlib names (``os.execve``) begin with none of those,

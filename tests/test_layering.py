@@ -1,6 +1,6 @@
 # The package's layering, checked from the source: the pure protocol layer imports no I/O
 # library, every module imports only from its own layer and the ones below (LAYERS), the user
-# API reaches the runtime only through trio_mcp._ports, and there is no import cycle.
+# API reaches the runtime only through trio_mcp.base._ports, and there is no import cycle.
 
 from __future__ import annotations
 
@@ -203,49 +203,22 @@ def test_importing_protocol_loads_no_other_part_of_the_package() -> None:
 
 # -- (c) every module imports downwards only, and no import cycle ---------------------------
 
-#: The package's layers, bottom first. A module may import modules of its own layer and of the
-#: layers below it, never above. Every module of trio_mcp must be placed here: a new module
-#: makes its author say where it belongs.
+#: The package's layers, bottom first: each is a folder of trio_mcp (the command line's
+#: folder also takes the package's own three files: its exports, ``python -m`` and the demo).
+#: A module may import modules of its own layer and of the layers below it, never above; a
+#: new module is placed by the folder its author puts it in.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("protocol", ("trio_mcp.protocol",)),
-    (
-        "interfaces",
-        ("trio_mcp._ports", "trio_mcp._config", "trio_mcp._allocator", "trio_mcp._trace"),
-    ),
-    ("runtime", ("trio_mcp._trio",)),
-    (
-        "http edges",
-        ("trio_mcp._asgi", "trio_mcp._h1", "trio_mcp._http", "trio_mcp._hypercorn",
-         "trio_mcp._metrics", "trio_mcp._serve", "trio_mcp._stores", "trio_mcp._inspect",
-         "trio_mcp._inspect_page"),
-    ),
-    (
-        "user API",
-        (
-            "trio_mcp._content",
-            "trio_mcp._schema",
-            "trio_mcp._pagination",
-            "trio_mcp._context",
-            "trio_mcp._tools",
-            "trio_mcp._prompts",
-            "trio_mcp._resources",
-            "trio_mcp._completion",
-            "trio_mcp._dispatch",
-            "trio_mcp._server",
-        ),
-    ),
-    (
-        "command line",
-        (
-            "trio_mcp._cli", "trio_mcp.__main__", "trio_mcp.demo", "trio_mcp", "trio_mcp._diagram",
-            "trio_mcp._tour",
-        ),
-    ),
+    ("base", ("trio_mcp.base",)),
+    ("runtime", ("trio_mcp.runtime",)),
+    ("http edges", ("trio_mcp.edges",)),
+    ("user API", ("trio_mcp.app",)),
+    ("command line", ("trio_mcp.cli", "trio_mcp.__main__", "trio_mcp.demo", "trio_mcp")),
 )
 
 #: The user API's modules that may reach the HTTP edges: Server.asgi_app() and Server.serve()
-#: build them. Everything else of the user API talks to the runtime through trio_mcp._ports.
-API_TO_EDGES = frozenset({"trio_mcp._server"})
+#: build them. Everything else of the user API talks to the runtime through trio_mcp.base._ports.
+API_TO_EDGES = frozenset({"trio_mcp.app._server"})
 
 
 def _package_modules() -> dict[str, Path]:
@@ -306,8 +279,8 @@ def test_no_module_imports_a_module_of_a_layer_above_it() -> None:
 
 
 def test_the_user_api_reaches_the_runtime_only_through_its_interfaces() -> None:
-    """No user API module imports the runtime (trio_mcp._trio), and only Server reaches the
-    HTTP edges (to build them): handlers talk to the runtime through trio_mcp._ports."""
+    """No user API module imports the runtime (trio_mcp.runtime), and only Server reaches the
+    HTTP edges (to build them): handlers talk to the runtime through trio_mcp.base._ports."""
     modules = _package_modules()
     api = dict(LAYERS)["user API"]
     reaching = [
@@ -315,7 +288,7 @@ def test_the_user_api_reaches_the_runtime_only_through_its_interfaces() -> None:
         for module, targets in _package_imports(modules).items()
         if any(_is_within(module, a) for a in api)
         for line, target in sorted(targets)
-        if _is_within(target, "trio_mcp._trio")
+        if _is_within(target, "trio_mcp.runtime")
         or (
             module not in API_TO_EDGES
             and any(_is_within(target, e) for e in dict(LAYERS)["http edges"])
@@ -374,3 +347,22 @@ def test_the_package_has_no_import_cycle() -> None:
     graph = {module: {target for _, target in targets} for module, targets in edges.items()}
 
     assert [] == _cycles(graph)
+
+
+def test_no_runtime_module_passes_600_lines_nor_a_class_400() -> None:
+    """The runtime stays split by job (issue 38): no module of trio_mcp/runtime/ over 600
+    lines, no class in it over 400 (from its first decorator to its last line)."""
+    too_long = []
+    for path in sorted((PACKAGE / "runtime").rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        lines = text.count("\n")
+        if lines > 600:
+            too_long.append(f"{_where(path)}: {lines} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.ClassDef):
+                first = min([d.lineno for d in node.decorator_list] + [node.lineno])
+                size = (node.end_lineno or node.lineno) - first + 1
+                if size > 400:
+                    too_long.append(f"{_where(path)}: class {node.name}, {size} lines")
+
+    assert [] == too_long

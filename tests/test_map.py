@@ -52,3 +52,36 @@ def test_every_path_a_page_names_exists(page: Path) -> None:
                if not exists(page, path)]
 
     assert [] == missing
+
+
+def package_folders() -> set[str]:
+    """Every folder of the package that holds modules, as ``trio_mcp/x/``."""
+    return {
+        str(init.parent.relative_to(ROOT)) + "/"
+        for init in PACKAGE.rglob("__init__.py")
+        if init.parent != PACKAGE
+    }
+
+
+def test_the_readme_and_the_architecture_page_name_every_folder_of_the_package() -> None:
+    """README.md says in a line what goes in each folder of trio_mcp, and the architecture
+    page's table has a row for each: no folder missing, none that is gone."""
+    folders = package_folders()
+    readme = set(re.findall(r"^- `(trio_mcp/[\w/]+/)`:", (ROOT / "README.md").read_text(
+        encoding="utf-8"), re.MULTILINE))
+    table = set(re.findall(r"^\| `(trio_mcp/[\w/]+/)` \|", (ROOT / "docs" / "architecture.md")
+                           .read_text(encoding="utf-8"), re.MULTILINE))
+
+    assert sorted(folders) == sorted(readme)
+    assert sorted(folders) == sorted(table)
+
+
+def test_the_architecture_page_names_every_folder_of_the_tests() -> None:
+    """The architecture page's row for tests/ names each of its folders, and no other."""
+    page = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    [row] = [line for line in page.splitlines() if line.startswith("| `tests/` |")]
+    named = set(re.findall(r"`(\w+)/`", row.split("|")[2]))
+    present = {p.name for p in (ROOT / "tests").iterdir()
+               if p.is_dir() and not p.name.startswith((".", "__"))}
+
+    assert sorted(present) == sorted(named)

@@ -76,7 +76,7 @@ def test_readme_test_command_is_what_ci_runs() -> None:
 def test_readme_serve_defaults_are_the_url_it_shows() -> None:
     """`trio-mcp serve` with no module serves the demo, and its defaults are the URL the
     quick start shows: 127.0.0.1, port 8000, /mcp."""
-    from trio_mcp._cli import build_parser
+    from trio_mcp.cli._cli import build_parser
 
     args = build_parser().parse_args(["serve"])
 

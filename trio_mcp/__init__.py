@@ -3,13 +3,14 @@
 Layers, each importing only the ones before it:
 
 - ``trio_mcp.protocol``: the rules of both eras as pure code (no I/O, no trio, no hypercorn);
-- ``trio_mcp._ports`` and ``trio_mcp._config``: the interfaces between the application and
+- ``trio_mcp.base._ports`` and ``trio_mcp.base._config``: the interfaces between the application and
   the runtime, and the settings;
-- ``trio_mcp._trio``: the runtime: legacy sessions (a supervisor task each), modern
+- ``trio_mcp.runtime``: the runtime: legacy sessions (a supervisor task each), modern
   requests and listeners, and the Runtime that routes each request to its era;
-- ``trio_mcp._asgi`` and ``trio_mcp._serve``: the HTTP edges (the ASGI adapter, hypercorn);
+- ``trio_mcp.edges._asgi`` and ``trio_mcp.edges._serve``: the HTTP edges (the ASGI adapter,
+  hypercorn);
 - the user API: ``Server``, ``Context``, the method table (``_dispatch``), schemas, content;
-- ``trio_mcp._cli``: the command line.
+- ``trio_mcp.cli._cli``: the command line.
 """
 
 # The public names are imported lazily (PEP 562), so that `import trio_mcp.protocol`, the
@@ -22,48 +23,48 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 _EXPORTS: dict[str, str] = {
-    "Completion": "._completion",
-    "CompletionRef": "._completion",
-    "AuthConfig": "._config",
-    "IntrospectionVerifier": "._trio._auth",
+    "Completion": ".app._completion",
+    "CompletionRef": ".app._completion",
+    "AuthConfig": ".base._config",
+    "IntrospectionVerifier": ".runtime._auth",
     "InvalidToken": ".protocol._auth",
-    "JWTVerifier": "._trio._auth",
+    "JWTVerifier": ".runtime._auth",
     "Principal": ".protocol._auth",
-    "TokenVerifier": "._ports",
-    "HttpParser": "._config",
-    "ResponseMode": "._config",
-    "ServerConfig": "._config",
-    "AssistantMessage": "._content",
-    "Audio": "._content",
-    "Blob": "._content",
-    "EmbeddedResource": "._content",
-    "Image": "._content",
-    "ResourceLink": "._content",
-    "Text": "._content",
-    "ToolResult": "._content",
-    "UserMessage": "._content",
-    "ClientCapabilityError": "._context",
-    "ClientTimeoutError": "._context",
-    "Context": "._context",
-    "ElicitationResult": "._context",
-    "Root": "._context",
-    "SamplingResult": "._context",
-    "SessionContext": "._context",
-    "PromptResult": "._prompts",
-    "ResourceNotFound": "._resources",
-    "serve": "._serve",
-    "Server": "._server",
-    "ToolError": "._tools",
+    "TokenVerifier": ".base._ports",
+    "HttpParser": ".base._config",
+    "ResponseMode": ".base._config",
+    "ServerConfig": ".base._config",
+    "AssistantMessage": ".app._content",
+    "Audio": ".app._content",
+    "Blob": ".app._content",
+    "EmbeddedResource": ".app._content",
+    "Image": ".app._content",
+    "ResourceLink": ".app._content",
+    "Text": ".app._content",
+    "ToolResult": ".app._content",
+    "UserMessage": ".app._content",
+    "ClientCapabilityError": ".app._context",
+    "ClientTimeoutError": ".app._context",
+    "Context": ".app._context",
+    "ElicitationResult": ".app._context",
+    "Root": ".app._context",
+    "SamplingResult": ".app._context",
+    "SessionContext": ".app._context",
+    "PromptResult": ".app._prompts",
+    "ResourceNotFound": ".app._resources",
+    "serve": ".edges._serve",
+    "Server": ".app._server",
+    "ToolError": ".app._tools",
     "Retention": ".protocol",
     "CacheHint": ".protocol",
     "CacheScope": ".protocol",
     "InputRequest": ".protocol",
     "TaskSupport": ".protocol._tasks",
-    "elicitation_request": "._context",
-    "sampling_request": "._context",
-    "roots_request": "._context",
-    "use_allocator": "._allocator",
-    "use_collector_threshold": "._collector",
+    "elicitation_request": ".app._context",
+    "sampling_request": ".app._context",
+    "roots_request": ".app._context",
+    "use_allocator": ".base._allocator",
+    "use_collector_threshold": ".base._collector",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -83,41 +84,39 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
-    from ._allocator import use_allocator as use_allocator
-    from ._collector import use_collector_threshold as use_collector_threshold
-    from ._completion import Completion as Completion
-    from ._completion import CompletionRef as CompletionRef
-    from ._config import AuthConfig as AuthConfig
-    from ._config import HttpParser as HttpParser
-    from ._config import ResponseMode as ResponseMode
-    from ._config import ServerConfig as ServerConfig
-    from ._content import AssistantMessage as AssistantMessage
-    from ._content import Audio as Audio
-    from ._content import Blob as Blob
-    from ._content import EmbeddedResource as EmbeddedResource
-    from ._content import Image as Image
-    from ._content import ResourceLink as ResourceLink
-    from ._content import Text as Text
-    from ._content import ToolResult as ToolResult
-    from ._content import UserMessage as UserMessage
-    from ._context import ClientCapabilityError as ClientCapabilityError
-    from ._context import ClientTimeoutError as ClientTimeoutError
-    from ._context import Context as Context
-    from ._context import ElicitationResult as ElicitationResult
-    from ._context import Root as Root
-    from ._context import SamplingResult as SamplingResult
-    from ._context import SessionContext as SessionContext
-    from ._context import elicitation_request as elicitation_request
-    from ._context import roots_request as roots_request
-    from ._context import sampling_request as sampling_request
-    from ._ports import TokenVerifier as TokenVerifier
-    from ._prompts import PromptResult as PromptResult
-    from ._resources import ResourceNotFound as ResourceNotFound
-    from ._serve import serve as serve
-    from ._server import Server as Server
-    from ._tools import ToolError as ToolError
-    from ._trio._auth import IntrospectionVerifier as IntrospectionVerifier
-    from ._trio._auth import JWTVerifier as JWTVerifier
+    from .app._completion import Completion as Completion
+    from .app._completion import CompletionRef as CompletionRef
+    from .app._content import AssistantMessage as AssistantMessage
+    from .app._content import Audio as Audio
+    from .app._content import Blob as Blob
+    from .app._content import EmbeddedResource as EmbeddedResource
+    from .app._content import Image as Image
+    from .app._content import ResourceLink as ResourceLink
+    from .app._content import Text as Text
+    from .app._content import ToolResult as ToolResult
+    from .app._content import UserMessage as UserMessage
+    from .app._context import ClientCapabilityError as ClientCapabilityError
+    from .app._context import ClientTimeoutError as ClientTimeoutError
+    from .app._context import Context as Context
+    from .app._context import ElicitationResult as ElicitationResult
+    from .app._context import Root as Root
+    from .app._context import SamplingResult as SamplingResult
+    from .app._context import SessionContext as SessionContext
+    from .app._context import elicitation_request as elicitation_request
+    from .app._context import roots_request as roots_request
+    from .app._context import sampling_request as sampling_request
+    from .app._prompts import PromptResult as PromptResult
+    from .app._resources import ResourceNotFound as ResourceNotFound
+    from .app._server import Server as Server
+    from .app._tools import ToolError as ToolError
+    from .base._allocator import use_allocator as use_allocator
+    from .base._collector import use_collector_threshold as use_collector_threshold
+    from .base._config import AuthConfig as AuthConfig
+    from .base._config import HttpParser as HttpParser
+    from .base._config import ResponseMode as ResponseMode
+    from .base._config import ServerConfig as ServerConfig
+    from .base._ports import TokenVerifier as TokenVerifier
+    from .edges._serve import serve as serve
     from .protocol import CacheHint as CacheHint
     from .protocol import CacheScope as CacheScope
     from .protocol import InputRequest as InputRequest
@@ -125,3 +124,5 @@ if TYPE_CHECKING:
     from .protocol._auth import InvalidToken as InvalidToken
     from .protocol._auth import Principal as Principal
     from .protocol._tasks import TaskSupport as TaskSupport
+    from .runtime._auth import IntrospectionVerifier as IntrospectionVerifier
+    from .runtime._auth import JWTVerifier as JWTVerifier

@@ -2,6 +2,6 @@
 
 import sys
 
-from ._cli import main
+from .cli._cli import main
 
 main(sys.argv[1:] or ["serve"], own_command_line=True)

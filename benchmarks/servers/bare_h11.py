@@ -7,7 +7,7 @@ the end), and ``POST /stream?n=N&size=S`` streams N progress events of S bytes o
 one write each, then the result. Keep-alive: a connection serves requests until the client
 closes it or either side says ``Connection: close``. No parsing of the body, no session, no
 protocol: what is left is trio, its sockets and h11, the parts trio-mcp's own server
-(trio_mcp/_http.py) is built of.
+(trio_mcp/edges/_http.py) is built of.
 
     python benchmarks/servers/bare_h11.py --port 8000 [--json-response]
 """

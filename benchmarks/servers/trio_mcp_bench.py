@@ -49,8 +49,8 @@ from trio_mcp import (
     use_allocator,
     use_collector_threshold,
 )
-from trio_mcp._allocator import running_allocator
-from trio_mcp._serve import HTTP_SERVERS
+from trio_mcp.base._allocator import running_allocator
+from trio_mcp.edges._serve import HTTP_SERVERS
 from trio_mcp.protocol import Retention
 
 server = Server("bench-trio-mcp", version="0.1.0")
@@ -222,8 +222,9 @@ async def run(args: argparse.Namespace) -> None:
 def remove_budgets() -> None:
     """Make the limits' per-request work free: each function becomes one that does nothing
     (the checks pass), in this process only. Not for serving anyone."""
-    from trio_mcp import _tools
-    from trio_mcp._trio import _budget, _table
+    from trio_mcp.app import _tools
+    from trio_mcp.runtime import _budget
+    from trio_mcp.runtime.legacy import _table
 
     _tools.non_finite_at = lambda value: None  # type: ignore[assignment]
     _table.SessionTable.used = lambda self, session: None  # type: ignore[method-assign]

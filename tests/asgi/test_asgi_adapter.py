@@ -12,7 +12,7 @@ import pytest
 import trio
 
 from trio_mcp import ResponseMode, Server, ServerConfig
-from trio_mcp._asgi import ASGIApp
+from trio_mcp.edges._asgi import ASGIApp
 
 Message = MutableMapping[str, Any]
 

@@ -58,7 +58,7 @@ async def test_serve_with_auth_options_refuses_without_a_token_and_accepts_one(
 def test_serve_refuses_incomplete_auth_options() -> None:
     """--auth-resource without an issuer and a way to verify tokens stops at once with a
     message saying what is missing, rather than serving without authorization."""
-    from trio_mcp._cli import main
+    from trio_mcp.cli._cli import main
 
     with pytest.raises(SystemExit, match="--auth-issuer"):
         main(["serve", "--auth-resource", "https://x.example/mcp"], own_command_line=False)

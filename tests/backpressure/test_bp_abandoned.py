@@ -17,8 +17,8 @@ from support.fixtures import StartServer, wait_until
 from support.slow import make_server
 
 from trio_mcp import ServerConfig
-from trio_mcp._trio._session import SESSION_FOOTPRINT
 from trio_mcp.protocol import Retention
+from trio_mcp.runtime.legacy._session import SESSION_FOOTPRINT
 
 SESSIONS = 100
 #: The sessions' idle time to live, in the test's clock (which jumps over it).

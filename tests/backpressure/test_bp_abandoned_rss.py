@@ -35,7 +35,7 @@ use_allocator()
 use_collector_threshold()
 import trio
 from trio_mcp import Context, Server, ServerConfig, serve
-from trio_mcp._allocator import running_allocator
+from trio_mcp.base._allocator import running_allocator
 from trio_mcp.protocol import Retention
 
 server = Server("abandoned-rss")

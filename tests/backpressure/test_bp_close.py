@@ -14,9 +14,9 @@ import trio.testing
 from support.slow import MemoryServer, PacedResponder, make_server, numbered
 
 from trio_mcp import ServerConfig
-from trio_mcp._trio._tcpprobe import TcpSample
+from trio_mcp.runtime.backpressure._tcpprobe import TcpSample
 
-#: How often a busy view looks at its writer (trio_mcp._trio._view._CHECK_EVERY).
+#: How often a busy view looks at its writer (trio_mcp.runtime.backpressure._view._CHECK_EVERY).
 CHECK = 0.25
 
 

@@ -15,13 +15,13 @@ from support.client import rpc_request
 from support.fixtures import wait_until
 from support.slow import MemoryServer, PacedResponder, make_server
 
-import trio_mcp._trio
+import trio_mcp.runtime
 from trio_mcp import ServerConfig
-from trio_mcp._trio._budget import BodyStatistics
-from trio_mcp._trio._endpoint import EndpointStatistics
-from trio_mcp._trio._peers import ClusterStatistics
-from trio_mcp._trio._stats import KIND, Kind, declared
-from trio_mcp._trio._table import TableStatistics
+from trio_mcp.runtime._budget import BodyStatistics
+from trio_mcp.runtime._stats import KIND, Kind, declared
+from trio_mcp.runtime.legacy._endpoint import EndpointStatistics
+from trio_mcp.runtime.legacy._table import TableStatistics
+from trio_mcp.runtime.store._peers import ClusterStatistics
 
 COUNTERS = {
     "sessions_created", "sessions_deleted", "sessions_expired", "sessions_evicted",
@@ -153,11 +153,11 @@ async def test_counters_survive_the_sessions_they_count(autojump_clock: trio.abc
 
 
 def _statistics_records() -> list[type]:
-    """Every statistics record of the runtime: the attrs classes of trio_mcp._trio named
+    """Every statistics record of the runtime: the attrs classes of trio_mcp.runtime named
     ``...Statistics``."""
     found = []
-    for info in pkgutil.iter_modules(trio_mcp._trio.__path__):
-        module = importlib.import_module(f"trio_mcp._trio.{info.name}")
+    for info in pkgutil.walk_packages(trio_mcp.runtime.__path__, "trio_mcp.runtime."):
+        module = importlib.import_module(info.name)
         for name, value in vars(module).items():
             if (
                 name.endswith("Statistics") and isinstance(value, type) and attrs.has(value)

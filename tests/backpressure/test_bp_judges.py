@@ -1,4 +1,5 @@
-# The two stall judges of trio_mcp/_trio/_judge.py on their own, under trio's MockClock
+# The two stall judges of trio_mcp/runtime/backpressure/_judge.py on their own, under trio's
+# MockClock
 # (pytest-trio's autojump_clock): no writer, no view, no sockets. The portable judge is fed the
 # write completions of a modelled reader behind kernel buffers that wake a blocked write in
 # bursts; the kernel judge is fed synthetic TcpSample sequences of a reader whose kernel
@@ -15,7 +16,7 @@ import trio
 import trio.testing
 from support.slow import PacedResponder
 
-from trio_mcp._trio._judge import (
+from trio_mcp.runtime.backpressure._judge import (
     RATE_LOOKBACK,
     SILENCE_FACTOR,
     KernelJudge,
@@ -23,14 +24,14 @@ from trio_mcp._trio._judge import (
     WriteProgressJudge,
     judge_for,
 )
-from trio_mcp._trio._pacer import WindowPacer, pace_limit
-from trio_mcp._trio._tcpprobe import TcpSample
+from trio_mcp.runtime.backpressure._pacer import WindowPacer, pace_limit
+from trio_mcp.runtime.backpressure._tcpprobe import TcpSample
 
 #: The defaults of ServerConfig: a 10 s stall budget at 2 KiB/s.
 WINDOW = 10.0
 MIN_RATE = 2048.0
 LOOKBACK = RATE_LOOKBACK * WINDOW
-#: How often a busy View asks (trio_mcp._trio._view._CHECK_EVERY).
+#: How often a busy View asks (trio_mcp.runtime.backpressure._view._CHECK_EVERY).
 CHECK = 0.25
 #: One bucket of the judges' measure (a fortieth of the window).
 BUCKET = WINDOW / 40

@@ -11,7 +11,7 @@ import pytest
 
 PROGRAM = """
 import sys
-from trio_mcp._trio._memory import MemoryReleaser
+from trio_mcp.runtime._memory import MemoryReleaser
 
 def rss_kib():
     with open("/proc/self/status") as status:

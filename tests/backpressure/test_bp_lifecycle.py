@@ -283,7 +283,7 @@ async def test_shutdown_keeps_back_from_the_grace_what_cancelling_its_handlers_c
     """With many handlers running, shutdown cancels them before the grace has passed, by
     CANCEL_COST for each (at most half the grace), so that the cancelling itself, which
     takes CPU time per handler, still ends within the grace."""
-    from trio_mcp._trio._table import CANCEL_COST
+    from trio_mcp.runtime.legacy._table import CANCEL_COST
 
     server, record = make_server()
     async with MemoryServer.open(server, ServerConfig(max_inflight_requests=100)) as mem:
@@ -308,7 +308,7 @@ async def test_an_eviction_looks_at_a_bounded_number_of_sessions(
     """With a full table of busy sessions, each refused initialize looks at no more than
     EVICTION_SCAN of them, and a run of refusals looks at each busy one about once: the
     cost of admission does not grow with the table."""
-    from trio_mcp._trio import _session, _table
+    from trio_mcp.runtime.legacy import _session, _table
 
     server, _record = make_server()
     config = ServerConfig(max_sessions=300)
@@ -481,7 +481,7 @@ def test_release_collects_cycles_and_trims_where_glibc_is() -> None:
     threshold, and None never releases."""
     import platform
 
-    from trio_mcp._trio._memory import MemoryReleaser
+    from trio_mcp.runtime._memory import MemoryReleaser
 
     class Node:
         other: object

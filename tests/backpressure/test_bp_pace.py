@@ -24,18 +24,18 @@ from support.slow import (
     tasks_named,
 )
 
-import trio_mcp._asgi
-import trio_mcp._http
+import trio_mcp.edges._asgi
+import trio_mcp.edges._http
 from trio_mcp import ServerConfig
-from trio_mcp._trio._judge import KernelJudge
-from trio_mcp._trio._pacer import RELEASE_AT, WindowPacer
-from trio_mcp._trio._writer import ConnectionWriter
+from trio_mcp.runtime.backpressure._judge import KernelJudge
+from trio_mcp.runtime.backpressure._pacer import RELEASE_AT, WindowPacer
+from trio_mcp.runtime.backpressure._writer import ConnectionWriter
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="pacing reads Linux's TCP_INFO"
 )
 
-#: How often a busy view looks at its writer (trio_mcp._trio._view._CHECK_EVERY).
+#: How often a busy view looks at its writer (trio_mcp.runtime.backpressure._view._CHECK_EVERY).
 CHECK = 0.25
 #: Scheduling slack for loopback timings on a shared two-core machine.
 SLACK = 0.5
@@ -225,21 +225,21 @@ async def test_small_responses_never_look_their_socket_up(
     that writes more looks its socket up once."""
     lookups: list[object] = []
     if http_server == "hypercorn":
-        real = trio_mcp._asgi.find_tcp_socket
+        real = trio_mcp.edges._asgi.find_tcp_socket
 
         def counted(local: object, peer: object) -> object:
             lookups.append(peer)
             return real(local, peer)
 
-        monkeypatch.setattr(trio_mcp._asgi, "find_tcp_socket", counted)
+        monkeypatch.setattr(trio_mcp.edges._asgi, "find_tcp_socket", counted)
     else:
-        made = trio_mcp._http.TcpProbe.of_socket
+        made = trio_mcp.edges._http.TcpProbe.of_socket
 
         def counted_probe(sock: Any) -> object:
             lookups.append(sock)
             return made(sock)
 
-        monkeypatch.setattr(trio_mcp._http.TcpProbe, "of_socket", counted_probe)
+        monkeypatch.setattr(trio_mcp.edges._http.TcpProbe, "of_socket", counted_probe)
     server, _record = make_server()
     live = await live_server(server, ServerConfig())
     session = await open_session(live.url)

@@ -1,4 +1,5 @@
-# Window pacing (trio_mcp/_trio/_pacer.py, TM-BP-PACE) against a modelled TCP receiver under
+# Window pacing (trio_mcp/runtime/backpressure/_pacer.py, TM-BP-PACE) against a modelled TCP
+# receiver under
 # trio's MockClock (pytest-trio's autojump_clock): what it lets through, when it probes,
 # when it lets a reader go. The real kernel's behaviour is in test_bp_pace.py.
 from __future__ import annotations
@@ -12,7 +13,7 @@ import pytest
 import trio
 import trio.testing
 
-from trio_mcp._trio._pacer import (
+from trio_mcp.runtime.backpressure._pacer import (
     ENGAGE_AFTER,
     PROBE_BYTES,
     PROBE_FIRST,
@@ -20,7 +21,7 @@ from trio_mcp._trio._pacer import (
     WindowPacer,
     pace_limit,
 )
-from trio_mcp._trio._tcpprobe import TcpSample
+from trio_mcp.runtime.backpressure._tcpprobe import TcpSample
 
 #: The pacer of the default configuration: 2048 B/s minimum, 10 s budget.
 MIN_RATE = 2048.0

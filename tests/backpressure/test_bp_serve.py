@@ -16,10 +16,10 @@ from support.fixtures import wait_until
 from support.slow import make_server, open_slow
 
 from trio_mcp import ResponseMode, Server, ServerConfig, serve
-from trio_mcp._serve import user_timeout
-from trio_mcp._trio._runtime import Runtime
-from trio_mcp._trio._table import SessionTable
+from trio_mcp.edges._serve import user_timeout
 from trio_mcp.protocol import SSEEvent
+from trio_mcp.runtime._runtime import Runtime
+from trio_mcp.runtime.legacy._table import SessionTable
 
 #: The size of the reply no one reads.
 BIG = 3_000_000
@@ -147,8 +147,8 @@ async def test_stats_port_serves_the_counters_as_prometheus_metrics() -> None:
     histogram of their handlers' time."""
     from prometheus_client.parser import text_string_to_metric_families
 
-    from trio_mcp._trio._runtime import RuntimeStatistics
-    from trio_mcp._trio._stats import declared
+    from trio_mcp.runtime._runtime import RuntimeStatistics
+    from trio_mcp.runtime._stats import declared
 
     server, _record = make_server()
     config = ServerConfig()

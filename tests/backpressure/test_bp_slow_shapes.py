@@ -29,7 +29,7 @@ pytestmark = [
     pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the kernel judge's"),
 ]
 
-#: How often a busy view looks at its writer (trio_mcp._trio._view._CHECK_EVERY).
+#: How often a busy view looks at its writer (trio_mcp.runtime.backpressure._view._CHECK_EVERY).
 CHECK = 0.25
 #: Slack for a loaded machine (two cores shared with other test runs), on top of each bound.
 SLACK = 0.75

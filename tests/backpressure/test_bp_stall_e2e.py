@@ -20,10 +20,10 @@ from support.fixtures import LiveServer, StartServer, wait_until
 from support.slow import SlowClient, make_server, numbered, open_slow, tasks_named
 
 from trio_mcp import ServerConfig
-from trio_mcp._trio._writer import RATE_LOOKBACK, ConnectionWriter
 from trio_mcp.protocol import SSEEvent
+from trio_mcp.runtime.backpressure._writer import RATE_LOOKBACK, ConnectionWriter
 
-#: How often a busy view looks at its writer (trio_mcp._trio._view._CHECK_EVERY).
+#: How often a busy view looks at its writer (trio_mcp.runtime.backpressure._view._CHECK_EVERY).
 CHECK = 0.25
 #: What a client's 4 KiB receive buffer takes of a stream on loopback before its window
 #: closes, the response head included (measured: 5484 bytes), rounded up. The kernel probe

@@ -12,11 +12,11 @@ from support.fixtures import wait_until
 from support.slow import MemoryServer, PacedResponder, make_server, numbered
 
 from trio_mcp import ServerConfig
-from trio_mcp._trio._session import Session
-from trio_mcp._trio._view import View
-from trio_mcp._trio._writer import RATE_LOOKBACK, ConnectionWriter
+from trio_mcp.runtime.backpressure._view import View
+from trio_mcp.runtime.backpressure._writer import RATE_LOOKBACK, ConnectionWriter
+from trio_mcp.runtime.legacy._session import Session
 
-#: How often a busy view looks at its writer (trio_mcp._trio._view._CHECK_EVERY).
+#: How often a busy view looks at its writer (trio_mcp.runtime.backpressure._view._CHECK_EVERY).
 CHECK = 0.25
 #: The polling step of these tests, in trio time.
 POLL = 0.01

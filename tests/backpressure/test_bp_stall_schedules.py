@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 from support.slow import MemoryServer, PacedResponder, make_server, numbered
 
 from trio_mcp import ServerConfig
-from trio_mcp._trio._writer import RATE_LOOKBACK
+from trio_mcp.runtime.backpressure._writer import RATE_LOOKBACK
 
-#: How often a busy view looks at its writer (trio_mcp._trio._view._CHECK_EVERY).
+#: How often a busy view looks at its writer (trio_mcp.runtime.backpressure._view._CHECK_EVERY).
 CHECK = 0.25
 #: The polling step of these tests, in trio time.
 POLL = 0.01

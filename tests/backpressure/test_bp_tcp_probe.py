@@ -1,4 +1,5 @@
-# The stall detector's kernel probe (trio_mcp/_trio/_tcpprobe.py): finding a connection's
+# The stall detector's kernel probe (trio_mcp/runtime/backpressure/_tcpprobe.py): finding a
+# connection's
 # socket in this process and reading how many bytes its reader acknowledged, then judging
 # readers by it, in memory (a modelled kernel under MockClock) and end to end (real hypercorn
 # on loopback, raw sockets with small receive buffers, tests/support/slow.py).
@@ -28,15 +29,20 @@ from support.slow import (
 )
 
 from trio_mcp import ServerConfig
-from trio_mcp._trio._tcpprobe import SocketIndex, TcpProbe, TcpSample, find_tcp_socket
-from trio_mcp._trio._writer import RATE_LOOKBACK, SILENCE_FACTOR, ConnectionWriter
+from trio_mcp.runtime.backpressure._tcpprobe import (
+    SocketIndex,
+    TcpProbe,
+    TcpSample,
+    find_tcp_socket,
+)
+from trio_mcp.runtime.backpressure._writer import RATE_LOOKBACK, SILENCE_FACTOR, ConnectionWriter
 
 #: The probe reads Linux's TCP_INFO; elsewhere there is none, and the writes alone judge.
 linux_only = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="the kernel probe reads Linux's TCP_INFO"
 )
 
-#: How often a busy view looks at its writer (trio_mcp._trio._view._CHECK_EVERY).
+#: How often a busy view looks at its writer (trio_mcp.runtime.backpressure._view._CHECK_EVERY).
 CHECK = 0.25
 #: Scheduling slack for loopback timings on a shared two-core machine: a CI run cut 25 ms
 #: past a 0.25 s slack while other test processes shared the CPUs.

@@ -1,4 +1,5 @@
-# How a connection's writer sizes its writes (trio_mcp/_trio/_writer.py), in memory under
+# How a connection's writer sizes its writes (trio_mcp/runtime/backpressure/_writer.py), in memory
+# under
 # trio's MockClock: chunks joined up to MAX_CHUNK, what the socket takes at once in one write,
 # and only what would wait for the reader in slices the judge can see (TM-BP-BOUNDED).
 from __future__ import annotations
@@ -8,10 +9,10 @@ from collections.abc import Sequence
 import pytest
 import trio
 
-from trio_mcp._trio._judge import WriteProgressJudge
-from trio_mcp._trio._responder import SendRoom
-from trio_mcp._trio._writer import MAX_CHUNK, ConnectionWriter, write_grain
 from trio_mcp.protocol import Reply
+from trio_mcp.runtime.backpressure._judge import WriteProgressJudge
+from trio_mcp.runtime.backpressure._responder import SendRoom
+from trio_mcp.runtime.backpressure._writer import MAX_CHUNK, ConnectionWriter, write_grain
 
 #: The write grain at the defaults (2 KiB/s over a 10 s budget).
 GRAIN = write_grain(2048.0, 10.0)

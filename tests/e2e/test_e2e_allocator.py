@@ -107,13 +107,13 @@ def test_an_interpreter_that_ignores_the_environment_runs_on_with_a_warning() ->
 
 @pytest.mark.spec("TM-SESS-ALLOCATOR")
 def test_cli_main_given_its_own_argv_never_restarts_the_caller() -> None:
-    """trio_mcp._cli.main(argv) run from someone else's program leaves that program's process
+    """trio_mcp.cli._cli.main(argv) run from someone else's program leaves that program's process
     alone: only the process's own command line chooses the allocator."""
     code = (
         "import os\n"
         "print('start', os.getpid(), flush=True)\n"
-        "from trio_mcp._allocator import running_allocator\n"
-        "from trio_mcp._cli import main\n"
+        "from trio_mcp.base._allocator import running_allocator\n"
+        "from trio_mcp.cli._cli import main\n"
         "try:\n"
         "    main(['serve', 'no_such_module_here:server', '--log-level', 'info'])\n"
         "finally:\n"
@@ -173,7 +173,7 @@ def test_the_command_line_chooses_before_it_imports_trio_or_hypercorn() -> None:
     again: importing the command line loads neither trio nor hypercorn."""
     code = (
         "import sys\n"
-        "import trio_mcp._cli\n"
+        "import trio_mcp.cli._cli\n"
         "print(sorted(m for m in ('trio', 'hypercorn', 'h11') if m in sys.modules))\n"
     )
     assert "[]" == _python(code).stdout.strip()
@@ -187,7 +187,7 @@ def test_the_young_generation_is_collected_less_often_unless_the_program_chose()
     code = (
         "import gc\n"
         "from trio_mcp import use_collector_threshold\n"
-        "from trio_mcp._collector import YOUNG_THRESHOLD\n"
+        "from trio_mcp.base._collector import YOUNG_THRESHOLD\n"
         "assert gc.get_threshold() == (700, 10, 10), gc.get_threshold()\n"
         "assert use_collector_threshold() == YOUNG_THRESHOLD\n"
         "assert gc.get_threshold() == (YOUNG_THRESHOLD, 10, 10)\n"

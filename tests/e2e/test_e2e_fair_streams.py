@@ -12,7 +12,7 @@ from support.fixtures import StartServer, wait_until
 from support.modern import modern_headers, modern_request
 
 from trio_mcp import ServerConfig
-from trio_mcp._trio._stats import as_dict
+from trio_mcp.runtime._stats import as_dict
 
 pytestmark = pytest.mark.usefixtures("no_server_errors")
 

@@ -11,8 +11,8 @@ from support.client import dumps, open_session, post_headers, request, rpc_reque
 from support.fixtures import StartServer
 
 from trio_mcp import ServerConfig
-from trio_mcp._trio._runtime import Runtime
 from trio_mcp.protocol import HttpRequest
+from trio_mcp.runtime._runtime import Runtime
 
 TIMEOUT = 10
 

@@ -17,7 +17,7 @@ from support.fixtures import StartServer
 from support.modern import modern_request, post
 
 from trio_mcp import Context, ResponseMode, Server, ServerConfig, serve
-from trio_mcp._cli import build_parser
+from trio_mcp.cli._cli import build_parser
 from trio_mcp.demo import server as demo
 
 TIMEOUT = 10

@@ -13,10 +13,10 @@ from typing import Any
 import trio
 
 from trio_mcp import Server, ServerConfig
-from trio_mcp._asgi import ASGIApp
-from trio_mcp._trio._stats import as_dict
-from trio_mcp._trio._table import SessionTable
+from trio_mcp.edges._asgi import ASGIApp
 from trio_mcp.protocol import LATEST_LEGACY_VERSION, SSEDecoder, SSEEvent
+from trio_mcp.runtime._stats import as_dict
+from trio_mcp.runtime.legacy._table import SessionTable
 
 __all__ = ["Exchange", "MemoryServer", "MemorySession"]
 

@@ -21,7 +21,7 @@ from trio_mcp import (
     ServerConfig,
     Text,
 )
-from trio_mcp._resources import UriTemplate, to_contents
+from trio_mcp.app._resources import UriTemplate, to_contents
 from trio_mcp.demo import server as demo
 
 

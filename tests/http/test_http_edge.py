@@ -89,7 +89,7 @@ async def test_what_a_connection_raises_is_answered_400_logged_once_and_the_serv
     """A failure inside the edge's handling of a request (forced here) is answered 400 on
     that connection alone, 50 times over, and logged once with its traceback and at most
     once more within the minute; the server and a neighbour go on."""
-    from trio_mcp import _asgi, _http
+    from trio_mcp.edges import _asgi, _http
 
     def broken_plan(**kwargs: Any) -> Any:
         if "boom" in kwargs["target"]:

@@ -1,4 +1,4 @@
-# trio-mcp's own HTTP/1.1 server (trio_mcp._http, TM-HTTP-OWN) over real loopback sockets:
+# trio-mcp's own HTTP/1.1 server (trio_mcp.edges._http, TM-HTTP-OWN) over real loopback sockets:
 # its deadlines (a slowloris head, a stalled body, an idle keep-alive connection), its limits
 # (the header block, the body, the open connections), pipelining, `Expect: 100-continue`,
 # the framing it writes itself (Connection: close, HTTP/1.0, chunks), TLS, and a shutdown
@@ -27,7 +27,7 @@ from support.fixtures import LiveServer, start_live
 from support.modern import call_tool, messages_of, modern_headers
 
 from trio_mcp import Context, HttpParser, ResponseMode, Server, ServerConfig, serve
-from trio_mcp._http import _response_head
+from trio_mcp.edges._http import _response_head
 
 HOST = "127.0.0.1"
 TIMEOUT = 15
@@ -964,7 +964,7 @@ async def test_a_json_answer_ready_at_once_starts_no_reader_task(nursery: trio.N
 
     live, record = await start(nursery, config())
     session = await open_session(live.url)
-    reader = "trio_mcp._http._Connection._read"
+    reader = "trio_mcp.edges._http._Connection._read"
     echo = rpc_request("tools/call", {"name": "echo", "arguments": {"text": "now"}})
     nap = rpc_request("tools/call", {"name": "nap", "arguments": {"seconds": 0.5}})
     with trio.fail_after(TIMEOUT):
@@ -993,7 +993,7 @@ async def test_an_initialize_answered_as_a_stream_is_sent_whole_and_starts_no_re
     with trio.fail_after(TIMEOUT):
         async with open_stream(live.url, "POST", post_headers(), dumps(message)) as answer:
             body = await answer.read_body()
-            assert [] == tasks_named("trio_mcp._http._Connection._read")
+            assert [] == tasks_named("trio_mcp.edges._http._Connection._read")
             headers = dict(answer.headers)
             assert headers["mcp-session-id"]
             assert str(len(body)) == headers["content-length"]

@@ -20,8 +20,8 @@ from support.process import start_until
 from support.slow import make_server
 
 from trio_mcp import Server, ServerConfig, serve
-from trio_mcp._cli import main
-from trio_mcp._inspect import GROUP_SHOWN, render_text
+from trio_mcp.cli._cli import main
+from trio_mcp.edges.observe._inspect import GROUP_SHOWN, render_text
 
 pytestmark = pytest.mark.spec("TM-SEC-INSPECT")
 

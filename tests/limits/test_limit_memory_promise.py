@@ -19,7 +19,7 @@ from support.modern import call_tool, modern_headers
 from support.served import Served, served
 
 from trio_mcp import ServerConfig
-from trio_mcp._config import CONNECTION_BUFFERS, DECODING_FACTOR, MemoryBound
+from trio_mcp.base._config import CONNECTION_BUFFERS, DECODING_FACTOR, MemoryBound
 from trio_mcp.protocol import Retention
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -26,8 +26,8 @@ from support.modern import (
 )
 
 from trio_mcp import Context, InputRequest, Server, sampling_request
-from trio_mcp._trio._stats import as_dict
 from trio_mcp.protocol import ErrorCode, RemoteProtocolError
+from trio_mcp.runtime._stats import as_dict
 
 TIMEOUT = 10
 

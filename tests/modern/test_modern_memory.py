@@ -15,8 +15,8 @@ from support.modern import call_tool, modern_request, open_raw, post, read_until
 from support.slow import tasks_named
 
 from trio_mcp import Context, Server
-from trio_mcp._trio._runtime import Runtime
-from trio_mcp._trio._stats import as_dict
+from trio_mcp.runtime._runtime import Runtime
+from trio_mcp.runtime._stats import as_dict
 
 #: The name of the task trio's serve_listeners runs each of hypercorn's connections in.
 CONNECTION_TASK = "trio._highlevel_serve_listeners._run_handler"

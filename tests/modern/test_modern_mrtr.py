@@ -15,7 +15,7 @@ from support.fixtures import StartServer, wait_until
 from support.modern import META_SERVER_INFO, call_tool, messages_of, modern_request, post
 
 from trio_mcp import CacheHint, CacheScope, Context, Server, ServerConfig
-from trio_mcp._trio._stats import as_dict
+from trio_mcp.runtime._stats import as_dict
 
 TIMEOUT = 10
 

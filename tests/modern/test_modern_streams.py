@@ -28,7 +28,7 @@ from support.modern import (
 from support.slow import open_slow
 
 from trio_mcp import Context, Server, ServerConfig
-from trio_mcp._trio._stats import as_dict
+from trio_mcp.runtime._stats import as_dict
 
 TIMEOUT = 10
 

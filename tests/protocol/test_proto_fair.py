@@ -15,10 +15,10 @@ from hypothesis import event, example, given, settings
 from hypothesis import strategies as st
 from support.examples import examples
 
-from trio_mcp._trio._budget import Arrival, BodyPool
-from trio_mcp._trio._pools import Pool
 from trio_mcp.protocol import Headers
 from trio_mcp.protocol._fair import FairShare, Unit, UnitPolicy, Verdict, fair_share_level
+from trio_mcp.runtime._budget import Arrival, BodyPool
+from trio_mcp.runtime._pools import Pool
 
 UNITS = [f"ip:10.0.0.{i}" for i in range(64)]
 

@@ -15,9 +15,8 @@ import attrs
 import pytest
 
 from trio_mcp import Server
-from trio_mcp._dispatch import Dispatcher
-from trio_mcp._tools import ToolRegistry
-from trio_mcp._trio._session import Session
+from trio_mcp.app._dispatch import Dispatcher
+from trio_mcp.app._tools import ToolRegistry
 from trio_mcp.protocol import Notification, Request
 from trio_mcp.protocol._lifecycle import MessageClass, classify
 from trio_mcp.protocol._methods import (
@@ -45,6 +44,7 @@ from trio_mcp.protocol._methods import (
 )
 from trio_mcp.protocol._tasks import TaskAction
 from trio_mcp.protocol._versions import Era
+from trio_mcp.runtime.legacy._session import Session
 
 PACKAGE = Path(__file__).resolve().parents[2] / "trio_mcp"
 
@@ -266,11 +266,11 @@ def _spelled_in(name: str) -> set[str]:
 
 #: The modules whose code serves the application's methods, one registry each.
 REGISTRIES = {
-    "trio_mcp/_tools.py", "trio_mcp/_resources.py", "trio_mcp/_prompts.py",
-    "trio_mcp/_completion.py",
+    "trio_mcp/app/_tools.py", "trio_mcp/app/_resources.py", "trio_mcp/app/_prompts.py",
+    "trio_mcp/app/_completion.py",
 }
 #: The table, and the tour's client, which writes its requests as any client does.
-ELSEWHERE = {"trio_mcp/protocol/_methods.py", "trio_mcp/_tour.py"}
+ELSEWHERE = {"trio_mcp/protocol/_methods.py", "trio_mcp/cli/_tour.py"}
 
 
 @pytest.mark.parametrize("name", sorted(APP_METHODS))
@@ -329,7 +329,7 @@ def test_every_method_the_code_compares_with_is_a_row() -> None:
 
 #: The handlers' registries, which hold their methods' names as keys: the application's
 #: (one per registry module) and a legacy session's own; and the tour's client.
-HANDLER_REGISTRIES = REGISTRIES | {"trio_mcp/_trio/_session.py", "trio_mcp/_tour.py"}
+HANDLER_REGISTRIES = REGISTRIES | {"trio_mcp/runtime/legacy/_session.py", "trio_mcp/cli/_tour.py"}
 
 
 def _method_collections(tree: ast.AST) -> list[tuple[int, set[str]]]:
@@ -391,7 +391,7 @@ def _example_blocks() -> list[str]:
 def test_the_worked_example_shows_the_row_and_the_handler_as_they_are() -> None:
     """The row docs/architecture.md shows is the table's row of prompts/get, and the
     handler it shows is the prompt registry's as written: the example cannot go stale."""
-    from trio_mcp import _prompts
+    from trio_mcp.app import _prompts
     from trio_mcp.protocol import _methods
 
     row_block, handler_block = _example_blocks()

@@ -19,7 +19,7 @@ from support.redis import RedisServer
 from support.stores import RedisBackend, StoreBackend
 
 from trio_mcp import Server
-from trio_mcp._trio._store import CreateKind, SessionRecord, StoreLimits
+from trio_mcp.runtime.store._store import CreateKind, SessionRecord, StoreLimits
 
 TIMEOUT = 30
 SECRET = bytes(range(32))

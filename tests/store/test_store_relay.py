@@ -22,10 +22,10 @@ from support.stores import StoreBackend
 from support.task_tools import tasks_server
 
 from trio_mcp import AuthConfig, Context, JWTVerifier, Server, ServerConfig
-from trio_mcp._trio._relay import RELAY_HEADER, RelaySeal
 from trio_mcp.protocol import HttpRequest
 from trio_mcp.protocol._auth import Principal
 from trio_mcp.protocol._headers import Headers
+from trio_mcp.runtime.store._relay import RELAY_HEADER, RelaySeal
 
 TIMEOUT = 20
 TASKS = "io.modelcontextprotocol/tasks"

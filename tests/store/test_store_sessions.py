@@ -27,9 +27,9 @@ from support.fixtures import LiveServer, StartServer, wait_until
 from support.stores import StoreBackend
 
 from trio_mcp import Context, Server, ServerConfig
-from trio_mcp._trio._relay import RELAY_HEADER
 from trio_mcp.protocol import HttpRequest, Notification
 from trio_mcp.protocol._headers import Headers
+from trio_mcp.runtime.store._relay import RELAY_HEADER
 
 TIMEOUT = 15
 SECRET = bytes(range(32))

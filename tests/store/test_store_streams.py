@@ -11,9 +11,9 @@ import trio
 from support.fixtures import wait_until
 from support.stores import StoreBackend
 
-from trio_mcp._trio._mirror import StreamMirror
-from trio_mcp._trio._store import ClaimKind, SessionRecord, StoreLimits
 from trio_mcp.protocol import EventLog
+from trio_mcp.runtime.store._mirror import StreamMirror
+from trio_mcp.runtime.store._store import ClaimKind, SessionRecord, StoreLimits
 
 TIMEOUT = 15
 

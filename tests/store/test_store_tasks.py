@@ -13,7 +13,7 @@ from support.modern import call_tool, messages_of, modern_headers, modern_reques
 from support.stores import StoreBackend
 from support.task_tools import tasks_server
 
-from trio_mcp._trio._store import StoredTask
+from trio_mcp.runtime.store._store import StoredTask
 
 TIMEOUT = 20
 TASKS = "io.modelcontextprotocol/tasks"

@@ -14,14 +14,14 @@ import trio.testing
 from hypercorn.trio import serve as hypercorn_serve
 
 from trio_mcp import Server, ServerConfig
-from trio_mcp._asgi import ASGIApp
-from trio_mcp._http import HttpServer, serve_relay_port
-from trio_mcp._serve import hypercorn_config, listening_socket
-from trio_mcp._stores import with_store
-from trio_mcp._trio._cluster import Cluster
-from trio_mcp._trio._runtime import Runtime
-from trio_mcp._trio._stats import as_dict
-from trio_mcp._trio._table import SessionTable
+from trio_mcp.edges._asgi import ASGIApp
+from trio_mcp.edges._http import HttpServer, serve_relay_port
+from trio_mcp.edges._serve import hypercorn_config, listening_socket
+from trio_mcp.runtime._runtime import Runtime
+from trio_mcp.runtime._stats import as_dict
+from trio_mcp.runtime.legacy._table import SessionTable
+from trio_mcp.runtime.store._cluster import Cluster
+from trio_mcp.runtime.store._stores import with_store
 
 __all__ = [
     "HTTP_SERVERS",

@@ -16,7 +16,7 @@ from support.client import McpSession, SSEStream, open_stream, rpc_request
 from support.client import dumps as json_body
 from support.fixtures import OwnApp, start_live
 from trio_mcp import Context, Server, ServerConfig
-from trio_mcp._asgi import ASGIApp
+from trio_mcp.edges._asgi import ASGIApp
 from trio_mcp.protocol import SSEEvent
 
 __all__ = [

@@ -29,7 +29,7 @@ use_allocator()
 use_collector_threshold()
 import trio
 from trio_mcp import Context, Server, ServerConfig, serve
-from trio_mcp._allocator import running_allocator
+from trio_mcp.base._allocator import running_allocator
 from trio_mcp.protocol import Retention
 
 settings = json.loads(sys.argv[1])

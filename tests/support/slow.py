@@ -36,12 +36,7 @@ from support.client import POST_ACCEPT, rpc_request
 from support.client import dumps as json_body
 from support.fixtures import wait_until
 from trio_mcp import Context, Server, ServerConfig
-from trio_mcp._asgi import ASGIApp
-from trio_mcp._trio._runtime import Runtime
-from trio_mcp._trio._session import Session
-from trio_mcp._trio._stats import as_dict
-from trio_mcp._trio._table import SessionTable
-from trio_mcp._trio._writer import ConnectionWriter
+from trio_mcp.edges._asgi import ASGIApp
 from trio_mcp.protocol import (
     LATEST_LEGACY_VERSION,
     Headers,
@@ -50,6 +45,11 @@ from trio_mcp.protocol import (
     SSEDecoder,
     SSEEvent,
 )
+from trio_mcp.runtime._runtime import Runtime
+from trio_mcp.runtime._stats import as_dict
+from trio_mcp.runtime.backpressure._writer import ConnectionWriter
+from trio_mcp.runtime.legacy._session import Session
+from trio_mcp.runtime.legacy._table import SessionTable
 
 __all__ = [
     "MemoryServer",

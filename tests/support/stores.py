@@ -1,6 +1,7 @@
 # The shared stores the store tests run against (tests/store/, and the two-worker resumption
 # schedules): a real redis-server (tests/support/redis.py) and the in-process store
-# (trio_mcp._trio._memstore). Each is one StoreBackend: what a test gives ServerConfig.store,
+# (trio_mcp.runtime.store._memstore). Each is one StoreBackend: what a test gives
+# ServerConfig.store,
 # a connection of its own for the contract tests that drive the store directly, and the few
 # looks into the store and faults a test needs (a record deleted behind the workers' backs,
 # the store stopped, its writes paused), each done the store's own way.
@@ -14,8 +15,8 @@ from typing import Any
 import pytest
 
 from trio_mcp import ServerConfig
-from trio_mcp._trio._memstore import InProcessStore, SharedMemory
-from trio_mcp._trio._redis import RedisStore
+from trio_mcp.runtime.store._memstore import InProcessStore, SharedMemory
+from trio_mcp.runtime.store._redis import RedisStore
 
 from .redis import RedisServer
 

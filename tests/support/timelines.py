@@ -26,9 +26,9 @@ from support.modern import call_tool, post
 from support.resume import Gate, Wire, open_call, read_until, resume
 from support.slow import MemoryServer, PacedResponder, make_server
 from trio_mcp import Context, Server, ServerConfig
-from trio_mcp._diagram import render_svg
-from trio_mcp._trace import TraceKind, TraceRecord, TraceRecorder, dumps_trace
-from trio_mcp._trio._session import Session
+from trio_mcp.base._trace import TraceKind, TraceRecord, TraceRecorder, dumps_trace
+from trio_mcp.cli._diagram import render_svg
+from trio_mcp.runtime.legacy._session import Session
 
 __all__ = [
     "DOCS",

@@ -25,9 +25,9 @@ from support.modern import (
 from support.task_tools import tasks_server
 
 from trio_mcp import Context, Server, ServerConfig
-from trio_mcp._trio._runtime import Runtime
-from trio_mcp._trio._stats import as_dict
 from trio_mcp.protocol import ErrorCode
+from trio_mcp.runtime._runtime import Runtime
+from trio_mcp.runtime._stats import as_dict
 
 pytestmark = pytest.mark.usefixtures("no_server_errors")
 
@@ -540,9 +540,9 @@ async def test_a_task_its_client_was_never_told_of_is_withdrawn_at_once() -> Non
     """A published task withdrawn because its CreateTaskResult could not be sent has its
     work cancelled and its slot and table entry freed at once, not at its TTL; a second
     withdrawal changes nothing."""
-    from trio_mcp._trio._taskmanager import TaskManager
     from trio_mcp.protocol import Request
     from trio_mcp.protocol._era import Envelope, ModernCall
+    from trio_mcp.runtime.tasks._taskmanager import TaskManager
 
     manager = TaskManager(tasks_server(), ServerConfig(max_tasks=1))
     call = ModernCall(

@@ -29,9 +29,9 @@ from hypothesis import strategies as st
 from support.modern import META_CAPS, META_INFO, META_LEVEL, META_VERSION, MODERN
 
 from trio_mcp import Context, Server, ServerConfig, elicitation_request
-from trio_mcp._trio._stats import as_dict
-from trio_mcp._trio._tasks import TASK_FOOTPRINT
 from trio_mcp.protocol import ErrorCode, RemoteProtocolError, SSEDecoder, dumps
+from trio_mcp.runtime._stats import as_dict
+from trio_mcp.runtime.tasks._tasks import TASK_FOOTPRINT
 
 TTL: Final = 30.0
 TASK_AFTER: Final = 0.5

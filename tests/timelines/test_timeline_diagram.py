@@ -1,4 +1,4 @@
-# The renderer (trio_mcp._diagram): a trace drawn as an SVG sequence diagram, the same bytes
+# The renderer (trio_mcp.cli._diagram): a trace drawn as an SVG sequence diagram, the same bytes
 # for the same trace, with the lifelines, bars and marks a reader looks for.
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
-from trio_mcp._diagram import main, render_svg
-from trio_mcp._trace import TraceKind, TraceRecord, dumps_trace
+from trio_mcp.base._trace import TraceKind, TraceRecord, dumps_trace
+from trio_mcp.cli._diagram import main, render_svg
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -140,7 +140,7 @@ def test_connection_columns_are_reused_once_free() -> None:
 
 
 def test_the_command_draws_a_trace_file(tmp_path: Path) -> None:
-    """`python -m trio_mcp._diagram TRACE -o OUT` writes what render_svg gives."""
+    """`python -m trio_mcp.cli._diagram TRACE -o OUT` writes what render_svg gives."""
     trace = tmp_path / "t.jsonl"
     out = tmp_path / "t.svg"
     trace.write_text(dumps_trace(DROP, title="drop"), encoding="utf-8")

@@ -1,4 +1,4 @@
-# The trace recorder (trio_mcp._trace): what the runtime tells it while a real server serves
+# The trace recorder (trio_mcp.base._trace): what the runtime tells it while a real server serves
 # a session over loopback, and how it turns that into a stable trace file.
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from support.fixtures import StartServer, wait_until
 from support.resume import Wire, open_call, read_until
 
 from trio_mcp import Context, Server, ServerConfig
-from trio_mcp._trace import (
+from trio_mcp.base._trace import (
     TraceKind,
     TraceRecord,
     TraceRecorder,

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from trio_mcp._tour import (
+from trio_mcp.cli._tour import (
     SCENES,
     TOUR_CONFIG,
     Narrator,
@@ -31,7 +31,7 @@ from trio_mcp._tour import (
 
 ROOT = Path(__file__).resolve().parents[2]
 #: How many stall budgets a stopped reader may take to be cut where the kernel is not asked
-#: (trio_mcp._trio._writer.RATE_LOOKBACK); on Linux it is one.
+#: (trio_mcp.runtime.backpressure._writer.RATE_LOOKBACK); on Linux it is one.
 RATE_LOOKBACK = 6
 
 

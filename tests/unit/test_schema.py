@@ -1,4 +1,4 @@
-# Unit tests for trio_mcp._schema: schema derivation from signatures and docstrings,
+# Unit tests for trio_mcp.app._schema: schema derivation from signatures and docstrings,
 # argument conversion, and dump_value; and how protocol/_jsonschema.py (the jsonschema
 # library) words what is wrong with a value, which these tests hold to.
 
@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from trio_mcp._schema import (
+from trio_mcp.app._schema import (
     ArgumentError,
     Param,
     Signature,

@@ -10,7 +10,7 @@ import pytest
 from typing_extensions import Doc
 
 from trio_mcp import Server
-from trio_mcp._schema import SUPPORTED_TYPES, derive_signature
+from trio_mcp.app._schema import SUPPORTED_TYPES, derive_signature
 
 
 @dataclasses.dataclass

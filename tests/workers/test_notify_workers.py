@@ -17,8 +17,8 @@ from support.fixtures import LiveServer, StartServer, wait_until
 from support.modern import META_SUBSCRIPTION_ID, modern_request, open_modern
 
 from trio_mcp import Server, ServerConfig
-from trio_mcp._trio._announce import announced
-from trio_mcp._trio._store import Control, ControlKind
+from trio_mcp.runtime.store._announce import announced
+from trio_mcp.runtime.store._store import Control, ControlKind
 
 TIMEOUT = 15
 SECRET = bytes(range(32))

@@ -58,10 +58,10 @@ def test_the_relay_key_is_its_own_and_a_relay_seal_binds_its_request() -> None:
     it was made for, within its age, under the same secret only, and says whom for."""
     import time
 
-    from trio_mcp._trio._relay import RELAY_HEADER, RelaySeal
     from trio_mcp.protocol import HttpRequest, RemoteProtocolError
     from trio_mcp.protocol._auth import Principal
     from trio_mcp.protocol._headers import Headers
+    from trio_mcp.runtime.store._relay import RELAY_HEADER, RelaySeal
 
     config = ServerConfig(secret=SECRET)
     key = config.derived_key("relay")
@@ -98,7 +98,7 @@ def test_a_worker_that_keeps_dying_waits_half_a_second_then_twice_as_long_each_t
     """A worker is started again half a second after its first death in a row, then after
     1, 2, 4 ... seconds while it keeps dying young, at most 30 s; one that ran a minute or
     more before it died counts as a first death again."""
-    from trio_mcp._workers import restart_delay
+    from trio_mcp.cli._workers import restart_delay
 
     delays: list[float] = []
     last = None

@@ -1,7 +1,7 @@
 """trio_mcp.protocol: the Streamable HTTP rulebook as pure code.
 
 Nothing here does I/O or imports trio, hypercorn or h11 (tests/test_layering.py checks).
-The runtime in ``trio_mcp._trio`` executes what this layer decides.
+The runtime in ``trio_mcp.runtime`` executes what this layer decides.
 """
 
 from ._errors import ErrorCode as ErrorCode

@@ -1,7 +1,7 @@
 # Authorization as a resource server sees it (spec/authorization.md, T-AUTH-*): who a request
 # comes from, how a bearer token is found in it, and what a refusal says so that a client can
 # find the authorization server (RFC 9728 metadata, RFC 6750 challenges). No I/O: verifying a
-# token is the runtime's (trio_mcp._trio._auth).
+# token is the runtime's (trio_mcp.runtime._auth).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping

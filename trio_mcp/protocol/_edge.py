@@ -1,7 +1,8 @@
 # The HTTP edge's decisions (spec/transport.md TM-HTTP-EDGE, TM-HTTP-SMUGGLE, TM-HTTP-ABSOLUTE;
 # spec/security.md T-SEC-1): what both HTTP servers decide about a request from its head
 # alone, before the application sees it or its body is read. trio-mcp's own server
-# (trio_mcp._http) and the ASGI adapter under hypercorn (trio_mcp._asgi) hand in what they
+# (trio_mcp.edges._http) and the ASGI adapter under hypercorn (trio_mcp.edges._asgi) hand in what
+# they
 # read and carry out the plan; neither decides. Every refusal an edge sends is written here
 # once. Pure: no I/O.
 from __future__ import annotations

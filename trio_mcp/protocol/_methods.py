@@ -79,12 +79,12 @@ class Handler(enum.Enum):
 
     #: The application's registries, through ``_dispatch.Dispatcher``, alike in both eras.
     APP = "app"
-    #: A legacy session itself (``_trio._session.Session.OWN_METHODS``).
+    #: A legacy session itself (``runtime.legacy._session.Session.OWN_METHODS``).
     SESSION = "session"
     #: An era's runtime: initialize (the legacy session table), server/discover and
-    #: subscriptions/listen (``_trio._modern.ModernServer``, ``_trio._runtime.Runtime``).
+    #: subscriptions/listen (``runtime.modern._modern.ModernServer``, ``runtime._runtime.Runtime``).
     RUNTIME = "runtime"
-    #: The tasks extension's manager (``_trio._tasks.TaskManager.answer``).
+    #: The tasks extension's manager (``runtime.tasks._tasks.TaskManager.answer``).
     TASKS = "tasks"
     #: Nobody here: the server sends it, the client answers.
     CLIENT = "client"

@@ -2,7 +2,7 @@
 # tools/call answered at once with a task id while its work goes on, then polled, answered
 # and cancelled by id from any connection. Pure: the state machine of one task, the wire
 # shapes of its results, and the reading of tasks/* requests. The runtime owns the tasks
-# (trio_mcp._trio._tasks) and hands in ids, clocks and results.
+# (trio_mcp.runtime.tasks._tasks) and hands in ids, clocks and results.
 from __future__ import annotations
 
 import datetime

@@ -1,0 +1,629 @@
+# The user's server: decorators that register tools, resources, prompts and completions with
+# the method table (trio_mcp.app._dispatch), and the ways to serve it. It is the App the runtime
+# serves (trio_mcp.base._ports); it reaches the clients through the runtimes serving it (Hub), for
+# what concerns all of them: list changes, resource updates, log messages.
+from __future__ import annotations
+
+import typing
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+from ..base._ports import Hub, NotificationHandler, RequestPort
+from ..protocol import Notification, Request
+from ..protocol._jsonschema import preload as preload_schemas
+from ..protocol._methods import BROADCASTS, METHODS, ScopeKind, named
+from ..protocol._tasks import TaskSupport
+from . import _prompts, _resources
+from ._completion import GenericHandler, SpecificHandler
+from ._context import SessionContext, log_params
+from ._dispatch import Dispatcher, NotificationHook
+from ._prompts import PromptDef
+from ._resources import ResourceDef
+from ._tools import ToolDef, ToolError, make_tool
+
+if TYPE_CHECKING:
+    import socket
+
+    from trio import TaskStatus
+
+    from ..base._config import ServerConfig
+
+__all__ = ["Server", "ToolError"]
+
+F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
+G = TypeVar("G", bound=GenericHandler)
+
+
+class Server:
+    """An MCP server: register tools with ``@server.tool()``, then serve it.
+
+    Args:
+        name: the ``serverInfo.name`` sent at initialization (or in every modern result).
+        version: the ``serverInfo.version``.
+        instructions: optional usage hints for the client's model.
+        title: optional display name.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        version: str = "0.1.0",
+        instructions: str | None = None,
+        title: str | None = None,
+    ) -> None:
+        self._name = name
+        self.version = version
+        self._instructions = instructions
+        self.title = title
+        self._dispatcher = Dispatcher()
+        self._hubs: list[Hub] = []
+        #: The OAuth scopes of each tool, prompt and resource that has any (T-AUTH-STEPUP).
+        self._scopes: dict[tuple[ScopeKind, str], frozenset[str]] = {}
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def instructions(self) -> str | None:
+        return self._instructions
+
+    # -- registration -------------------------------------------------------------------
+
+    @typing.overload
+    def tool(self, fn: F, /) -> F: ...
+
+    @typing.overload
+    def tool(
+        self,
+        name: str | None = None,
+        *,
+        title: str | None = None,
+        description: str | None = None,
+        annotations: Mapping[str, Any] | None = None,
+        structured_output: bool | None = None,
+        input_schema: Mapping[str, Any] | None = None,
+        meta: Mapping[str, Any] | None = None,
+        requires: Mapping[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
+        scopes: Iterable[str] = (),
+        task: TaskSupport | str = TaskSupport.FORBIDDEN,
+        replace: bool = False,
+    ) -> Callable[[F], F]: ...
+
+    def tool(
+        self,
+        name: str | F | None = None,
+        *,
+        title: str | None = None,
+        description: str | None = None,
+        annotations: Mapping[str, Any] | None = None,
+        structured_output: bool | None = None,
+        input_schema: Mapping[str, Any] | None = None,
+        meta: Mapping[str, Any] | None = None,
+        requires: Mapping[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
+        scopes: Iterable[str] = (),
+        task: TaskSupport | str = TaskSupport.FORBIDDEN,
+        replace: bool = False,
+    ) -> F | Callable[[F], F]:
+        """Register an async function as a tool: ``@server.tool`` or ``@server.tool(...)``.
+
+        The name, description and ``inputSchema`` come from the function's name, docstring
+        and signature unless given. A parameter annotated ``Context`` receives the context.
+        A name already registered is refused (ValueError) unless ``replace`` (U-TOOL-13).
+        ``requires`` names client capabilities the tool cannot run without, as a
+        ClientCapabilities object (``{"sampling": {}}``): a 2026-07-28 client that did not
+        declare them is refused with -32021 before the tool runs (ML-META-3). ``headers``
+        mirrors parameters into HTTP headers, ``{parameter: header name}``: a 2026-07-28
+        client sends ``Mcp-Param-<name>`` with the argument's value (MT-HDR-7; never a
+        secret, MT-HDR-9). ``scopes`` are the OAuth scopes a call needs when the server
+        has authorization (T-AUTH-STEPUP). ``task`` says whether a 2026-07-28 call may
+        run as a task (the tasks extension, TM-TASK-DECIDE): "forbidden" (the default),
+        "optional" (when the client allows it and the call outlasts ``task_after``) or
+        "required" (a client without the extension is refused with -32021).
+
+        ``input_schema``, a hand-written JSON Schema, is enforced as written (TM-TOOL-INPUT),
+        and so is an elicitation's ``requested_schema`` against its answer. A schema without
+        ``$schema`` is JSON Schema 2020-12; one may name draft-03, draft-04, draft-06,
+        draft-07, 2019-09 or 2020-12 in ``$schema`` (MJ-SCHEMA-4); any other dialect is
+        refused by name when a value is checked against it.
+        """
+        if callable(name):
+            # @server.tool without parentheses: the function itself, with every default.
+            self.add_tool(name)
+            return name
+
+        def decorate(fn: F) -> F:
+            self.add_tool(
+                fn,
+                name=name,
+                title=title,
+                description=description,
+                annotations=annotations,
+                structured_output=structured_output,
+                input_schema=input_schema,
+                meta=meta,
+                requires=requires,
+                headers=headers,
+                scopes=scopes,
+                task=task,
+                replace=replace,
+            )
+            return fn
+
+        return decorate
+
+    def add_tool(
+        self,
+        fn: Callable[..., Awaitable[Any]],
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        annotations: Mapping[str, Any] | None = None,
+        structured_output: bool | None = None,
+        input_schema: Mapping[str, Any] | None = None,
+        meta: Mapping[str, Any] | None = None,
+        requires: Mapping[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
+        scopes: Iterable[str] = (),
+        task: TaskSupport | str = TaskSupport.FORBIDDEN,
+        replace: bool = False,
+    ) -> None:
+        """Register ``fn`` as a tool (the arguments of :meth:`tool`)."""
+        tool = make_tool(
+            fn,
+            name=name,
+            title=title,
+            description=description,
+            annotations=annotations,
+            structured_output=structured_output,
+            input_schema=input_schema,
+            meta=meta,
+            requires=requires,
+            headers=headers,
+            task=task,
+        )
+        self._dispatcher.tools.add(tool, replace=replace)
+        self._set_scopes(ScopeKind.TOOL, tool.name, scopes)
+        self._list_changed("tools")
+
+    def remove_tool(self, name: str) -> None:
+        self._dispatcher.tools.remove(name)
+        self._set_scopes(ScopeKind.TOOL, name, ())
+        self._list_changed("tools")
+
+    @property
+    def tools(self) -> Mapping[str, ToolDef]:
+        return dict(self._dispatcher.tools.tools)
+
+    def resource(
+        self,
+        uri: str,
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        mime_type: str | None = None,
+        annotations: Mapping[str, Any] | None = None,
+        meta: Mapping[str, Any] | None = None,
+        scopes: Iterable[str] = (),
+        replace: bool = False,
+    ) -> Callable[[F], F]:
+        """Register an async function as the resource at ``uri``:
+        ``@server.resource("file:///notes.txt")``.
+
+        A ``{var}`` in ``uri`` makes it a URI template (RFC 6570 level 1): the function's
+        parameters are the variables (str, int or float), taken from the URI being read.
+        It returns a str (text), bytes (a base64 blob), a ``Blob``/``EmbeddedResource``, a
+        list of these, or any JSON value. Raise ``ResourceNotFound`` for a URI that names
+        nothing. A parameter annotated ``Context`` receives the context. A URI already
+        registered is refused (ValueError) unless ``replace``.
+        """
+        if not isinstance(uri, str):
+            # @server.resource without its URI would otherwise register nothing, silently.
+            raise TypeError(
+                "@server.resource needs the resource's URI: "
+                '@server.resource("file:///notes.txt"), or a template such as '
+                '@server.resource("notes://{name}")'
+            )
+
+        def decorate(fn: F) -> F:
+            self.add_resource(
+                fn,
+                uri,
+                name=name,
+                title=title,
+                description=description,
+                mime_type=mime_type,
+                annotations=annotations,
+                meta=meta,
+                scopes=scopes,
+                replace=replace,
+            )
+            return fn
+
+        return decorate
+
+    def add_resource(
+        self,
+        fn: Callable[..., Awaitable[Any]],
+        uri: str,
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        mime_type: str | None = None,
+        annotations: Mapping[str, Any] | None = None,
+        meta: Mapping[str, Any] | None = None,
+        scopes: Iterable[str] = (),
+        replace: bool = False,
+    ) -> None:
+        """Register ``fn`` as the resource at ``uri`` (the arguments of :meth:`resource`)."""
+        self._dispatcher.resources.add(
+            _resources.make_resource(
+                fn,
+                uri,
+                name=name,
+                title=title,
+                description=description,
+                mime_type=mime_type,
+                annotations=annotations,
+                meta=meta,
+            ),
+            replace=replace,
+        )
+        self._set_scopes(ScopeKind.RESOURCE, uri, scopes)
+        self._list_changed("resources")
+
+    def remove_resource(self, uri: str) -> None:
+        """Remove the resource or template registered under ``uri``."""
+        self._dispatcher.resources.remove(uri)
+        self._set_scopes(ScopeKind.RESOURCE, uri, ())
+        self._list_changed("resources")
+
+    @property
+    def resources(self) -> Mapping[str, ResourceDef]:
+        return dict(self._dispatcher.resources.fixed)
+
+    @property
+    def resource_templates(self) -> Mapping[str, ResourceDef]:
+        return dict(self._dispatcher.resources.templates)
+
+    def notify_resource_updated(self, uri: str) -> int:
+        """Tell every client subscribed to ``uri`` that it changed
+        (notifications/resources/updated): legacy sessions on their standalone stream,
+        modern listeners on their listen stream. Returns how many got it."""
+        return self._broadcast("notifications/resources/updated", {"uri": uri})
+
+    @typing.overload
+    def prompt(self, fn: F, /) -> F: ...
+
+    @typing.overload
+    def prompt(
+        self,
+        name: str | None = None,
+        *,
+        title: str | None = None,
+        description: str | None = None,
+        meta: Mapping[str, Any] | None = None,
+        scopes: Iterable[str] = (),
+        replace: bool = False,
+    ) -> Callable[[F], F]: ...
+
+    def prompt(
+        self,
+        name: str | F | None = None,
+        *,
+        title: str | None = None,
+        description: str | None = None,
+        meta: Mapping[str, Any] | None = None,
+        scopes: Iterable[str] = (),
+        replace: bool = False,
+    ) -> F | Callable[[F], F]:
+        """Register an async function as a prompt: ``@server.prompt`` or
+        ``@server.prompt(...)``. A name already registered is refused (ValueError) unless
+        ``replace``.
+
+        Its arguments come from the signature (they are strings; a default makes one
+        optional) and their descriptions from the docstring's ``Args:``. It returns a str
+        (one user message), a ``UserMessage``/``AssistantMessage``, a content block, a list
+        of these, or a ``PromptResult``.
+        """
+        if callable(name):
+            # @server.prompt without parentheses: the function itself, with every default.
+            self.add_prompt(name)
+            return name
+
+        def decorate(fn: F) -> F:
+            self.add_prompt(
+                fn, name=name, title=title, description=description, meta=meta, scopes=scopes,
+                replace=replace,
+            )
+            return fn
+
+        return decorate
+
+    def add_prompt(
+        self,
+        fn: Callable[..., Awaitable[Any]],
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        meta: Mapping[str, Any] | None = None,
+        scopes: Iterable[str] = (),
+        replace: bool = False,
+    ) -> None:
+        """Register ``fn`` as a prompt (the arguments of :meth:`prompt`)."""
+        prompt = _prompts.make_prompt(
+            fn, name=name, title=title, description=description, meta=meta
+        )
+        self._dispatcher.prompts.add(prompt, replace=replace)
+        self._set_scopes(ScopeKind.PROMPT, prompt.name, scopes)
+        self._list_changed("prompts")
+
+    def remove_prompt(self, name: str) -> None:
+        self._dispatcher.prompts.remove(name)
+        self._set_scopes(ScopeKind.PROMPT, name, ())
+        self._list_changed("prompts")
+
+    @property
+    def prompts(self) -> Mapping[str, PromptDef]:
+        return dict(self._dispatcher.prompts.prompts)
+
+    def completion(
+        self, ref_type: typing.Literal["prompt", "resource"], name: str, argument: str
+    ) -> Callable[[F], F]:
+        """Register the completion of one argument of a prompt (``ref_type="prompt"``, its
+        name) or one variable of a resource template (``"resource"``, its URI template).
+
+        The function receives the partial value, and optionally ``arguments`` (the other
+        arguments already given) and a ``Context``; it returns a list of strings (at most
+        100 are sent) or a ``Completion``.
+        """
+
+        def decorate(fn: F) -> F:
+            handler: SpecificHandler = fn
+            self._dispatcher.completions.add(ref_type, name, argument, handler)
+            return fn
+
+        return decorate
+
+    def complete(self) -> Callable[[G], G]:
+        """Register the completion handler for every argument without a specific one.
+
+        It receives ``(ref, argument, value, arguments)`` and returns a list of strings, a
+        ``Completion``, or None (no suggestions).
+        """
+
+        def decorate(fn: G) -> G:
+            self._dispatcher.completions.set_generic(fn)
+            return fn
+
+        return decorate
+
+    # -- notifications from the client, and messages to every client -----------------------
+
+    def on_notification(self, method: str) -> Callable[[NotificationHook], NotificationHook]:
+        """Register an async hook for a notification from a legacy client, e.g.
+        ``notifications/roots/list_changed``. It receives a ``SessionContext`` (to answer
+        on that session's standalone stream) and the notification's params, and runs as a
+        task of the session."""
+        if not isinstance(method, str):
+            raise TypeError(
+                "@server.on_notification needs the notification's method: "
+                '@server.on_notification("notifications/roots/list_changed")'
+            )
+
+        def decorate(fn: NotificationHook) -> NotificationHook:
+            self._dispatcher.add_hook(method, fn)
+            return fn
+
+        return decorate
+
+    def on_roots_list_changed(
+        self, fn: Callable[[SessionContext], Awaitable[None]]
+    ) -> Callable[[SessionContext], Awaitable[None]]:
+        """Register an async hook for ``notifications/roots/list_changed``; it receives the
+        session's ``SessionContext`` (call ``await session.list_roots()`` there)."""
+
+        async def hook(session: SessionContext, params: Mapping[str, Any]) -> None:
+            await fn(session)
+
+        self.on_notification("notifications/roots/list_changed")(hook)
+        return fn
+
+    def sessions(self) -> list[SessionContext]:
+        """A SessionContext for each open legacy session (server-initiated requests and
+        messages go on its standalone stream). Modern clients have no session."""
+        return [SessionContext(port) for hub in self._hubs for port in hub.sessions()]
+
+    def log(self, level: str, data: Any, *, logger: str | None = None) -> int:
+        """Send a log message (notifications/message) to every legacy session whose level
+        lets it through (U-LOG-3), on its standalone stream. Returns how many sessions got
+        it. Modern clients get log messages only on the requests that ask for them
+        (MU-LOG-3).
+
+        It is not async: it only queues the message. A handler logs with ``ctx.log``, which
+        goes on its request's stream instead.
+        """
+        sent = 0
+        for hub in self._hubs:
+            for port in hub.sessions():
+                params = log_params(port, level, data, logger)
+                if params is not None and port.notify_now(
+                    Notification(method="notifications/message", params=params)
+                ):
+                    sent += 1
+        return sent
+
+    def _list_changed(self, kind: str) -> None:
+        # U-TOOL-2 / MU-TOOL-4 (SHOULD): a change of the list is announced to every client
+        # that listens for it.
+        self._broadcast(f"notifications/{kind}/list_changed")
+
+    def _broadcast(self, method: str, params: Mapping[str, Any] | None = None) -> int:
+        # Only the table's broadcasts reach other workers' clients (TM-STORE-NOTIFY).
+        assert method in BROADCASTS, method
+        return sum(hub.broadcast(method, params) for hub in self._hubs)
+
+    # -- serving ------------------------------------------------------------------------
+
+    def asgi_app(self, config: ServerConfig | None = None, *, bind: Sequence[str] = ()) -> Any:
+        """This server as an ASGI application (runs under hypercorn's trio worker). Without
+        ``config``, the settings of ``ServerConfig.from_environment()``: under ``hypercorn -w
+        N``, ``$TRIO_MCP_SECRET`` and ``$TRIO_MCP_STORE`` let the workers serve each other's
+        clients (spec/workers.md)."""
+        from ..base._config import ServerConfig
+        from ..edges._asgi import ASGIApp
+
+        return ASGIApp(self, config or ServerConfig.from_environment(), bind_hosts=list(bind))
+
+    async def serve(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 8000,
+        config: ServerConfig | None = None,
+        http_server: Literal["trio-mcp", "hypercorn"] = "trio-mcp",
+        certfile: str | None = None,
+        keyfile: str | None = None,
+        shutdown_trigger: Callable[[], Awaitable[None]] | None = None,
+        stats_port: int | None = None,
+        inspect_port: int | None = None,
+        inspect_host: str = "127.0.0.1",
+        sock: socket.socket | None = None,
+        announce: bool = True,
+        task_status: TaskStatus[list[str]] | None = None,
+    ) -> None:
+        """Serve this server over Streamable HTTP until cancelled, or until
+        ``shutdown_trigger`` returns; ``await nursery.start(server.serve, port=0)`` returns
+        once it listens, with the URLs it serves.
+
+        Args:
+            host: the address to listen on; the default, loopback, is reachable from this
+                machine only (T-SEC-4).
+            port: the port; 0 picks a free one (the URLs reported say which).
+            config: the limits and settings (``ServerConfig``); its ``path`` is the
+                endpoint's, ``/mcp`` by default.
+            http_server: ``"trio-mcp"`` (the default), trio-mcp's own HTTP/1.1 server, or
+                ``"hypercorn"``, which hosts the ASGI app (and speaks HTTP/2 over TLS).
+            certfile: a PEM certificate chain: serve HTTPS (with ``keyfile``).
+            keyfile: the PEM private key of ``certfile``.
+            shutdown_trigger: an async function whose return starts the graceful shutdown:
+                streams are told to retry, running handlers get ``config.shutdown_grace``
+                (10 s) to finish, then they are cancelled (TM-SESS-SHUTDOWN).
+            stats_port: also serve the counters on ``127.0.0.1:stats_port``: JSON at
+                ``/stats``, the Prometheus format at ``/metrics``.
+            inspect_port: also serve the live task tree on ``inspect_host:inspect_port``
+                (loopback only, TM-SEC-INSPECT).
+            inspect_host: the inspector's loopback address.
+            sock: a bound socket to serve instead of binding ``host`` and ``port``.
+            announce: log each URL served at start-up (INFO, logger ``trio_mcp.serve``; to
+                stderr when the program has not configured logging).
+            task_status: given by ``nursery.start``: reports the URLs served, the MCP
+                endpoint first, with its path (``http://127.0.0.1:8000/mcp``), then those
+                of the counters and the inspector.
+
+        Raises:
+            OSError: the address cannot be bound (a port in use names itself).
+            ValueError: ``inspect_host`` is not a loopback address, or ``http_server`` is
+                not one of the two.
+        """
+        import trio
+
+        from ..edges._serve import serve
+
+        await serve(
+            self, host=host, port=port, config=config, certfile=certfile, keyfile=keyfile,
+            shutdown_trigger=shutdown_trigger, stats_port=stats_port, http_server=http_server,
+            sock=sock, inspect_port=inspect_port, inspect_host=inspect_host, announce=announce,
+            task_status=trio.TASK_STATUS_IGNORED if task_status is None else task_status,
+        )
+
+    # -- the App the runtime serves (trio_mcp.base._ports.App) ------------------------------------
+
+    def server_info(self) -> dict[str, Any]:
+        info: dict[str, Any] = {"name": self._name, "version": self.version}
+        if self.title is not None:
+            info["title"] = self.title
+        return info
+
+    def capabilities(self) -> dict[str, Any]:
+        return self._dispatcher.capabilities()
+
+    def serves(self, method: str) -> bool:
+        return self._dispatcher.serves(method)
+
+    async def dispatch(self, port: RequestPort, request: Request) -> Mapping[str, Any]:
+        return await self._dispatcher.dispatch(port, request)
+
+    def has_resource(self, uri: str) -> bool:
+        return self._dispatcher.has_resource(uri)
+
+    def _set_scopes(self, kind: ScopeKind, name: str, scopes: Iterable[str]) -> None:
+        if isinstance(scopes, str):
+            raise TypeError("scopes is a collection of scope names, not one string")
+        needed = frozenset(scopes)
+        if needed:
+            self._scopes[kind, name] = needed
+        else:
+            self._scopes.pop((kind, name), None)
+
+    def required_scopes(self, method: str, params: Mapping[str, Any]) -> frozenset[str]:
+        if not self._scopes:
+            return frozenset()
+        # What the scopes are keyed on is the method's row in the method table.
+        spec = METHODS.get(method)
+        kind = spec.scope if spec is not None else None
+        if kind is ScopeKind.REFERENCE:
+            # U-COMP-5: completing a prompt's or a resource template's arguments needs what
+            # using them needs: suggestions may tell what the primitive holds.
+            ref = params.get("ref")
+            ref = ref if isinstance(ref, Mapping) else {}
+            if ref.get("type") == "ref/prompt":
+                key = (ScopeKind.PROMPT, ref.get("name"))
+            elif ref.get("type") == "ref/resource":
+                key = (ScopeKind.RESOURCE, ref.get("uri"))
+            else:
+                return frozenset()
+        elif kind is ScopeKind.RESOURCE:
+            # A resource's scopes are its own or, for a URI of a template, the template's.
+            uri = named(method, params, kind)
+            found = self._dispatcher.resources.find(uri) if uri is not None else None
+            key = (kind, found[0].uri if found else None)
+        elif kind is not None:
+            key = (kind, named(method, params, kind))
+        else:
+            return frozenset()
+        return self._scopes.get(key, frozenset())  # type: ignore[arg-type]
+
+    def input_schema(self, tool: str) -> Mapping[str, Any] | None:
+        return self._dispatcher.input_schema(tool)
+
+    def mirrored_params(self, tool: str) -> Mapping[str, tuple[str, ...]]:
+        return self._dispatcher.mirrored_params(tool)
+
+    def required_client_capabilities(self, request: Request) -> Mapping[str, Any]:
+        return self._dispatcher.required_client_capabilities(request)
+
+    def task_support(self, tool: str) -> TaskSupport:
+        return self._dispatcher.task_support(tool)
+
+    def runs_tasks(self) -> bool:
+        return self._dispatcher.runs_tasks()
+
+    def notification_handler(self, method: str) -> NotificationHandler | None:
+        return self._dispatcher.notification_handler(method)
+
+    def attach(self, hub: Hub) -> None:
+        # A runtime starts serving: the schemas' library is loaded before the first call.
+        preload_schemas()
+        self._hubs.append(hub)
+
+    def detach(self, hub: Hub) -> None:
+        if hub in self._hubs:
+            self._hubs.remove(hub)

@@ -1,0 +1,2 @@
+"""The command line (trio-mcp serve, check, tour, diagram) and the worker processes it
+starts."""

@@ -1,0 +1,61 @@
+# Running one request's handler, the same way in both eras: what the App answers, or the
+# JSON-RPC error it raised, as the message to send back. Never a stack trace on the wire.
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from collections.abc import Awaitable, Callable, Mapping
+
+from ..base._ports import InputRequired
+from ..protocol import (
+    JSON,
+    ErrorCode,
+    ErrorResponse,
+    ProtocolError,
+    Request,
+    Response,
+)
+from ._failures import FailureLog
+from ._reqstats import Outcome, RequestMetrics
+
+__all__ = ["outcome_of"]
+
+logger = logging.getLogger("trio_mcp.session")
+#: Handlers that raised (a bug): the first from each place with its traceback, then counted,
+#: so that a client repeating the request that triggers it cannot fill the log (TM-SEC-LOG).
+failures = FailureLog(logger, "a handler failed; answered -32603")
+
+
+async def outcome_of(
+    handler: Callable[[], Awaitable[Mapping[str, JSON]]],
+    request: Request,
+    metrics: RequestMetrics | None = None,
+) -> Response | ErrorResponse:
+    """Run ``handler`` for ``request``: its result as a Response, or its error; counted in
+    ``metrics`` with the time it took.
+
+    Cancellation, and any other BaseException (a modern request's InputRequired), passes
+    through to the caller.
+    """
+    started = time.perf_counter()
+    outcome = Outcome.CANCELLED
+    try:
+        response = Response(id=request.id, result=await handler())
+        outcome = Outcome.OK
+        return response
+    except ProtocolError as exc:
+        outcome = Outcome.ERROR
+        return ErrorResponse(id=request.id, code=exc.code, message=exc.message, data=exc.data)
+    except Exception:
+        # U-LOG-6 spirit: the trace goes to the server log, not to the client.
+        failures.caught(sys.exc_info()[1], context=f"the handler of {request.method}")
+        outcome = Outcome.ERROR
+        return ErrorResponse(id=request.id, code=ErrorCode.INTERNAL_ERROR, message="Internal error")
+    except InputRequired:
+        outcome = Outcome.INPUT_REQUIRED
+        raise
+    finally:
+        if metrics is not None:
+            metrics.record(request.method, outcome, time.perf_counter() - started)
+

@@ -1,0 +1,145 @@
+# The runtime's view of one HTTP exchange: what it may do to answer (a complete reply, or a
+# stream of chunks), and an event that fires when the client goes away. The ASGI adapter
+# implements it, and so does trio-mcp's own HTTP server; tests may implement it in memory. A
+# responder may also offer what the kernel knows about its connection's socket (`TcpProbing`):
+# its connection is then judged by the kernel-informed judge, which watches the reader's
+# acknowledgements and window, not only the writes (trio_mcp/runtime/backpressure/_judge.py,
+# TM-BP-STALL).
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Protocol, runtime_checkable
+
+import trio
+
+from ...protocol import Reply
+from ._tcpprobe import TcpSample
+
+__all__ = [
+    "Departure",
+    "Resettable",
+    "Responder",
+    "SendRoom",
+    "TcpProbing",
+    "watching_disconnect",
+]
+
+
+class Responder(Protocol):
+    disconnected: trio.Event
+    """Set when the client has closed the connection."""
+    started: bool
+    """Whether a response has begun (a reply, or a stream's head)."""
+    finished: bool
+    """Whether the whole response has gone out (a reply, or a stream's end)."""
+
+    async def reply(self, reply: Reply) -> None:
+        """Send a complete response."""
+
+    async def start_stream(self, status: int, headers: Sequence[tuple[str, str]]) -> None:
+        """Send the status line and headers of a streamed response."""
+
+    async def write(self, data: bytes) -> None:
+        """Send one chunk of a streamed response."""
+
+    async def end(self) -> None:
+        """Finish a streamed response."""
+
+
+@runtime_checkable
+class TcpProbing(Protocol):
+    """What a responder whose connection is a TCP socket of this process may offer besides
+    (optional). A responder with both methods gets the kernel-informed judge
+    (``_judge.KernelJudge``); one without them is judged by its writes alone
+    (``_judge.WriteProgressJudge``): ``_judge.judge_for`` decides."""
+
+    def tcp_sample(self) -> TcpSample | None:
+        """The kernel's figures for the connection's socket now; None when they cannot be
+        had (not Linux, socket not found, probe released). The first call looks the socket
+        up, which costs a scan of the process's descriptors at worst: call it only for a
+        connection worth watching."""
+
+    def release_tcp_probe(self) -> None:
+        """Close what ``tcp_sample`` holds open; it returns None from then on."""
+
+
+@runtime_checkable
+class SendRoom(Protocol):
+    """What a responder that writes to a socket of its own may offer besides (optional): how
+    much one write takes now without waiting. A stream's writer then hands such a write all
+    of a chunk at once, and slices only what would wait (TM-BP-BOUNDED)."""
+
+    def send_room(self) -> int:
+        """Bytes one ``write`` takes now without waiting for the reader (0 when unknown)."""
+
+
+@runtime_checkable
+class Resettable(Protocol):
+    """What a responder whose connection is a TCP socket of this process may offer besides
+    (optional): closing it by a reset, so that a cut reader is sent nothing more
+    (TM-BP-CLOSE)."""
+
+    def reset_on_close(self) -> bool:
+        """Make the connection's coming close a reset (RST): what the kernel still holds for
+        the client, unsent or unacknowledged, is dropped rather than delivered first. False
+        when it cannot (no socket found, not Linux)."""
+
+
+class Departure:
+    """The client's leaving, as an HTTP edge learns it: an event, and callbacks run once when
+    it happens (at once for one registered after). Both edges' responders keep one, for
+    their ``disconnected`` and ``on_disconnect``."""
+
+    def __init__(self) -> None:
+        self.event = trio.Event()
+        self._callbacks: list[Callable[[], None]] = []
+
+    def on(self, callback: Callable[[], None]) -> None:
+        if self.event.is_set():
+            callback()
+        else:
+            self._callbacks.append(callback)
+
+    def happened(self) -> None:
+        if not self.event.is_set():
+            self.event.set()
+            callbacks, self._callbacks = self._callbacks, []
+            for callback in callbacks:
+                callback()
+
+
+def watching_disconnect(
+    responder: Responder, callback: Callable[[], None]
+) -> contextlib.AbstractAsyncContextManager[None]:
+    """Call ``callback`` if the client goes away while the block runs (or after it: the
+    callback must be harmless then).
+
+    A responder with an ``on_disconnect(callback)`` method (both HTTP edges') calls it from
+    the task that already watches the connection, and the block costs nothing more; any other
+    gets a task that waits for its ``disconnected`` event. A nursery and a task per request
+    cost more than the rest of a small request's own work, which is why the first way exists.
+    """
+    register = getattr(responder, "on_disconnect", None)
+    if register is not None:
+        register(callback)
+        return _NOTHING
+    return _watching_task(responder, callback)
+
+
+_NOTHING: contextlib.nullcontext[None] = contextlib.nullcontext()
+
+
+@contextlib.asynccontextmanager
+async def _watching_task(
+    responder: Responder, callback: Callable[[], None]
+) -> AsyncIterator[None]:
+    async with trio.open_nursery() as nursery:
+
+        async def watch() -> None:
+            await responder.disconnected.wait()
+            callback()
+
+        nursery.start_soon(watch)
+        yield
+        nursery.cancel_scope.cancel()
