@@ -327,7 +327,8 @@ async def test_row5_five_addresses_initializing_never_evict_a_client_at_its_shar
     10,000), while a legitimate session at a sixth address, pinged before and throughout, is
     never evicted: every session past the table's size took the place of an attacker's. The
     attackers then delete what is left of theirs and the server is back within 10% of its
-    start; while they lived it held less than their windows.
+    start (taken after a first such wave, deleted); while they lived it held less than their
+    windows.
 
     The idle TTL (10 minutes) outlasts the test, so that the table fills however long the
     flood takes: with 6 s, a machine slow enough that the flood took longer let the first
@@ -357,7 +358,6 @@ async def test_row5_five_addresses_initializing_never_evict_a_client_at_its_shar
                         await trio.sleep(1.0)
 
                 pinger.start_soon(now_and_then)
-                before = await settle_rss(srv)
 
                 async def flood(local: str) -> None:
                     for _ in range(220):
@@ -373,16 +373,36 @@ async def test_row5_five_addresses_initializing_never_evict_a_client_at_its_shar
                                                  post_headers(session_id=sid), local=local)
                         gone.append(response.status)
 
-                async with trio.open_nursery() as nursery:
-                    for local in attackers:
-                        nursery.start_soon(flood, local)
+                async def wave() -> None:
+                    async with trio.open_nursery() as nursery:
+                        for local in attackers:
+                            nursery.start_soon(flood, local)
+
+                async def delete_all() -> None:
+                    async with trio.open_nursery() as nursery:
+                        for local in attackers:
+                            nursery.start_soon(delete_theirs, local)
+                    await srv.until(lambda s: s["sessions_open"] == 1)
+
+                # A first wave, deleted, before "before": the first 1,000 sessions grow the
+                # C heap for good (free pages between pages that live objects share, which
+                # no trim gives back; row 3 and benchmarks/BACKPRESSURE-NOTES.md), and the
+                # later waves reuse it. Measured from a cold start, the after-figure was 5.6
+                # MiB over a 55 MiB start once in CI; the promise is that nothing stays.
+                await wave()
+                releases = await srv.releases()
+                await delete_all()
+                before = await settle_rss(srv, releases)
+                warm = await srv.stats()
+                codes.clear()
+                gone.clear()
+                for sids in taken.values():
+                    sids.clear()
+                await wave()
                 stats = await srv.stats()
                 peak = srv.rss_kib()
                 last = await legit.call("ping")
-                async with trio.open_nursery() as nursery:
-                    for local in attackers:
-                        nursery.start_soon(delete_theirs, local)
-                await srv.until(lambda s: s["sessions_open"] == 1)
+                await delete_all()
                 # Counted once all are gone: the deletes take seconds, and what the first
                 # of them freed may have been released while the rest still held theirs.
                 releases = await srv.releases()
@@ -393,8 +413,9 @@ async def test_row5_five_addresses_initializing_never_evict_a_client_at_its_shar
     assert "result" in last
     assert 1100 == codes.count(200) + codes.count(503)
     # Nothing expired: the table filled, and each session past it evicted an attacker's.
+    created, evicted = (stats[k] - warm[k] for k in ("sessions_created", "sessions_evicted"))
     assert stats["sessions_open"] == 1000 and stats["sessions_expired"] == 0, stats
-    assert stats["sessions_evicted"] == stats["sessions_created"] - 1000 >= 50, stats
+    assert evicted == created - 999 >= 50, (stats, warm)
     # The evicted are gone (404); the rest are deleted by their own client.
     assert gone.count(200) + gone.count(202) + gone.count(204) == 999, sorted(set(gone))
     bound_kib = 1000 * (512 + 28)
