@@ -70,15 +70,18 @@ def total_ir(directory: Path, prefix: str) -> int:
 
 
 def measure(
-    label: str, env: dict[str, str], calls: int, json_response: bool, server: str = "trio-mcp"
+    label: str, env: dict[str, str], calls: int, json_response: bool, server: str = "trio-mcp",
+    script: Path = SCRIPT,
 ) -> dict[str, Any]:
+    """``script``: the tree's own benchmark server (a tree before the package's folders
+    moved cannot run this tree's, which imports the new places)."""
     port = run.free_ports(1)[0]
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(os.environ.get("EDGE_CALLGRIND_DIR") or tmp)
         prefix = f"cg-{label.replace('/', '-')}"
         cmd = [
             "valgrind", "--tool=callgrind", f"--callgrind-out-file={out}/{prefix}.%p",
-            sys.executable, str(SCRIPT), "--port", str(port),
+            sys.executable, str(script), "--port", str(port),
             *(["--json-response"] if json_response else []),
             *(["--server", server] if server != "trio-mcp" else []),
         ]
@@ -117,7 +120,9 @@ def main() -> None:
     for json_response in [m == "json" for m in args.modes.split(",")]:
         for label, env in (("before", {"PYTHONPATH": str(args.before.resolve())}),
                            ("after", {})):
-            row = measure(label, env, args.calls, json_response, args.server)
+            own = args.before / "benchmarks" / "servers" / SCRIPT.name
+            script = own if label == "before" and own.exists() else SCRIPT
+            row = measure(label, env, args.calls, json_response, args.server, script)
             rows.append(row)
             print(f"{row['mode']} {label}: {row['per_call']:,.0f} instructions per call",
                   flush=True)
