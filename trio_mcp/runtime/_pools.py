@@ -266,13 +266,8 @@ class Ledger:
         Raises:
             RemoteProtocolError: 503, -31002 and ``Retry-After``, naming the budget.
         """
-        if not self.enabled:
-            return
-        held = self.units.get(unit, 0)
-        if held + nbytes > self.per_client:
-            self._refuse("request_memory_per_client", self.per_client, held, nbytes, None)
-        if self.held + nbytes > self.server:
-            self._refuse("request_memory", self.server, self.held, nbytes, None)
+        if self.enabled:
+            self._check(unit, nbytes, None)
 
     def charge(
         self, unit: str, nbytes: int, *, raw: int = 0, request_id: object = None
@@ -307,13 +302,17 @@ class Ledger:
         cost = body_cost(raw, body, requests=requests, limit=self.room(unit))
         return self.charge(unit, cost, raw=len(raw), request_id=request_id)
 
-    def _take(self, unit: str, nbytes: int, request_id: object) -> None:
+    def _check(self, unit: str, nbytes: int, request_id: object) -> None:
+        """Refuse ``nbytes`` more for ``unit`` if they would pass its budget or the server's."""
         held = self.units.get(unit, 0)
         if held + nbytes > self.per_client:
             self._refuse("request_memory_per_client", self.per_client, held, nbytes, request_id)
         if self.held + nbytes > self.server:
             self._refuse("request_memory", self.server, self.held, nbytes, request_id)
-        self.units[unit] = held + nbytes
+
+    def _take(self, unit: str, nbytes: int, request_id: object) -> None:
+        self._check(unit, nbytes, request_id)
+        self.units[unit] = self.units.get(unit, 0) + nbytes
         self.held += nbytes
 
     def _refuse(
