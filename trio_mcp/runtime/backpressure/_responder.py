@@ -8,8 +8,9 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Protocol, runtime_checkable
+import types
+from collections.abc import AsyncIterator, Callable, Coroutine, Generator, Sequence
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import trio
 
@@ -22,8 +23,11 @@ __all__ = [
     "Responder",
     "SendRoom",
     "TcpProbing",
+    "run_watching_disconnect",
     "watching_disconnect",
 ]
+
+T = TypeVar("T")
 
 
 class Responder(Protocol):
@@ -143,3 +147,55 @@ async def _watching_task(
         nursery.start_soon(watch)
         yield
         nursery.cancel_scope.cancel()
+
+
+async def run_watching_disconnect(
+    responder: Responder, callback: Callable[[], None], coro: Coroutine[Any, Any, T]
+) -> T:
+    """Await ``coro`` in this task, and call ``callback`` if the client goes away while it
+    runs (or after: the callback must be harmless then), watching only from the moment
+    ``coro`` first yields to the scheduler.
+
+    A coroutine that returns without ever yielding (a handler whose answer is ready at once)
+    gives the scheduler no moment in which the client's leaving could be heard, nor could
+    it be cancelled if it were: it needs no watch, and gets none (on the own server no
+    reader task, under hypercorn no task waiting for ``http.disconnect``). One that yields,
+    to wait or only to let others run, is watched from just before its first yield, so
+    that it is cancelled as promptly as if it had been watched from its start. A responder
+    without ``on_disconnect`` gets ``watching_disconnect``'s task for the whole call.
+    """
+    register = getattr(responder, "on_disconnect", None)
+    if register is None:
+        async with _watching_task(responder, callback):
+            return await coro
+    return await _first_yield(coro, lambda: register(callback))
+
+
+@types.coroutine
+def _first_yield(
+    coro: Coroutine[Any, Any, T], on_yield: Callable[[], None]
+) -> Generator[Any, Any, T]:
+    """Run ``coro`` as ``await coro`` would, calling ``on_yield`` once, just before its
+    first yield reaches the scheduler. From then on each of its yields is passed up and
+    each value (or exception) the scheduler sends back is passed down, as ``await`` does."""
+    send: Callable[[Any], Any] = coro.send
+    value: Any = None
+    watched = False
+    try:
+        while True:
+            try:
+                trap = send(value)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+            if not watched:
+                watched = True
+                on_yield()
+            try:
+                value = yield trap
+                send = coro.send
+            except GeneratorExit:
+                raise
+            except BaseException as exc:  # thrown in: passed down, as await does
+                send, value = coro.throw, exc
+    finally:
+        coro.close()

@@ -65,7 +65,7 @@ from .._describe import ExchangeInfo
 from .._handler import outcome_of
 from .._pools import Charge
 from .._reqstats import RequestMetrics
-from ..backpressure._responder import Responder, watching_disconnect
+from ..backpressure._responder import Responder, run_watching_disconnect
 from ..tasks._taskmanager import TaskManager
 from ..tasks._tasks import TaskRun
 from ._envport import EnvelopePort
@@ -307,8 +307,12 @@ class ModernExchange(EnvelopePort):
             if binding is not None:
                 self._load_answers(binding)
             with self._scope:
-                async with watching_disconnect(self._responder, self.cancel):
-                    outcome = await self._outcome(binding)
+                # MU-CANCEL-1, watched from the handler's first yield (TM-MOD-ATONCE): a
+                # handler that answers without yielding has no moment in which its
+                # client's leaving could cancel it, and needs no reader task for it.
+                outcome = await run_watching_disconnect(
+                    self._responder, self.cancel, self._outcome(binding)
+                )
         except RemoteProtocolError as exc:
             # A requestState or inputResponses refused: answered in-band, as any error of the
             # request's params (MU-MRTR-3).
