@@ -154,6 +154,8 @@ async def drive(shape: str, port: int, pid: int, clients: int, warmup: int, call
     tmp = tempfile.mkdtemp()
     if counter == "callgrind":
         await _run(None, "callgrind_control", "--zero", str(pid))
+    elif counter == "profile":
+        os.kill(pid, signal.SIGRTMIN)
     else:
         strace = await asyncio.create_subprocess_exec(
             "strace", "-f", "-c", "-o", f"{tmp}/strace.txt", "-p", str(pid),
@@ -164,6 +166,9 @@ async def drive(shape: str, port: int, pid: int, clients: int, warmup: int, call
     result: dict[str, Any] = {"calls": per * clients}
     if counter == "callgrind":
         await _run(None, "callgrind_control", "--dump", str(pid))
+    elif counter == "profile":
+        os.kill(pid, signal.SIGRTMIN + 1)
+        await asyncio.sleep(2.0)
     else:
         assert strace is not None
         strace.send_signal(signal.SIGINT)
@@ -216,6 +221,10 @@ def measure(tree: Path, server: str, shape: str, calls: int, clients: int, warmu
         out = keep or Path(tmp)
         prefix = f"cg-{server}-{shape}"
         cmd = [sys.executable, *args]
+        if counter == "profile":
+            assert not bare
+            cmd = [sys.executable, str(HERE / "speed_profiled.py"), *args[1:]]
+            env["SPEED_PROFILE_OUT"] = str(keep / f"{server}-{shape}.prof")
         if counter == "callgrind":
             cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}/{prefix}.%p", *cmd]
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL,
@@ -234,6 +243,8 @@ def measure(tree: Path, server: str, shape: str, calls: int, clients: int, warmu
                 ir = total_ir(out, prefix)
                 r["instructions"] = ir
                 r["per_call"] = ir / r["calls"]
+            elif counter == "profile":
+                r["per_call"] = 0.0
             else:
                 counts = syscalls(Path(r.pop("strace")).read_text())
                 r["syscalls"] = counts
@@ -331,11 +342,15 @@ def main() -> None:
                         help="time calls instead (rounds of every shape and tree, interleaved)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--pyspy", type=Path, help="with --rps: py-spy's stacks, into this folder")
+    parser.add_argument("--profile", action="store_true",
+                        help="cProfile the server (speed_profiled.py) into --keep")
     parser.add_argument("--keep", type=Path, help="keep callgrind's files here")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     trees = args.tree or [HERE.parent]
-    counter = "strace" if args.syscalls else "callgrind"
+    counter = "strace" if args.syscalls else "profile" if args.profile else "callgrind"
+    if args.profile:
+        args.keep.mkdir(parents=True, exist_ok=True)
     rows = []
     if args.rps:
         for round_ in range(args.rounds):

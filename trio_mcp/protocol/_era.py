@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -269,10 +270,14 @@ def header_mismatch(
     )
 
 
+#: A header value's characters (MT-HDR-11): visible ASCII, spaces and tabs.
+_HEADER_TEXT: Final = re.compile(r"[\t -~]*")
+
+
 def header_text(value: str) -> bool:
     """Whether a header value holds only visible ASCII, spaces and tabs (MT-HDR-11): no
     control characters, no bytes outside ASCII (those go Base64-encoded, MT-HDR-21)."""
-    return all(c == "\t" or " " <= c <= "~" for c in value)
+    return _HEADER_TEXT.fullmatch(value) is not None
 
 
 def _single(headers: Headers, name: str, request: Request) -> str | None:
@@ -298,32 +303,34 @@ ENCODED_FORM: Final = "=?base64?<padded Base64 of its UTF-8>?="
 
 
 def _check_routing_headers(headers: Headers, request: Request, envelope: Envelope) -> None:
-    """Rung 2: MCP-Protocol-Version, Mcp-Method and Mcp-Name agree with the body."""
+    """Rung 2: MCP-Protocol-Version, Mcp-Method and Mcp-Name agree with the body. (What a
+    refusal names, ``about``, is made only for a refusal: this runs on every request.)"""
     version = _single(headers, PROTOCOL_VERSION, request)
-    about_version = {
-        "header": "MCP-Protocol-Version", "source": VERSION_SOURCE, "expected": envelope.version,
-    }
-    if version is None:
-        # MT-HDR-1 / MT-HDR-5: every modern POST carries the header; without it the request
-        # is refused per Server Validation (-32020), never sent to the legacy path.
-        raise header_mismatch(
-            f"the MCP-Protocol-Version header is missing; it repeats {VERSION_SOURCE}",
-            request, **about_version,
-        )
-    if version != envelope.version:
+    if version is None or version != envelope.version:
+        about_version: dict[str, Any] = {
+            "header": "MCP-Protocol-Version", "source": VERSION_SOURCE,
+            "expected": envelope.version,
+        }
+        if version is None:
+            # MT-HDR-1 / MT-HDR-5: every modern POST carries the header; without it the
+            # request is refused per Server Validation (-32020), never sent to the legacy path.
+            raise header_mismatch(
+                f"the MCP-Protocol-Version header is missing; it repeats {VERSION_SOURCE}",
+                request, **about_version,
+            )
         # MT-HDR-2 (MUST): the header matches _meta's protocol version.
         raise header_mismatch(
             f"MCP-Protocol-Version does not repeat {VERSION_SOURCE}", request, **about_version
         )
     method = _single(headers, MCP_METHOD, request)
-    about_method = {"header": "Mcp-Method", "source": "method", "expected": request.method}
-    if method is None:
-        # MT-HDR-6 (MUST): Mcp-Method is required.
-        raise header_mismatch(
-            "the Mcp-Method header is missing; it repeats the body's method", request,
-            **about_method,
-        )
-    if method != request.method:
+    if method is None or method != request.method:
+        about_method = {"header": "Mcp-Method", "source": "method", "expected": request.method}
+        if method is None:
+            # MT-HDR-6 (MUST): Mcp-Method is required.
+            raise header_mismatch(
+                "the Mcp-Method header is missing; it repeats the body's method", request,
+                **about_method,
+            )
         # MT-HDR-14 / MT-HDR-12 (MUST): values are case-sensitive and match the body.
         raise header_mismatch(
             "Mcp-Method does not repeat the body's method exactly", request, **about_method
@@ -332,27 +339,31 @@ def _check_routing_headers(headers: Headers, request: Request, envelope: Envelop
     if field is None:
         return
     value = (request.params or {}).get(field)
-    about_name = {"header": "Mcp-Name", "source": f"params.{field}", "expected": value}
     name = _single(headers, MCP_NAME, request)
     if name is None:
         # MT-HDR-6 (MUST): Mcp-Name is required for the methods that name something.
         raise header_mismatch(
             f"the Mcp-Name header is missing; a {request.method} request repeats its "
             f"params.{field} there",
-            request, **about_name,
+            request, **_about_name(field, value),
         )
     decoded = decode_header_value(name)
     if decoded is None:
         raise header_mismatch(
-            f"the Mcp-Name header is not valid {ENCODED_FORM}", request, **about_name
+            f"the Mcp-Name header is not valid {ENCODED_FORM}", request,
+            **_about_name(field, value),
         )
     if isinstance(value, str) and decoded != value:
         # MT-HDR-10 (MUST): decoded before it is compared.
         raise header_mismatch(
             f"Mcp-Name does not repeat params.{field} (a value that is not ASCII goes as "
             f"{ENCODED_FORM})",
-            request, **about_name,
+            request, **_about_name(field, value),
         )
+
+
+def _about_name(field: str, value: JSON) -> dict[str, Any]:
+    return {"header": "Mcp-Name", "source": f"params.{field}", "expected": value}
 
 
 _B64_PREFIX: Final = "=?base64?"

@@ -360,7 +360,12 @@ def complete_result(
     if cache is not None and method in CACHEABLE_METHODS:
         out["ttlMs"] = cache.ttl_ms
         out["cacheScope"] = cache.scope.value
-    return with_server_info(out, server_info)
+    # with_server_info's, on the copy made here (every answer takes this way).
+    meta = out.get("_meta")
+    out["_meta"] = {
+        **(meta if isinstance(meta, Mapping) else {}), META_SERVER_INFO: dict(server_info)
+    }
+    return out
 
 
 def with_server_info(

@@ -150,7 +150,11 @@ async def _watching_task(
 
 
 async def run_watching_disconnect(
-    responder: Responder, callback: Callable[[], None], coro: Coroutine[Any, Any, T]
+    responder: Responder,
+    callback: Callable[[], None],
+    coro: Coroutine[Any, Any, T],
+    *,
+    then: Callable[[], None] | None = None,
 ) -> T:
     """Await ``coro`` in this task, and call ``callback`` if the client goes away while it
     runs (or after: the callback must be harmless then), watching only from the moment
@@ -163,12 +167,19 @@ async def run_watching_disconnect(
     to wait or only to let others run, is watched from just before its first yield, so
     that it is cancelled as promptly as if it had been watched from its start. A responder
     without ``on_disconnect`` gets ``watching_disconnect``'s task for the whole call.
+    ``then``, if given, is called at that first yield too, once the watch is set up.
     """
     register = getattr(responder, "on_disconnect", None)
     if register is None:
         async with _watching_task(responder, callback):
-            return await coro
-    return await _first_yield(coro, lambda: register(callback))
+            return await (coro if then is None else _first_yield(coro, then))
+
+    def first_yield() -> None:
+        register(callback)
+        if then is not None:
+            then()
+
+    return await _first_yield(coro, first_yield)
 
 
 @types.coroutine

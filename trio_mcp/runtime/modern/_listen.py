@@ -29,7 +29,7 @@ from ._stream import EventStream
 
 if TYPE_CHECKING:
     from ...base._config import ServerConfig
-    from ._modern import ModernStats
+    from ._exchange import ModernStats
 
 __all__ = ["LISTEN_FOOTPRINT", "Listener", "Listeners"]
 

@@ -77,6 +77,9 @@ class EventStream:
             if self._writer is not None or self.closed:
                 return not self.closed
             await self._responder.start_stream(200, SSE_HEADERS)
+            if self.closed:
+                # Closed while its head went out (its request ended): no writer to start.
+                return False
             cfg = self._config
             writer = ConnectionWriter(
                 self._responder,
