@@ -15,7 +15,7 @@ from types import FrameType
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "servers"))
 
-import trio_mcp_bench  # noqa: E402
+import trio_mcp_bench
 
 profile = cProfile.Profile()
 
