@@ -38,8 +38,6 @@ class SessionStatistics:
 
 @attrs.frozen
 class SessionTotals:
-    """What an ended session leaves its table: its counters, and what it held (for the next
-    memory release, TM-SESS-RELEASE)."""
+    """What an ended session leaves its table: its counters (TM-BP-COUNTERS)."""
 
     statistics: SessionStatistics
-    held_bytes: int

@@ -248,8 +248,6 @@ class SessionTable:
             del self.sessions[session.id]
             self.pool.discard(session)
         if totals is not None:
-            # TM-SESS-RELEASE: what the session held, for the next memory release.
-            self.releaser.freed(totals.held_bytes)
             counts, ended = self._counts, totals.statistics
             counts.events_appended += ended.events_appended
             counts.events_evicted += ended.events_evicted
@@ -257,6 +255,10 @@ class SessionTable:
             counts.subscriptions_refused += ended.subscriptions_refused
             counts.streams_stalled += ended.streams_stalled
             counts.streams_cut += ended.streams_cut
+
+    def gone(self, held_bytes: int) -> None:
+        # TM-SESS-RELEASE: what the session held, for the next memory release.
+        self.releaser.freed(held_bytes)
 
     def evicted_elsewhere(self, session_ids: tuple[str, ...]) -> None:
         """The shared store deleted these sessions to make room (TM-STORE-BOUND): evicted,
