@@ -481,7 +481,7 @@ def ratio_rows(
     here = {r["contender"]: r for r in summary if all(r.get(k) == v for k, v in where.items())}
     rows = []
     for a, b in ratio_pairs(set(here)):
-        cells = [ratio_s(ratio(here[a][k], here[b][k])) for k in keys]
+        cells = [ratio_s(ratio(here[a].get(k), here[b].get(k))) for k in keys]
         rows.append([*lead, f"**{a} / {b}**", *cells, *[""] * (width - len(lead) - 1 - len(keys))])
     return rows
 
@@ -522,8 +522,27 @@ first contender's figure by the second's, latencies included.
     return text
 
 
+def per_cpu_second(runs: list[dict[str, Any]], **where: Any) -> float | None:
+    """The median over the runs matching ``where`` of requests answered per second of the
+    server's CPU time (its rate over its CPU share): what a request costs the server, which a
+    busy machine disturbs far less than the rate, since a server kept off its CPU by other
+    processes is slowed in both alike."""
+    return median_or_none([r["rps"] / r["server_cpu"] for r in runs
+                           if all(r.get(k) == v for k, v in where.items())
+                           and r.get("server_cpu") and r.get("rps") is not None])
+
+
+def median_or_none(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
 def section_modern(modern: dict[str, Any]) -> str:
-    summary = modern["summary"]
+    summary = [
+        {**row, "rps_per_cpu": per_cpu_second(
+            modern.get("runs", []), shape=row["shape"], concurrency=row["concurrency"],
+            contender=row["contender"])}
+        for row in modern["summary"]
+    ]
     shapes = [sh for sh in ("json", "sse") if any(r["shape"] == sh for r in summary)]
     rows = []
     for shape in shapes:
@@ -532,9 +551,10 @@ def section_modern(modern: dict[str, Any]) -> str:
             for row in contender_rows(summary, shape=shape, concurrency=conc):
                 rows.append([*lead, row["contender"], num(row["rps"]),
                              num(row["p50_ms"], 2), num(row["p99_ms"], 2),
+                             num(row["rps_per_cpu"]),
                              pct(row["server_cpu"]), pct(row["loadgen_cpu"]),
                              str(row["errors"]), str(row["reconnects"])])
-            rows += ratio_rows(summary, lead, ("rps", "p50_ms", "p99_ms"), 10,
+            rows += ratio_rows(summary, lead, ("rps", "p50_ms", "p99_ms", "rps_per_cpu"), 11,
                                shape=shape, concurrency=conc)
     kinds = [f"{r['contender']} {r['shape'].upper()} c={r['concurrency']}: "
              + ", ".join(f"{n} {k}" for k, n in r["error_kinds"].items())
@@ -557,9 +577,13 @@ trio-mcp's does, and the TypeScript SDK v2 (where it ran) stateless in its defau
 response mode, which does the same. Every answer is checked: a status other than 200, another content type than
 the shape's, a JSON-RPC error, an `isError` result, a result that is not this request's echo,
 or (SSE) not exactly one progress notification for its token is an error, and is counted
-neither in req/s nor in the latencies.
+neither in req/s nor in the latencies. "req/CPU-s" is the median over the runs of each run's
+requests per second of the server's own CPU time (its req/s over its server CPU share; the
+server's process, all its threads, pinned to one CPU): the cost of a request to the server,
+which a shared machine's other load disturbs far less than req/s. At one client a server
+waits on the client between requests, so its CPU share is below 100% by nature.
 
-{table(["shape", "clients", "contender", "req/s", "p50 ms", "p99 ms", "server CPU", "load gen CPU", "errors", "reconnects"], rows)}
+{table(["shape", "clients", "contender", "req/s", "p50 ms", "p99 ms", "req/CPU-s", "server CPU", "load gen CPU", "errors", "reconnects"], rows)}
 {errors}"""  # noqa: E501
 
 
