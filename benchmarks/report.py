@@ -360,7 +360,7 @@ def render(data: dict[str, Any], *, quick: bool, command: str, plots: dict[str, 
     if "rps" in data:
         out.append(section_rps(data["rps"], plots))
     if "modern" in data:
-        out.append(section_modern(data["modern"]))
+        out.append(section_modern(data["modern"], skipped_of(data)))
     if "stream" in data:
         out.append(section_stream(data["stream"]))
     if "abandoned" in data:
@@ -536,7 +536,7 @@ def median_or_none(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
 
 
-def section_modern(modern: dict[str, Any]) -> str:
+def section_modern(modern: dict[str, Any], skipped: dict[str, str] | None = None) -> str:
     summary = [
         {**row, "rps_per_cpu": per_cpu_second(
             modern.get("runs", []), shape=row["shape"], concurrency=row["concurrency"],
@@ -560,6 +560,11 @@ def section_modern(modern: dict[str, Any]) -> str:
              + ", ".join(f"{n} {k}" for k, n in r["error_kinds"].items())
              for r in summary if r.get("error_kinds")]
     errors = ("Errors by kind: " + "; ".join(kinds) + ".\n") if kinds else ""
+    ran = {r["contender"] for r in summary}
+    gone = [f"{c} ({why})" for c, why in sorted((skipped or {}).items()) if c not in ran
+            and c in (TRIO_MCP, TRIO_HYPERCORN, SDK, SDK_PLAIN, TS_SDK_V2)]
+    if gone:
+        errors += "Not run: " + "; ".join(gone) + ".\n"
     return f"""## Requests per second, 2026-07-28: `tools/call` without a session
 
 `tools/call` on the 2026-07-28 ("modern") revision: each request is one POST complete in
