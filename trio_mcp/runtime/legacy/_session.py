@@ -93,10 +93,6 @@ class SessionOwner(Protocol):
     def forget(self, session: Session, totals: SessionTotals | None) -> None:
         """The session has ended: out of the table; its ``totals``, given once, are kept."""
 
-    def gone(self, held_bytes: int) -> None:
-        """The session's supervisor, and so every task of it, has ended: what it held
-        (its log and SESSION_FOOTPRINT) is free for the next memory release."""
-
 
 class SessionPeers(Protocol):
     """What a session needs of the other workers serving its endpoint (Peers)."""
@@ -227,8 +223,6 @@ class Session:
         self.end_reason: SessionEnd | None = None
         #: Whether the table has been given this session's totals.
         self._tallied = False
-        #: What the session held when it left the table (TM-SESS-RELEASE).
-        self._held_bytes = 0
         #: The supervisor task, once it runs (for describe()).
         self.task: trio.lowlevel.Task | None = None
 
@@ -261,9 +255,6 @@ class Session:
         finally:
             self._nursery = None
             self._teardown()
-            # TM-SESS-RELEASE: told once its tasks are done, not when it was closed: a
-            # release between the two would trim while they still held their memory.
-            self._host.owner.gone(self._held_bytes)
 
     def _teardown(self) -> None:
         self.phase = Phase.CLOSED
@@ -294,8 +285,9 @@ class Session:
         totals = None
         if not self._tallied:
             self._tallied = True
-            self._held_bytes = self.log.retained_bytes + SESSION_FOOTPRINT
-            totals = SessionTotals(self.statistics())
+            totals = SessionTotals(
+                self.statistics(), held_bytes=self.log.retained_bytes + SESSION_FOOTPRINT
+            )
         self._host.owner.forget(self, totals)
 
     def spawn(self, fn: Callable[..., Awaitable[Any]], *args: Any, name: str) -> bool:

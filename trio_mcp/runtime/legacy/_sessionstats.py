@@ -38,6 +38,8 @@ class SessionStatistics:
 
 @attrs.frozen
 class SessionTotals:
-    """What an ended session leaves its table: its counters (TM-BP-COUNTERS)."""
+    """What an ended session leaves its table: its counters, and what it held (for the next
+    memory release, TM-SESS-RELEASE)."""
 
     statistics: SessionStatistics
+    held_bytes: int
