@@ -52,7 +52,7 @@ from ...protocol._tasks import (
 from ...protocol._transport import SSE_HEADERS, modern_reply
 from .._describe import ExchangeInfo
 from .._handler import outcome_of
-from .._pools import Charge
+from .._pools import Charge, preempted
 from .._reqstats import RequestMetrics
 from ..backpressure._responder import Responder, run_watching_disconnect
 from ..tasks._taskmanager import TaskManager
@@ -137,8 +137,9 @@ class ModernExchange(EnvelopePort):
         self._waited = False
         self._bound: Binding | None = None
         self._finished = False
-        #: Set when the server, not the client, ended the request (shutdown).
-        self._stopped = False
+        #: The answer when the server, not the client, ended the request (shutdown, or the
+        #: handlers' pool).
+        self._ended_by: ErrorResponse | None = None
         #: The HTTP request's task that runs the handler, once it runs (describe()).
         self.task: trio.lowlevel.Task | None = None
 
@@ -160,7 +161,18 @@ class ModernExchange(EnvelopePort):
 
     def stop(self) -> None:
         """End the handler because the server shuts down: the client is told so."""
-        self._stopped = True
+        self._ended_by = ErrorResponse(
+            id=self._request.id,
+            code=ErrorCode.SERVER_BUSY,
+            message="Service Unavailable: the server is shutting down; retry the request.",
+        )
+        self._scope.cancel()
+
+    def preempt(self) -> None:
+        """TM-SEC-FAIR: the handlers' pool gives this handler's room to a client holding
+        fewer: it ends, and its client is told so (-31002 naming the pool)."""
+        code, message, data = preempted("handlers")
+        self._ended_by = ErrorResponse(id=self._request.id, code=code, message=message, data=data)
         self._scope.cancel()
 
     async def run(self) -> None:
@@ -192,15 +204,10 @@ class ModernExchange(EnvelopePort):
                     "cancelled" if outcome is None or self._scope.cancelled_caught
                     else _result_type(outcome)
                 ))
-        if self._stopped and self._scope.cancelled_caught:
-            # TM-SESS-SHUTDOWN: a request the server ends still gets an answer (MT-POST-7):
-            # an error that says to retry, 503 when nothing was sent yet.
-            refusal = ErrorResponse(
-                id=request.id,
-                code=ErrorCode.SERVER_BUSY,
-                message="Service Unavailable: the server is shutting down; retry the request.",
-            )
-            await self._answer(refusal)
+        if self._ended_by is not None and self._scope.cancelled_caught:
+            # TM-SESS-SHUTDOWN, TM-SEC-FAIR: a request the server ends still gets an answer
+            # (MT-POST-7): an error that says to retry, 503 when nothing was sent yet.
+            await self._answer(self._ended_by)
             return
         if outcome is None or self._scope.cancelled_caught:
             # MT-CANCEL-2: a cancelled request gets nothing more.

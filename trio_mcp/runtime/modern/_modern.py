@@ -42,7 +42,7 @@ from ...protocol._tasks import (
     tasks_requirement,
 )
 from ...protocol._transport import modern_reply
-from .._pools import Charge
+from .._pools import Charge, Pool, handler_pool, pool_busy
 from .._reqstats import RequestMetrics
 from ..backpressure._responder import Responder
 from ..tasks._taskmanager import TaskManager
@@ -66,8 +66,11 @@ class ModernServer:
         state_codec: RequestStateCodec,
         tasks: TaskManager,
         requests: RequestMetrics | None = None,
+        handlers: Pool[Any] | None = None,
     ) -> None:
         self.app = app
+        #: TM-SEC-FAIR: the handlers running, both eras, by client.
+        self.handlers = handlers if handlers is not None else handler_pool(config.max_handlers)
         self.config = config
         self._spawn = spawn
         self.codec = state_codec
@@ -171,14 +174,19 @@ class ModernServer:
         if call.request.method in TASK_METHODS:
             await self.reply_task(call, self.tasks.answer(call.request, principal), responder)
             return
+        key = "" if unit is None else unit.key
+        if not self.handlers.admit(key):
+            raise pool_busy("handlers", request_id=call.request.id)
         exchange = ModernExchange(
             self, call, responder, principal=principal, peer=peer,
             unit=None if unit is None else unit.key, charge=charge,
         )
         self.running.add(exchange)
+        self.handlers.add(key, exchange)
         try:
             await exchange.run()
         finally:
+            self.handlers.discard(exchange)
             self.running.discard(exchange)
             if not self.running:
                 self._drained.set()
@@ -199,5 +207,3 @@ class ModernServer:
         """Wait until no modern request is running."""
         while self.running:
             await self._drained.wait()
-
-
