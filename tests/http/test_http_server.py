@@ -74,8 +74,10 @@ def make_server() -> tuple[Server, Record]:
 
     @server.tool()
     async def tick(ctx: Context) -> str:
-        """Report one step of progress, then return."""
+        """Report one step of progress, wait a moment, then return: the wait makes the
+        answer a stream (a handler that does not wait is answered whole, TM-MOD-ATONCE)."""
         await ctx.report_progress(1, 1, "halfway")
+        await trio.sleep(0.01)
         return "ticked"
 
     @server.tool()
