@@ -43,6 +43,11 @@ _EXPORTS: dict[str, str] = {
     "Text": ".app._content",
     "ToolResult": ".app._content",
     "UserMessage": ".app._content",
+    "Depends": ".app._depends",
+    "McpError": ".app._middleware",
+    "Middleware": ".app._middleware",
+    "CallNext": ".app._middleware",
+    "ThreadContext": ".app._context",
     "ClientCapabilityError": ".app._context",
     "ClientTimeoutError": ".app._context",
     "Context": ".app._context",
@@ -102,9 +107,14 @@ if TYPE_CHECKING:
     from .app._context import Root as Root
     from .app._context import SamplingResult as SamplingResult
     from .app._context import SessionContext as SessionContext
+    from .app._context import ThreadContext as ThreadContext
     from .app._context import elicitation_request as elicitation_request
     from .app._context import roots_request as roots_request
     from .app._context import sampling_request as sampling_request
+    from .app._depends import Depends as Depends
+    from .app._middleware import CallNext as CallNext
+    from .app._middleware import McpError as McpError
+    from .app._middleware import Middleware as Middleware
     from .app._prompts import PromptResult as PromptResult
     from .app._resources import ResourceNotFound as ResourceNotFound
     from .app._server import Server as Server

@@ -23,7 +23,7 @@ from ..protocol._auth import Principal
 from ..protocol._logging import LOG_LEVELS, log_allows
 from ..protocol._methods import INPUT_CAPABILITY, METHODS, named
 from ..protocol._mrtr import InputRequest
-from ..protocol._versions import revision_at_least
+from ..protocol._versions import Era, is_modern, revision_at_least
 from ._content import message_dict
 
 _log = logging.getLogger("trio_mcp.server")
@@ -37,6 +37,7 @@ __all__ = [
     "Root",
     "SamplingResult",
     "SessionContext",
+    "ThreadContext",
 ]
 
 
@@ -391,10 +392,12 @@ class Context(SessionContext):
     (T-PSSE-8, MT-SSE-7).
     """
 
-    def __init__(self, port: RequestPort, request: Request) -> None:
+    def __init__(self, port: RequestPort, request: Request, state: Any = None) -> None:
         super().__init__(port)
         self._request_port = port
         self._request = request
+        # The server's ServerState (_invoke.py): its lifespan's value and thread limiter.
+        self._state = state
         self._last_progress = -math.inf
         self._warned_progress = False
         meta = (request.params or {}).get("_meta")
@@ -409,6 +412,29 @@ class Context(SessionContext):
     @property
     def method(self) -> str:
         return self._request.method
+
+    @property
+    def params(self) -> Mapping[str, Any]:
+        """The request's params (empty when it has none)."""
+        return self._request.params or {}
+
+    @property
+    def era(self) -> Era:
+        """``Era.MODERN`` for a 2026-07-28 request, ``Era.LEGACY`` in a session."""
+        return Era.MODERN if is_modern(self.protocol_version) else Era.LEGACY
+
+    @property
+    def lifespan(self) -> Any:
+        """What the server's lifespan yielded (``Server(lifespan=...)``, TM-HAND-LIFESPAN);
+        None when it has none."""
+        return None if self._state is None else self._state.lifespan
+
+    @property
+    def sync(self) -> ThreadContext:
+        """This context for a plain ``def`` handler running in a worker thread: the same
+        methods, called without ``await`` (each runs in trio's thread through
+        ``trio.from_thread.run``, TM-HAND-THREAD)."""
+        return ThreadContext(self)
 
     @property
     def meta(self) -> Mapping[str, Any]:
@@ -485,3 +511,30 @@ class Context(SessionContext):
         Last-Event-ID and the response arrives there (SEP-1699 polling, T-PSSE-2). Legacy
         sessions only: a 2026-07-28 stream cannot be resumed (MT-SSE-6), so it stays open."""
         return self._request_port.close_stream()
+
+
+class ThreadContext:
+    """A Context seen from a worker thread (``ctx.sync``): its properties as they are, and
+    each of its async methods as a plain call that runs the coroutine in trio's thread
+    (``trio.from_thread.run``), so a ``def`` handler can log, report progress or ask the
+    client. Calls raise ``trio.Cancelled`` once the request is cancelled; calling one from
+    trio's own thread is a RuntimeError (use the Context there)."""
+
+    def __init__(self, ctx: Context) -> None:
+        self._ctx = ctx
+
+    def __getattr__(self, name: str) -> Any:
+        import inspect
+
+        value = getattr(self._ctx, name)
+        if not inspect.iscoroutinefunction(value):
+            return value
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            import functools
+
+            import trio
+
+            return trio.from_thread.run(functools.partial(value, *args, **kwargs))
+
+        return call

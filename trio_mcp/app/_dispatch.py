@@ -19,6 +19,8 @@ from ..protocol._methods import METHOD_CAPABILITY, ScopeKind, check_served, name
 from ..protocol._tasks import TaskSupport, tasks_requirement
 from ._completion import CompletionRegistry
 from ._context import Context, SessionContext
+from ._invoke import DEFAULT_THREADS, ServerState
+from ._middleware import Middleware, check_middleware, run_chain
 from ._prompts import PromptRegistry
 from ._resources import ResourceRegistry
 from ._tools import ToolRegistry
@@ -34,8 +36,12 @@ NotificationHook = Callable[[SessionContext, Mapping[str, Any]], Awaitable[None]
 class Dispatcher:
     """The registries of one server and the methods that serve them."""
 
-    def __init__(self) -> None:
-        self.tools = ToolRegistry()
+    def __init__(self, max_threads: int = DEFAULT_THREADS) -> None:
+        #: What every handler of this server shares: the thread limiter, the lifespan.
+        self.state = ServerState(max_threads)
+        #: Wrapping every request the registries answer, the first outermost.
+        self.middleware: list[Middleware] = []
+        self.tools = ToolRegistry(self.state)
         self.resources = ResourceRegistry()
         self.prompts = PromptRegistry()
         self.completions = CompletionRegistry(self.prompts, self.resources)
@@ -53,6 +59,10 @@ class Dispatcher:
         check_served(self._methods)
         #: Hooks for notifications from the client, by method.
         self._hooks: dict[str, list[NotificationHook]] = {}
+
+    def add_middleware(self, fn: Middleware) -> None:
+        """Wrap every request in ``fn``, inside those added before it (TM-HAND-MW-ORDER)."""
+        self.middleware.append(check_middleware(fn))
 
     def capabilities(self) -> dict[str, Any]:
         # U-TOOL-1 / L-CAP-1 / MU-TOOL-1: declare exactly what is served.
@@ -96,7 +106,11 @@ class Dispatcher:
             raise RemoteProtocolError(
                 f"Method not found: {request.method}", code=ErrorCode.METHOD_NOT_FOUND
             )
-        return await method(Context(port, request), request.params or {})
+        ctx = Context(port, request, self.state)
+        params = request.params or {}
+        if not self.middleware:
+            return await method(ctx, params)
+        return await run_chain(self.middleware, ctx, lambda: method(ctx, params))
 
     def has_resource(self, uri: str) -> bool:
         return self.resources.find(uri) is not None

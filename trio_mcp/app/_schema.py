@@ -26,6 +26,7 @@ import attrs
 
 from ..protocol._jsonschema import ProblemKind, Schema, json_type
 from . import _models
+from ._depends import Injection, find_depends, plan_dependency
 from ._models import ConversionError, UnknownConstraint
 
 __all__ = [
@@ -72,6 +73,8 @@ class Signature:
     context_param: str | None
     params: tuple[Param, ...]
     wrap_output: bool
+    injections: tuple[Injection, ...] = ()
+    """Parameters a ``Depends`` fills (TM-HAND-DEPENDS): not in the schema."""
     input_check: Schema = attrs.field(
         default=attrs.Factory(lambda self: Schema(self.input_schema), takes_self=True),
         init=False, eq=False, repr=False,
@@ -726,6 +729,7 @@ def derive_signature(
     required: list[str] = []
     params: list[Param] = []
     context_param: str | None = None
+    injections: list[Injection] = []
     for param in sig.parameters.values():
         if param.kind is inspect.Parameter.VAR_POSITIONAL:
             raise TypeError(f"{fn_name}: *{param.name} is not supported; use named parameters")
@@ -737,6 +741,15 @@ def derive_signature(
                 "arguments are passed by name"
             )
         annotation = hints.get(param.name, Any)
+        marker = find_depends(annotation)
+        if marker is not None:
+            def is_context(tp: Any) -> bool:
+                return context_type is not None and _is_context(tp, context_type)
+
+            injections.append(Injection(
+                name=param.name, dependency=plan_dependency(marker, is_context)
+            ))
+            continue
         if context_type is not None and _is_context(annotation, context_type):
             if context_param is not None:
                 raise TypeError(
@@ -812,6 +825,7 @@ def derive_signature(
         context_param=context_param,
         params=tuple(params),
         wrap_output=wrap_output,
+        injections=tuple(injections),
     )
 
 

@@ -4,8 +4,9 @@
 # what concerns all of them: list changes, resource updates, log messages.
 from __future__ import annotations
 
+import contextlib
 import typing
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from ..base._ports import Hub, NotificationHandler, RequestPort
@@ -17,6 +18,8 @@ from . import _prompts, _resources
 from ._completion import GenericHandler, SpecificHandler
 from ._context import SessionContext, log_params
 from ._dispatch import Dispatcher, NotificationHook
+from ._invoke import DEFAULT_THREADS
+from ._middleware import Middleware
 from ._prompts import PromptDef
 from ._resources import ResourceDef
 from ._tools import ToolDef, ToolError, make_tool
@@ -31,6 +34,11 @@ if TYPE_CHECKING:
 __all__ = ["Server", "ToolError"]
 
 F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
+#: A tool: an ``async def``, or a plain ``def`` that runs in a worker thread.
+T = TypeVar("T", bound=Callable[..., Any])
+M = TypeVar("M", bound=Middleware)
+#: ``lifespan=``: called with the server, an async context manager around serving.
+Lifespan = Callable[["Server"], contextlib.AbstractAsyncContextManager[Any]]
 G = TypeVar("G", bound=GenericHandler)
 
 
@@ -42,6 +50,15 @@ class Server:
         version: the ``serverInfo.version``.
         instructions: optional usage hints for the client's model.
         title: optional display name.
+        lifespan: ``fn(server)``, an async context manager factory (an
+            ``@asynccontextmanager``): entered once per process before the first request is
+            served and left after the last (per worker with ``--workers``; in the ASGI
+            lifespan under hypercorn); what it yields is ``ctx.lifespan`` in every handler
+            (TM-HAND-LIFESPAN).
+        middleware: ``async def mw(ctx, call_next)`` functions wrapping every request, the
+            first outermost (more with ``@server.middleware``, TM-HAND-MIDDLEWARE).
+        max_threads: how many plain ``def`` handlers run at once, each in a worker thread
+            (TM-HAND-THREAD); the others wait for a thread.
     """
 
     def __init__(
@@ -51,12 +68,20 @@ class Server:
         version: str = "0.1.0",
         instructions: str | None = None,
         title: str | None = None,
+        lifespan: Lifespan | None = None,
+        middleware: Sequence[Middleware] = (),
+        max_threads: int = DEFAULT_THREADS,
     ) -> None:
         self._name = name
         self.version = version
         self._instructions = instructions
         self.title = title
-        self._dispatcher = Dispatcher()
+        self._dispatcher = Dispatcher(max_threads)
+        self._lifespan = lifespan
+        #: Whether a runtime serves this server now (with a lifespan, only one may).
+        self._serving = False
+        for mw in middleware:
+            self._dispatcher.add_middleware(mw)
         self._hubs: list[Hub] = []
         #: The OAuth scopes of each tool, prompt and resource that has any (T-AUTH-STEPUP).
         self._scopes: dict[tuple[ScopeKind, str], frozenset[str]] = {}
@@ -72,7 +97,7 @@ class Server:
     # -- registration -------------------------------------------------------------------
 
     @typing.overload
-    def tool(self, fn: F, /) -> F: ...
+    def tool(self, fn: T, /) -> T: ...
 
     @typing.overload
     def tool(
@@ -90,11 +115,11 @@ class Server:
         scopes: Iterable[str] = (),
         task: TaskSupport | str = TaskSupport.FORBIDDEN,
         replace: bool = False,
-    ) -> Callable[[F], F]: ...
+    ) -> Callable[[T], T]: ...
 
     def tool(
         self,
-        name: str | F | None = None,
+        name: str | T | None = None,
         *,
         title: str | None = None,
         description: str | None = None,
@@ -107,8 +132,12 @@ class Server:
         scopes: Iterable[str] = (),
         task: TaskSupport | str = TaskSupport.FORBIDDEN,
         replace: bool = False,
-    ) -> F | Callable[[F], F]:
-        """Register an async function as a tool: ``@server.tool`` or ``@server.tool(...)``.
+    ) -> T | Callable[[T], T]:
+        """Register a function as a tool: ``@server.tool`` or ``@server.tool(...)``. An
+        ``async def`` runs as a trio task; a plain ``def`` runs in a worker thread, at most
+        ``max_threads`` at once (TM-HAND-THREAD: a cancelled call stops waiting for its
+        thread at once, and the thread runs on to its end, its result dropped; it can poll
+        ``trio.from_thread.check_cancelled()``, and reach the context as ``ctx.sync``).
 
         The name, description and ``inputSchema`` come from the function's name, docstring
         and signature unless given. A parameter annotated ``Context`` receives the context.
@@ -135,7 +164,7 @@ class Server:
             self.add_tool(name)
             return name
 
-        def decorate(fn: F) -> F:
+        def decorate(fn: T) -> T:
             self.add_tool(
                 fn,
                 name=name,
@@ -157,7 +186,7 @@ class Server:
 
     def add_tool(
         self,
-        fn: Callable[..., Awaitable[Any]],
+        fn: Callable[..., Any],
         *,
         name: str | None = None,
         title: str | None = None,
@@ -404,6 +433,39 @@ class Server:
             return fn
 
         return decorate
+
+    # -- middleware and the lifespan ----------------------------------------------------
+
+    def middleware(self, fn: M) -> M:
+        """Register ``async def mw(ctx, call_next)`` to wrap every request the server's
+        tools, resources, prompts and completions answer, in both eras (TM-HAND-MIDDLEWARE).
+        It reads the request from ``ctx`` (``ctx.method``, ``ctx.params``,
+        ``ctx.principal``, ``ctx.era``), returns ``await call_next()`` (the result), or
+        answers in the handler's place: a result of its own, or ``raise McpError(...)``.
+        Middleware registered earlier wraps middleware registered later
+        (TM-HAND-MW-ORDER)."""
+        self._dispatcher.add_middleware(fn)
+        return fn
+
+    @contextlib.asynccontextmanager
+    async def serving(self) -> AsyncIterator[None]:
+        """Around a runtime serving this server (the runtime enters it): the lifespan, once
+        (TM-HAND-LIFESPAN)."""
+        if self._lifespan is None:
+            yield
+            return
+        if self._serving:
+            raise RuntimeError(
+                f"server {self._name!r} is already served in this process: its lifespan runs "
+                "once per process, around one runtime (serve it once, or make two servers)"
+            )
+        self._serving = True
+        try:
+            async with self._lifespan(self) as value:
+                with self._dispatcher.state.lifespan_value(value):
+                    yield
+        finally:
+            self._serving = False
 
     # -- notifications from the client, and messages to every client -----------------------
 

@@ -20,6 +20,7 @@ from ..protocol._tasks import TaskSupport
 from . import _schema
 from ._content import CONTENT_TYPES, ToolResult, is_content, json_text, to_content_list
 from ._context import Context
+from ._invoke import ServerState, call_handler
 from ._pagination import list_result
 
 __all__ = ["ToolDef", "ToolError", "ToolRegistry", "make_tool"]
@@ -41,7 +42,7 @@ class ToolDef:
     name: str
     title: str | None
     description: str
-    fn: Callable[..., Awaitable[Any]]
+    fn: Callable[..., Any]
     signature: _schema.Signature
     annotations: Mapping[str, Any] | None
     meta: Mapping[str, Any] | None
@@ -52,6 +53,9 @@ class ToolDef:
     """Parameters mirrored into Mcp-Param headers, by header name: their paths (MT-HDR-7)."""
     task: TaskSupport = TaskSupport.FORBIDDEN
     """Whether a call may run as a task (TM-TASK-DECIDE)."""
+    is_async: bool = True
+    """An ``async def`` (awaited) or a plain ``def`` (run in a worker thread,
+    TM-HAND-THREAD)."""
     explicit_schema: bool = False
     """Whether ``input_schema`` was given as written (arguments are validated against it,
     besides the conversion the signature asks for)."""
@@ -83,7 +87,7 @@ class ToolDef:
 
 
 def make_tool(
-    fn: Callable[..., Awaitable[Any]],
+    fn: Callable[..., Any],
     *,
     name: str | None,
     title: str | None,
@@ -98,8 +102,9 @@ def make_tool(
 ) -> ToolDef:
     """Check ``fn`` and describe it as a tool (raises TypeError/ValueError)."""
     task = TaskSupport(task)
-    if not inspect.iscoroutinefunction(fn):
-        raise TypeError(f"tool {fn!r} must be an async function (it runs as a trio task)")
+    is_async = _is_async(fn)
+    if not is_async and (inspect.isasyncgenfunction(fn) or inspect.isgeneratorfunction(fn)):
+        raise TypeError(f"tool {fn!r} is a generator: a tool returns its result")
     if structured_output is None and _returns_content(fn):
         # Content blocks are the result itself, not structured data with a schema.
         structured_output = False
@@ -138,7 +143,18 @@ def make_tool(
         requires=dict(requires or {}),
         mirrored=mirrored,
         task=task,
+        is_async=is_async,
         explicit_schema=input_schema is not None,
+    )
+
+
+def _is_async(fn: Callable[..., Any]) -> bool:
+    """Whether ``fn`` is awaited (an ``async def``, or an object whose ``__call__`` is one)."""
+    if inspect.iscoroutinefunction(fn):
+        return True
+    return (
+        callable(fn) and not inspect.isroutine(fn)
+        and inspect.iscoroutinefunction(type(fn).__call__)
     )
 
 
@@ -157,8 +173,9 @@ def _with_headers(
 class ToolRegistry:
     """The tools of one server, and the tools/* methods that serve them."""
 
-    def __init__(self) -> None:
+    def __init__(self, state: ServerState) -> None:
         self.tools: dict[str, ToolDef] = {}
+        self._state = state
 
     def add(self, tool: ToolDef, *, replace: bool = False) -> None:
         """Register ``tool``; a name already taken is refused unless ``replace`` (U-TOOL-13)."""
@@ -218,7 +235,10 @@ class ToolRegistry:
         if tool.signature.context_param is not None:
             kwargs[tool.signature.context_param] = ctx
         try:
-            value = await tool.fn(**kwargs)
+            value = await call_handler(
+                tool.fn, kwargs, is_async=tool.is_async, injections=tool.signature.injections,
+                ctx=ctx, limiter=self._state.limiter,
+            )
         except ToolError as exc:
             return {"content": to_content_list(str(exc)), "isError": True}
         except (LocalProtocolError, RemoteProtocolError):

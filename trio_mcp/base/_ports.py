@@ -12,6 +12,7 @@
 #                change announced to everyone subscribed.
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
@@ -206,6 +207,10 @@ class App(Protocol):
 
     def notification_handler(self, method: str) -> NotificationHandler | None:
         """What to run for a notification from a legacy client, if anything."""
+
+    def serving(self) -> contextlib.AbstractAsyncContextManager[None]:
+        """Entered around a runtime serving the App, before its first request and after its
+        last: the application's lifespan (TM-HAND-LIFESPAN)."""
 
     def attach(self, hub: Hub) -> None:
         """A runtime starts serving this App."""

@@ -273,10 +273,23 @@ class ASGIApp:
         message = await receive()
         if message["type"] != "lifespan.startup":
             return
-        async with self.running():
-            await send({"type": "lifespan.startup.complete"})
-            while (await receive())["type"] != "lifespan.shutdown":
-                pass
+        started = False
+        try:
+            async with self.running():
+                started = True
+                await send({"type": "lifespan.startup.complete"})
+                while (await receive())["type"] != "lifespan.shutdown":
+                    pass
+        except Exception as exc:
+            # TM-HAND-LIFESPAN: an application whose lifespan failed to start is not served
+            # (hypercorn stops on startup.failed); one that failed to stop says so.
+            logger.exception("the application's lifespan failed")
+            failed = "lifespan.shutdown.failed" if started else "lifespan.startup.failed"
+            cause: BaseException = exc
+            while isinstance(cause, BaseExceptionGroup) and len(cause.exceptions) == 1:
+                cause = cause.exceptions[0]
+            await send({"type": failed, "message": f"{type(cause).__name__}: {cause}"[:500]})
+            return
         await send({"type": "lifespan.shutdown.complete"})
 
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:

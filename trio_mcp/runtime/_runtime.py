@@ -250,7 +250,8 @@ class Runtime:
         the App."""
         self.run_task = trio.lowlevel.current_task()
         try:
-            async with trio.open_nursery() as nursery:
+            # TM-HAND-LIFESPAN: the application's lifespan is around everything served.
+            async with self.app.serving(), trio.open_nursery() as nursery:
                 await nursery.start(self.table.run)
                 await nursery.start(self.tasks.run)
                 await nursery.start(self.peers.run, self.table, self.tasks, self.modern)
