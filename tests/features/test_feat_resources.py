@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -286,11 +287,11 @@ def test_registration_checks_parameters():
         async def reserved(path: str) -> str:
             return path
 
-    with pytest.raises(TypeError, match="async"):
+    with pytest.raises(TypeError, match="generator"):
 
         @server.resource("test://sync")
-        def sync() -> str:  # type: ignore[type-var]
-            return "x"
+        def sync() -> Iterator[str]:
+            yield "x"
 
     assert server.resources == {} and server.resource_templates == {}
 

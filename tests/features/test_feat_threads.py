@@ -3,20 +3,20 @@
 # reachable from the thread (ctx.sync); a cancelled call stops waiting for its thread, which
 # can see the cancellation, and keeps its slot until it really returns.
 
-from __future__ import annotations
+# No `from __future__ import annotations`: a dependency here is a local function.
 
 import threading
 import time
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 import trio
 from support.client import open_session, rpc_messages
-from support.eras import ERAS, LEGACY, tool_call
+from support.eras import ERAS, LEGACY, rpc, tool_call
 from support.fixtures import StartServer, wait_until
 from support.modern import call_tool, messages_of, open_raw, post
 
-from trio_mcp import Context, Server
+from trio_mcp import Context, Depends, Server
 
 TIMEOUT = 20
 
@@ -169,3 +169,35 @@ async def test_a_cancelled_stubborn_thread_keeps_its_slot_until_it_returns(
             await wait_until(lambda: bool(second))
             nursery.cancel_scope.cancel()
     assert state["ended"].is_set() and 2 == second[0]["structuredContent"]["n"]
+
+
+@pytest.mark.spec("TM-HAND-THREAD", "TM-HAND-DEPENDS")
+@pytest.mark.parametrize("era", ERAS)
+async def test_prompts_and_resources_may_be_def_functions_with_dependencies(
+    live_server: StartServer, era: str
+) -> None:
+    """A plain def prompt and a def resource template run in worker threads, and take
+    dependencies as tools do."""
+    server = Server("plain")
+
+    def tone() -> str:
+        return "kind"
+
+    @server.prompt()
+    def greet(name: str, how: Annotated[str, Depends(tone)]) -> str:
+        """Greet someone."""
+        return f"{how} hello {name} from {threading.current_thread() is threading.main_thread()}"
+
+    @server.resource("notes://{name}")
+    def note(name: str, how: Annotated[str, Depends(tone)]) -> str:
+        """A note."""
+        return f"{how} note {name} main={threading.current_thread() is threading.main_thread()}"
+
+    live = await live_server(server)
+    with trio.fail_after(TIMEOUT):
+        prompt = await rpc(live.url, era, "prompts/get",
+                           {"name": "greet", "arguments": {"name": "Ada"}})
+        read = await rpc(live.url, era, "resources/read", {"uri": "notes://n1"})
+    assert "kind hello Ada from False" == prompt["result"]["messages"][0]["content"]["text"]
+    assert "kind note n1 main=False" == read["result"]["contents"][0]["text"]
+    assert ["name"] == [a["name"] for a in server.prompts["greet"].arguments()]

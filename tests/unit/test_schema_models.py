@@ -300,3 +300,31 @@ def test_literal_enum_and_optional_keep_their_schemas() -> None:
     assert {"type": "string", "enum": ["red", "blue"]} == props["colour"]
     assert {"anyOf": [{"type": "string", "format": "date"}, {"type": "null"}],
             "default": None} == props["when"]
+
+
+@pytest.mark.spec("TM-HAND-PYDANTIC")
+def test_pydantic_is_not_imported_by_a_server_without_models() -> None:
+    """A server whose tools take dataclasses and scalars never imports pydantic (nor
+    annotated-types): both stay optional."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, dataclasses, datetime\n"
+        "from trio_mcp import Server\n"
+        "from trio_mcp.app._schema import convert_arguments\n"
+        "server = Server('plain')\n"
+        "@dataclasses.dataclass\n"
+        "class P:\n"
+        "    x: int\n"
+        "@server.tool()\n"
+        "def f(p: P, when: datetime.date) -> P:\n"
+        "    '''A tool.'''\n"
+        "    return p\n"
+        "convert_arguments(server.tools['f'].signature, {'p': {'x': 1}, 'when': '2026-01-01'})\n"
+        "print(sorted(m for m in ('pydantic', 'annotated_types') if m in sys.modules))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert "[]" == out.stdout.strip()

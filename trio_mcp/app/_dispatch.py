@@ -42,8 +42,8 @@ class Dispatcher:
         #: Wrapping every request the registries answer, the first outermost.
         self.middleware: list[Middleware] = []
         self.tools = ToolRegistry(self.state)
-        self.resources = ResourceRegistry()
-        self.prompts = PromptRegistry()
+        self.resources = ResourceRegistry(self.state)
+        self.prompts = PromptRegistry(self.state)
         self.completions = CompletionRegistry(self.prompts, self.resources)
         #: TM-SEC-LOG: a client can make a hook fail as often as it sends its
         #: notification: one traceback per interval, the rest counted in the next one.

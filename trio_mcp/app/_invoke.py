@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -13,7 +14,7 @@ import trio
 
 from ._depends import Dependency, Injection
 
-__all__ = ["DEFAULT_THREADS", "Invocation", "ServerState", "call_handler"]
+__all__ = ["DEFAULT_THREADS", "Invocation", "ServerState", "call_handler", "handler_kind"]
 
 #: Worker threads running plain ``def`` handlers at once, per server, unless
 #: ``Server(max_threads=...)`` says otherwise: trio's own default for to_thread.
@@ -112,6 +113,19 @@ class Invocation:
             self._stack.push_async_exit(exit_in_thread)
             return value
         return await _in_thread(fn, kwargs, self._limiter, abandon=False)
+
+
+def handler_kind(fn: Callable[..., Any], what: str) -> bool:
+    """Whether ``fn`` is awaited (an ``async def``, or an object whose ``__call__`` is one);
+    a plain function runs in a worker thread (TM-HAND-THREAD). A generator is refused: a
+    handler returns its result."""
+    if inspect.isasyncgenfunction(fn) or inspect.isgeneratorfunction(fn):
+        raise TypeError(f"{what} {fn!r} is a generator: a handler returns its result")
+    if inspect.iscoroutinefunction(fn):
+        return True
+    if not callable(fn):
+        raise TypeError(f"{what} {fn!r} is not a function")
+    return not inspect.isroutine(fn) and inspect.iscoroutinefunction(type(fn).__call__)
 
 
 async def call_handler(

@@ -17,6 +17,8 @@ from ..protocol._errors import resource_not_found
 from . import _schema
 from ._content import Audio, Blob, EmbeddedResource, Image, Text, check_uri, json_text
 from ._context import Context
+from ._depends import Injection
+from ._invoke import ServerState, call_handler, handler_kind
 from ._pagination import list_result
 
 __all__ = ["ResourceDef", "ResourceNotFound", "ResourceRegistry", "UriTemplate"]
@@ -119,10 +121,14 @@ class ResourceDef:
     mime_type: str | None
     annotations: Mapping[str, Any] | None
     meta: Mapping[str, Any] | None
-    fn: Callable[..., Awaitable[Any]]
+    fn: Callable[..., Any]
     template: UriTemplate | None
     context_param: str | None
     converters: Mapping[str, Callable[[str], Any]]
+    is_async: bool = True
+    """An ``async def``, or a plain ``def`` run in a worker thread (TM-HAND-THREAD)."""
+    injections: tuple[Injection, ...] = ()
+    """Parameters a ``Depends`` fills (TM-HAND-DEPENDS)."""
 
     def to_dict(self) -> dict[str, Any]:
         key = "uriTemplate" if self.template is not None else "uri"
@@ -158,7 +164,7 @@ def _converter(annotation: Any) -> Callable[[str], Any]:
 
 
 def make_resource(
-    fn: Callable[..., Awaitable[Any]],
+    fn: Callable[..., Any],
     uri: str,
     *,
     name: str | None,
@@ -169,8 +175,7 @@ def make_resource(
     meta: Mapping[str, Any] | None,
 ) -> ResourceDef:
     """Check ``fn`` against ``uri`` and describe it (raises TypeError/ValueError)."""
-    if not inspect.iscoroutinefunction(fn):
-        raise TypeError(f"resource {fn!r} must be an async function (it runs as a trio task)")
+    is_async = handler_kind(fn, "resource")
     sig = _schema.derive_signature(
         fn, name=name, description=description, context_type=Context, structured_output=False
     )
@@ -205,6 +210,8 @@ def make_resource(
         template=template,
         context_param=sig.context_param,
         converters={v: _converter(params[v].annotation) for v in variables},
+        is_async=is_async,
+        injections=sig.injections,
     )
 
 
@@ -215,7 +222,8 @@ class ResourceRegistry:
     """The resources and templates of one server, and the resources/* methods that serve
     them."""
 
-    def __init__(self) -> None:
+    def __init__(self, state: ServerState) -> None:
+        self._state = state
         self.fixed: dict[str, ResourceDef] = {}
         self.templates: dict[str, ResourceDef] = {}
         #: Set at the first registration: the capability stays declared after that, so a
@@ -299,7 +307,10 @@ class ResourceRegistry:
         if resource.context_param is not None:
             kwargs[resource.context_param] = ctx
         try:
-            value = await resource.fn(**kwargs)
+            value = await call_handler(
+                resource.fn, kwargs, is_async=resource.is_async,
+                injections=resource.injections, ctx=ctx, limiter=self._state.limiter,
+            )
         except ResourceNotFound:
             raise not_found(uri) from None
         return to_contents(uri, value, resource.mime_type)

@@ -240,8 +240,9 @@ class Server:
         meta: Mapping[str, Any] | None = None,
         scopes: Iterable[str] = (),
         replace: bool = False,
-    ) -> Callable[[F], F]:
-        """Register an async function as the resource at ``uri``:
+    ) -> Callable[[T], T]:
+        """Register a function (async, or a plain ``def`` run in a worker thread) as the
+        resource at ``uri``:
         ``@server.resource("file:///notes.txt")``.
 
         A ``{var}`` in ``uri`` makes it a URI template (RFC 6570 level 1): the function's
@@ -259,7 +260,7 @@ class Server:
                 '@server.resource("notes://{name}")'
             )
 
-        def decorate(fn: F) -> F:
+        def decorate(fn: T) -> T:
             self.add_resource(
                 fn,
                 uri,
@@ -278,7 +279,7 @@ class Server:
 
     def add_resource(
         self,
-        fn: Callable[..., Awaitable[Any]],
+        fn: Callable[..., Any],
         uri: str,
         *,
         name: str | None = None,
@@ -328,7 +329,7 @@ class Server:
         return self._broadcast("notifications/resources/updated", {"uri": uri})
 
     @typing.overload
-    def prompt(self, fn: F, /) -> F: ...
+    def prompt(self, fn: T, /) -> T: ...
 
     @typing.overload
     def prompt(
@@ -340,21 +341,21 @@ class Server:
         meta: Mapping[str, Any] | None = None,
         scopes: Iterable[str] = (),
         replace: bool = False,
-    ) -> Callable[[F], F]: ...
+    ) -> Callable[[T], T]: ...
 
     def prompt(
         self,
-        name: str | F | None = None,
+        name: str | T | None = None,
         *,
         title: str | None = None,
         description: str | None = None,
         meta: Mapping[str, Any] | None = None,
         scopes: Iterable[str] = (),
         replace: bool = False,
-    ) -> F | Callable[[F], F]:
-        """Register an async function as a prompt: ``@server.prompt`` or
-        ``@server.prompt(...)``. A name already registered is refused (ValueError) unless
-        ``replace``.
+    ) -> T | Callable[[T], T]:
+        """Register a function (async, or a plain ``def`` run in a worker thread) as a
+        prompt: ``@server.prompt`` or ``@server.prompt(...)``. A name already registered is
+        refused (ValueError) unless ``replace``.
 
         Its arguments come from the signature (they are strings; a default makes one
         optional) and their descriptions from the docstring's ``Args:``. It returns a str
@@ -366,7 +367,7 @@ class Server:
             self.add_prompt(name)
             return name
 
-        def decorate(fn: F) -> F:
+        def decorate(fn: T) -> T:
             self.add_prompt(
                 fn, name=name, title=title, description=description, meta=meta, scopes=scopes,
                 replace=replace,
@@ -377,7 +378,7 @@ class Server:
 
     def add_prompt(
         self,
-        fn: Callable[..., Awaitable[Any]],
+        fn: Callable[..., Any],
         *,
         name: str | None = None,
         title: str | None = None,

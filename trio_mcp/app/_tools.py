@@ -3,7 +3,6 @@
 # serve it. Era-neutral: a tool runs the same for a legacy session and a modern request.
 from __future__ import annotations
 
-import inspect
 import logging
 import secrets
 import typing
@@ -20,7 +19,7 @@ from ..protocol._tasks import TaskSupport
 from . import _schema
 from ._content import CONTENT_TYPES, ToolResult, is_content, json_text, to_content_list
 from ._context import Context
-from ._invoke import ServerState, call_handler
+from ._invoke import ServerState, call_handler, handler_kind
 from ._pagination import list_result
 
 __all__ = ["ToolDef", "ToolError", "ToolRegistry", "make_tool"]
@@ -102,9 +101,7 @@ def make_tool(
 ) -> ToolDef:
     """Check ``fn`` and describe it as a tool (raises TypeError/ValueError)."""
     task = TaskSupport(task)
-    is_async = _is_async(fn)
-    if not is_async and (inspect.isasyncgenfunction(fn) or inspect.isgeneratorfunction(fn)):
-        raise TypeError(f"tool {fn!r} is a generator: a tool returns its result")
+    is_async = handler_kind(fn, "tool")
     if structured_output is None and _returns_content(fn):
         # Content blocks are the result itself, not structured data with a schema.
         structured_output = False
@@ -147,15 +144,6 @@ def make_tool(
         explicit_schema=input_schema is not None,
     )
 
-
-def _is_async(fn: Callable[..., Any]) -> bool:
-    """Whether ``fn`` is awaited (an ``async def``, or an object whose ``__call__`` is one)."""
-    if inspect.iscoroutinefunction(fn):
-        return True
-    return (
-        callable(fn) and not inspect.isroutine(fn)
-        and inspect.iscoroutinefunction(type(fn).__call__)
-    )
 
 
 def _with_headers(
