@@ -44,6 +44,8 @@ _EXPORTS: dict[str, str] = {
     "ToolResult": ".app._content",
     "UserMessage": ".app._content",
     "Depends": ".app._depends",
+    "RateLimit": ".app._guards",
+    "AuditLog": ".app._guards",
     "McpError": ".app._middleware",
     "Middleware": ".app._middleware",
     "CallNext": ".app._middleware",
@@ -112,6 +114,8 @@ if TYPE_CHECKING:
     from .app._context import roots_request as roots_request
     from .app._context import sampling_request as sampling_request
     from .app._depends import Depends as Depends
+    from .app._guards import AuditLog as AuditLog
+    from .app._guards import RateLimit as RateLimit
     from .app._middleware import CallNext as CallNext
     from .app._middleware import McpError as McpError
     from .app._middleware import Middleware as Middleware

@@ -5,16 +5,18 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
 import pytest
 import trio
+from support.client import open_session
 from support.eras import ERAS, LEGACY, rpc
 from support.fixtures import StartServer, wait_until
 from support.modern import call_tool, open_raw
 
-from trio_mcp import CallNext, Context, McpError, Server
+from trio_mcp import AuditLog, CallNext, Context, McpError, RateLimit, Server
 
 TIMEOUT = 20
 
@@ -157,3 +159,60 @@ def test_middleware_must_be_an_async_function_of_two_arguments() -> None:
         server.middleware(sync)
     with pytest.raises(TypeError, match="two arguments"):
         server.middleware(one)
+
+
+def guarded_server() -> Server:
+    server = Server("guarded", middleware=[
+        AuditLog(), RateLimit(rate=0.5, burst=2, methods={"tools/call"}),
+    ])
+
+    @server.tool()
+    async def echo(text: str) -> str:
+        """Echo."""
+        return text
+
+    return server
+
+
+@pytest.mark.spec("TM-HAND-RATE", "TM-HAND-AUDIT")
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_caller_past_its_rate_is_told_when_to_retry_and_audited(
+    live_server: StartServer, era: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """With a burst of 2, a caller's third quick tools/call is refused with -31005 and
+    data.retryAfterMs (its handler never runs); tools/list, not limited, still passes; the
+    audit log has a line per request with its outcome and never the arguments."""
+    live = await live_server(guarded_server())
+    with caplog.at_level(logging.INFO, logger="trio_mcp.audit"), trio.fail_after(TIMEOUT):
+        if era == LEGACY:
+            session = await open_session(live.url)
+            answers = [await session.call("tools/call", {"name": "echo",
+                                                         "arguments": {"text": "secret"}})
+                       for _ in range(3)]
+            listed = await session.call("tools/list")
+        else:
+            answers = [await rpc(live.url, era, "tools/call",
+                                 {"name": "echo", "arguments": {"text": "secret"}})
+                       for _ in range(3)]
+            listed = await rpc(live.url, era, "tools/list")
+    assert ["secret", "secret"] == [a["result"]["content"][0]["text"] for a in answers[:2]]
+    error = answers[2]["error"]
+    assert -31005 == error["code"] and 0 < error["data"]["retryAfterMs"] <= 2000
+    assert "tools" in listed["result"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "trio_mcp.audit"]
+    assert 4 == len(lines), lines
+    assert lines[0].startswith("tools/call 'echo' by ") and ": ok in " in lines[0]
+    assert ": error -31005 in " in lines[2] and ": ok in " in lines[3]
+    assert not any("secret" in line for line in lines)
+
+
+@pytest.mark.spec("TM-HAND-RATE")
+def test_the_rate_limit_keeps_at_most_max_callers_buckets() -> None:
+    """A client inventing callers fills no memory: past max_callers, the least recently
+    used bucket is dropped (and its caller starts afresh)."""
+    limit = RateLimit(rate=1, burst=1, max_callers=3)
+    for n in range(1000):
+        assert 0 == limit._take(f"caller {n}", 0.0)
+    assert 3 == len(limit._buckets)
+    assert 1.0 == limit._take("caller 999", 0.0)
+    assert 0 == limit._take("caller 0", 0.0)
