@@ -90,7 +90,8 @@ def shelf_count(books: Annotated[Catalogue, Depends(catalogue)]) -> int:
     return len(books.books)
 
 
-@server.resource("books://{isbn}")
-async def book(isbn: str, ctx: Context) -> str:
-    """One book's title."""
-    return str(ctx.lifespan.books[isbn][0])
+@server.resource("shelves://{+path}")
+async def book(path: str, ctx: Context) -> str:
+    """One book's title, by its shelf and ISBN: ``shelves://fiction/978-1``."""
+    shelf, _, isbn = path.rpartition("/")
+    return f"{ctx.lifespan.books[isbn][0]} ({shelf})"

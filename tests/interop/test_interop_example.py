@@ -31,7 +31,7 @@ def load_example() -> ModuleType:
 
 
 @pytest.mark.spec("TM-HAND-PYDANTIC", "TM-HAND-THREAD", "TM-HAND-LIFESPAN", "TM-HAND-DEPENDS",
-                  "TM-HAND-MIDDLEWARE", "TM-HAND-PATH")
+                  "TM-HAND-MIDDLEWARE", "TM-HAND-PATH", "TM-HAND-TEMPLATE")
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
 async def test_the_sdk_client_uses_the_example_server_in_both_eras(
     live_server: StartServer, mode: str, caplog: pytest.LogCaptureFixture
@@ -47,7 +47,7 @@ async def test_the_sdk_client_uses_the_example_server_in_both_eras(
             listed = await client.list_tools()
             priced = await client.call_tool("invoice", {"order": order})
             count = await client.call_tool("shelf_count", {})
-            title = await client.read_resource("books://978-1")
+            title = await client.read_resource("shelves://fiction/new/978-1")
             bad = await client.call_tool(
                 "invoice", {"order": {**order, "lines": [{"isbn": "978-0", "quantity": 11}]}}
             )
@@ -59,6 +59,6 @@ async def test_the_sdk_client_uses_the_example_server_in_both_eras(
         priced.structured_content
     )
     assert {"result": 2} == count.structured_content
-    assert "Nurseries" == title.contents[0].text  # type: ignore[union-attr]
+    assert "Nurseries (fiction/new)" == title.contents[0].text  # type: ignore[union-attr]
     assert bad.is_error and "order.lines[0].quantity" in bad.content[0].text  # type: ignore[union-attr]
     assert 5 <= sum("took" in r.getMessage() for r in caplog.records if r.name == "bookshop")

@@ -240,13 +240,19 @@ class Server:
         meta: Mapping[str, Any] | None = None,
         scopes: Iterable[str] = (),
         replace: bool = False,
+        screen_paths: bool = True,
     ) -> Callable[[T], T]:
         """Register a function (async, or a plain ``def`` run in a worker thread) as the
         resource at ``uri``:
         ``@server.resource("file:///notes.txt")``.
 
-        A ``{var}`` in ``uri`` makes it a URI template (RFC 6570 level 1): the function's
-        parameters are the variables (str, int or float), taken from the URI being read.
+        An expression in ``uri`` makes it a URI template (RFC 6570, TM-HAND-TEMPLATE):
+        ``{var}`` (one segment), ``{+var}`` (a path, with ``/``), ``{#var}``, ``{.var}``,
+        ``{/var}``, ``{/var*}`` (segments: a ``list[str]``, or a str joined with ``/``) and
+        ``{?a,b}`` / ``{&c}`` (query parameters, optional unless the function needs them).
+        The function's parameters are the variables (str, int or float), percent-decoded
+        from the URI being read. A value decoding to an absolute path, a ``..`` step or a
+        NUL makes the URI name nothing, unless ``screen_paths=False``.
         It returns a str (text), bytes (a base64 blob), a ``Blob``/``EmbeddedResource``, a
         list of these, or any JSON value. Raise ``ResourceNotFound`` for a URI that names
         nothing. A parameter annotated ``Context`` receives the context. A URI already
@@ -272,6 +278,7 @@ class Server:
                 meta=meta,
                 scopes=scopes,
                 replace=replace,
+                screen_paths=screen_paths,
             )
             return fn
 
@@ -290,6 +297,7 @@ class Server:
         meta: Mapping[str, Any] | None = None,
         scopes: Iterable[str] = (),
         replace: bool = False,
+        screen_paths: bool = True,
     ) -> None:
         """Register ``fn`` as the resource at ``uri`` (the arguments of :meth:`resource`)."""
         self._dispatcher.resources.add(
@@ -302,6 +310,7 @@ class Server:
                 mime_type=mime_type,
                 annotations=annotations,
                 meta=meta,
+                screen_paths=screen_paths,
             ),
             replace=replace,
         )
