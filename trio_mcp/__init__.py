@@ -44,6 +44,8 @@ _EXPORTS: dict[str, str] = {
     "ToolResult": ".app._content",
     "UserMessage": ".app._content",
     "Depends": ".app._depends",
+    "Icon": ".app._display",
+    "ToolAnnotations": ".app._display",
     "RateLimit": ".app._guards",
     "AuditLog": ".app._guards",
     "McpError": ".app._middleware",
@@ -114,6 +116,8 @@ if TYPE_CHECKING:
     from .app._context import roots_request as roots_request
     from .app._context import sampling_request as sampling_request
     from .app._depends import Depends as Depends
+    from .app._display import Icon as Icon
+    from .app._display import ToolAnnotations as ToolAnnotations
     from .app._guards import AuditLog as AuditLog
     from .app._guards import RateLimit as RateLimit
     from .app._middleware import CallNext as CallNext

@@ -7,6 +7,7 @@
 # server/discover in the modern era) belong to that era's runtime, not here.
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Mapping
@@ -110,7 +111,7 @@ class Dispatcher:
         params = request.params or {}
         if not self.middleware:
             return await method(ctx, params)
-        return await run_chain(self.middleware, ctx, lambda: method(ctx, params))
+        return await run_chain(self.middleware, ctx, functools.partial(method, ctx, params))
 
     def has_resource(self, uri: str) -> bool:
         return self.resources.find(uri) is not None

@@ -5,6 +5,7 @@
 # runs inside the request's own task, so the request's cancellation reaches it.
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
@@ -47,24 +48,23 @@ async def run_chain(
     middleware: Sequence[Middleware], ctx: Context, handler: CallNext
 ) -> Mapping[str, Any]:
     """Run ``handler`` inside ``middleware``, the first one outermost (TM-HAND-MW-ORDER)."""
+    return await _step(middleware, 0, ctx, handler)
 
-    def step(index: int) -> CallNext:
-        if index == len(middleware):
-            return handler
-        mw = middleware[index]
-        inner = step(index + 1)
 
-        async def call() -> Mapping[str, Any]:
-            result = await mw(ctx, inner)
-            if not isinstance(result, Mapping):
-                # A middleware that forgot to return call_next()'s result is the
-                # application's bug: an internal error, not a result of None.
-                raise LocalProtocolError(
-                    f"middleware {getattr(mw, '__qualname__', mw)!r} returned "
-                    f"{type(result).__name__}, not the result (return await call_next())"
-                )
-            return result
-
-        return call
-
-    return await step(0)()
+async def _step(
+    middleware: Sequence[Middleware], index: int, ctx: Context, handler: CallNext
+) -> Mapping[str, Any]:
+    # One coroutine per middleware and a partial for its call_next, made as the chain is
+    # walked: nothing is built for a middleware that answers without calling the rest.
+    if index == len(middleware):
+        return await handler()
+    mw = middleware[index]
+    result = await mw(ctx, functools.partial(_step, middleware, index + 1, ctx, handler))
+    if type(result) is not dict and not isinstance(result, Mapping):
+        # A middleware that forgot to return call_next()'s result is the application's bug:
+        # an internal error, not a result of None.
+        raise LocalProtocolError(
+            f"middleware {getattr(mw, '__qualname__', mw)!r} returned "
+            f"{type(result).__name__}, not the result (return await call_next())"
+        )
+    return result

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import typing
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 import attrs
@@ -12,6 +12,7 @@ from ..protocol import ErrorCode, RemoteProtocolError
 from . import _schema
 from ._content import CONTENT_TYPES, _Message, message_dict
 from ._context import Context
+from ._display import Icon, icons_list
 from ._invoke import ServerState, call_handler, handler_kind
 from ._pagination import list_result
 
@@ -36,6 +37,7 @@ class PromptDef:
     meta: Mapping[str, Any] | None
     is_async: bool = True
     """An ``async def``, or a plain ``def`` run in a worker thread (TM-HAND-THREAD)."""
+    icons: tuple[Mapping[str, Any], ...] = ()
 
     def arguments(self) -> list[dict[str, Any]]:
         out = []
@@ -56,6 +58,8 @@ class PromptDef:
         arguments = self.arguments()
         if arguments:
             d["arguments"] = arguments
+        if self.icons:
+            d["icons"] = [dict(i) for i in self.icons]
         if self.meta:
             d["_meta"] = dict(self.meta)
         return d
@@ -90,6 +94,7 @@ def make_prompt(
     title: str | None,
     description: str | None,
     meta: Mapping[str, Any] | None,
+    icons: Iterable[Icon] = (),
 ) -> PromptDef:
     is_async = handler_kind(fn, "prompt")
     sig = _schema.derive_signature(
@@ -103,7 +108,7 @@ def make_prompt(
             )
     return PromptDef(
         name=sig.name, title=title, description=sig.description, fn=fn, signature=sig, meta=meta,
-        is_async=is_async,
+        is_async=is_async, icons=tuple(icons_list(icons)),
     )
 
 

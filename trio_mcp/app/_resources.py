@@ -6,7 +6,7 @@ from __future__ import annotations
 import inspect
 import re
 import typing
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -17,6 +17,7 @@ from . import _schema
 from ._content import Audio, Blob, EmbeddedResource, Image, Text, check_uri, json_text
 from ._context import Context
 from ._depends import Injection
+from ._display import Icon, icons_list
 from ._invoke import ServerState, call_handler, handler_kind
 from ._pagination import list_result
 from ._uritemplate import UriTemplate
@@ -67,6 +68,7 @@ class ResourceDef:
     (TM-HAND-TEMPLATE); ``screen_paths=False`` at registration opts out."""
     required: frozenset[str] = frozenset()
     """The template variables the function needs (the others have defaults)."""
+    icons: tuple[Mapping[str, Any], ...] = ()
     injections: tuple[Injection, ...] = ()
     """Parameters a ``Depends`` fills (TM-HAND-DEPENDS)."""
 
@@ -81,6 +83,8 @@ class ResourceDef:
             d["mimeType"] = self.mime_type
         if self.annotations:
             d["annotations"] = dict(self.annotations)
+        if self.icons:
+            d["icons"] = [dict(i) for i in self.icons]
         if self.meta:
             d["_meta"] = dict(self.meta)
         return d
@@ -122,6 +126,7 @@ def make_resource(
     annotations: Mapping[str, Any] | None,
     meta: Mapping[str, Any] | None,
     screen_paths: bool = True,
+    icons: Iterable[Icon] = (),
 ) -> ResourceDef:
     """Check ``fn`` against ``uri`` and describe it (raises TypeError/ValueError)."""
     is_async = handler_kind(fn, "resource")
@@ -165,6 +170,7 @@ def make_resource(
         is_async=is_async,
         screen=screen_paths,
         required=frozenset(required),
+        icons=tuple(icons_list(icons)),
         injections=sig.injections,
     )
 

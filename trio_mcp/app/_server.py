@@ -18,6 +18,7 @@ from . import _prompts, _resources
 from ._completion import GenericHandler, SpecificHandler
 from ._context import SessionContext, log_params
 from ._dispatch import Dispatcher, NotificationHook
+from ._display import Icon, ToolAnnotations, check_website, icons_list
 from ._invoke import DEFAULT_THREADS
 from ._middleware import Middleware
 from ._prompts import PromptDef
@@ -59,6 +60,9 @@ class Server:
             first outermost (more with ``@server.middleware``, TM-HAND-MIDDLEWARE).
         max_threads: how many plain ``def`` handlers run at once, each in a worker thread
             (TM-HAND-THREAD); the others wait for a thread.
+        website_url: the ``serverInfo.websiteUrl`` (TM-HAND-DISPLAY).
+        icons: the ``serverInfo.icons``, ``Icon`` values (tools, resources and prompts take
+            ``icons=`` too).
     """
 
     def __init__(
@@ -71,8 +75,12 @@ class Server:
         lifespan: Lifespan | None = None,
         middleware: Sequence[Middleware] = (),
         max_threads: int = DEFAULT_THREADS,
+        website_url: str | None = None,
+        icons: Iterable[Icon] = (),
     ) -> None:
         self._name = name
+        self._website_url = check_website(website_url)
+        self._icons = icons_list(icons)
         self.version = version
         self._instructions = instructions
         self.title = title
@@ -106,7 +114,7 @@ class Server:
         *,
         title: str | None = None,
         description: str | None = None,
-        annotations: Mapping[str, Any] | None = None,
+        annotations: Mapping[str, Any] | ToolAnnotations | None = None,
         structured_output: bool | None = None,
         input_schema: Mapping[str, Any] | None = None,
         meta: Mapping[str, Any] | None = None,
@@ -115,6 +123,7 @@ class Server:
         scopes: Iterable[str] = (),
         task: TaskSupport | str = TaskSupport.FORBIDDEN,
         replace: bool = False,
+        icons: Iterable[Icon] = (),
     ) -> Callable[[T], T]: ...
 
     def tool(
@@ -123,7 +132,7 @@ class Server:
         *,
         title: str | None = None,
         description: str | None = None,
-        annotations: Mapping[str, Any] | None = None,
+        annotations: Mapping[str, Any] | ToolAnnotations | None = None,
         structured_output: bool | None = None,
         input_schema: Mapping[str, Any] | None = None,
         meta: Mapping[str, Any] | None = None,
@@ -132,6 +141,7 @@ class Server:
         scopes: Iterable[str] = (),
         task: TaskSupport | str = TaskSupport.FORBIDDEN,
         replace: bool = False,
+        icons: Iterable[Icon] = (),
     ) -> T | Callable[[T], T]:
         """Register a function as a tool: ``@server.tool`` or ``@server.tool(...)``. An
         ``async def`` runs as a trio task; a plain ``def`` runs in a worker thread, at most
@@ -179,6 +189,7 @@ class Server:
                 scopes=scopes,
                 task=task,
                 replace=replace,
+                icons=icons,
             )
             return fn
 
@@ -191,7 +202,7 @@ class Server:
         name: str | None = None,
         title: str | None = None,
         description: str | None = None,
-        annotations: Mapping[str, Any] | None = None,
+        annotations: Mapping[str, Any] | ToolAnnotations | None = None,
         structured_output: bool | None = None,
         input_schema: Mapping[str, Any] | None = None,
         meta: Mapping[str, Any] | None = None,
@@ -200,6 +211,7 @@ class Server:
         scopes: Iterable[str] = (),
         task: TaskSupport | str = TaskSupport.FORBIDDEN,
         replace: bool = False,
+        icons: Iterable[Icon] = (),
     ) -> None:
         """Register ``fn`` as a tool (the arguments of :meth:`tool`)."""
         tool = make_tool(
@@ -214,6 +226,7 @@ class Server:
             requires=requires,
             headers=headers,
             task=task,
+            icons=icons,
         )
         self._dispatcher.tools.add(tool, replace=replace)
         self._set_scopes(ScopeKind.TOOL, tool.name, scopes)
@@ -241,6 +254,7 @@ class Server:
         scopes: Iterable[str] = (),
         replace: bool = False,
         screen_paths: bool = True,
+        icons: Iterable[Icon] = (),
     ) -> Callable[[T], T]:
         """Register a function (async, or a plain ``def`` run in a worker thread) as the
         resource at ``uri``:
@@ -279,6 +293,7 @@ class Server:
                 scopes=scopes,
                 replace=replace,
                 screen_paths=screen_paths,
+                icons=icons,
             )
             return fn
 
@@ -298,6 +313,7 @@ class Server:
         scopes: Iterable[str] = (),
         replace: bool = False,
         screen_paths: bool = True,
+        icons: Iterable[Icon] = (),
     ) -> None:
         """Register ``fn`` as the resource at ``uri`` (the arguments of :meth:`resource`)."""
         self._dispatcher.resources.add(
@@ -311,6 +327,7 @@ class Server:
                 annotations=annotations,
                 meta=meta,
                 screen_paths=screen_paths,
+                icons=icons,
             ),
             replace=replace,
         )
@@ -350,6 +367,7 @@ class Server:
         meta: Mapping[str, Any] | None = None,
         scopes: Iterable[str] = (),
         replace: bool = False,
+        icons: Iterable[Icon] = (),
     ) -> Callable[[T], T]: ...
 
     def prompt(
@@ -361,6 +379,7 @@ class Server:
         meta: Mapping[str, Any] | None = None,
         scopes: Iterable[str] = (),
         replace: bool = False,
+        icons: Iterable[Icon] = (),
     ) -> T | Callable[[T], T]:
         """Register a function (async, or a plain ``def`` run in a worker thread) as a
         prompt: ``@server.prompt`` or ``@server.prompt(...)``. A name already registered is
@@ -379,7 +398,7 @@ class Server:
         def decorate(fn: T) -> T:
             self.add_prompt(
                 fn, name=name, title=title, description=description, meta=meta, scopes=scopes,
-                replace=replace,
+                replace=replace, icons=icons,
             )
             return fn
 
@@ -395,10 +414,11 @@ class Server:
         meta: Mapping[str, Any] | None = None,
         scopes: Iterable[str] = (),
         replace: bool = False,
+        icons: Iterable[Icon] = (),
     ) -> None:
         """Register ``fn`` as a prompt (the arguments of :meth:`prompt`)."""
         prompt = _prompts.make_prompt(
-            fn, name=name, title=title, description=description, meta=meta
+            fn, name=name, title=title, description=description, meta=meta, icons=icons
         )
         self._dispatcher.prompts.add(prompt, replace=replace)
         self._set_scopes(ScopeKind.PROMPT, prompt.name, scopes)
@@ -622,6 +642,10 @@ class Server:
         info: dict[str, Any] = {"name": self._name, "version": self.version}
         if self.title is not None:
             info["title"] = self.title
+        if self._website_url is not None:
+            info["websiteUrl"] = self._website_url
+        if self._icons:
+            info["icons"] = [dict(i) for i in self._icons]
         return info
 
     def capabilities(self) -> dict[str, Any]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import secrets
 import typing
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 import attrs
@@ -19,6 +19,7 @@ from ..protocol._tasks import TaskSupport
 from . import _schema
 from ._content import CONTENT_TYPES, ToolResult, is_content, json_text, to_content_list
 from ._context import Context
+from ._display import Icon, ToolAnnotations, annotations_dict, icons_list
 from ._invoke import ServerState, call_handler, handler_kind
 from ._pagination import list_result
 
@@ -55,6 +56,8 @@ class ToolDef:
     is_async: bool = True
     """An ``async def`` (awaited) or a plain ``def`` (run in a worker thread,
     TM-HAND-THREAD)."""
+    icons: tuple[Mapping[str, Any], ...] = ()
+    """The ``icons`` listed with the tool (TM-HAND-DISPLAY)."""
     explicit_schema: bool = False
     """Whether ``input_schema`` was given as written (arguments are validated against it,
     besides the conversion the signature asks for)."""
@@ -80,6 +83,8 @@ class ToolDef:
             d["outputSchema"] = self.signature.output_schema
         if self.annotations:
             d["annotations"] = dict(self.annotations)
+        if self.icons:
+            d["icons"] = [dict(i) for i in self.icons]
         if self.meta:
             d["_meta"] = dict(self.meta)
         return d
@@ -91,13 +96,14 @@ def make_tool(
     name: str | None,
     title: str | None,
     description: str | None,
-    annotations: Mapping[str, Any] | None,
+    annotations: Mapping[str, Any] | ToolAnnotations | None,
     structured_output: bool | None,
     input_schema: Mapping[str, Any] | None,
     meta: Mapping[str, Any] | None,
     requires: Mapping[str, Any] | None,
     headers: Mapping[str, str] | None = None,
     task: TaskSupport | str = TaskSupport.FORBIDDEN,
+    icons: Iterable[Icon] = (),
 ) -> ToolDef:
     """Check ``fn`` and describe it as a tool (raises TypeError/ValueError)."""
     task = TaskSupport(task)
@@ -134,13 +140,14 @@ def make_tool(
         description=sig.description,
         fn=fn,
         signature=sig,
-        annotations=annotations,
+        annotations=annotations_dict(annotations),
         meta=meta,
         input_schema=schema,
         requires=dict(requires or {}),
         mirrored=mirrored,
         task=task,
         is_async=is_async,
+        icons=tuple(icons_list(icons)),
         explicit_schema=input_schema is not None,
     )
 
