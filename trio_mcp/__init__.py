@@ -52,6 +52,7 @@ _EXPORTS: dict[str, str] = {
     "Middleware": ".app._middleware",
     "CallNext": ".app._middleware",
     "ThreadContext": ".app._context",
+    "UrlElicitationRequired": ".app._context",
     "ClientCapabilityError": ".app._context",
     "ClientTimeoutError": ".app._context",
     "Context": ".app._context",
@@ -112,6 +113,7 @@ if TYPE_CHECKING:
     from .app._context import SamplingResult as SamplingResult
     from .app._context import SessionContext as SessionContext
     from .app._context import ThreadContext as ThreadContext
+    from .app._context import UrlElicitationRequired as UrlElicitationRequired
     from .app._context import elicitation_request as elicitation_request
     from .app._context import roots_request as roots_request
     from .app._context import sampling_request as sampling_request

@@ -174,7 +174,7 @@ def guarded_server() -> Server:
     return server
 
 
-@pytest.mark.spec("TM-HAND-RATE", "TM-HAND-AUDIT")
+@pytest.mark.spec("TM-HAND-RATE", "TM-HAND-AUDIT", "U-TOOL-8", "MU-TOOL-6")
 @pytest.mark.parametrize("era", ERAS)
 async def test_a_caller_past_its_rate_is_told_when_to_retry_and_audited(
     live_server: StartServer, era: str, caplog: pytest.LogCaptureFixture
