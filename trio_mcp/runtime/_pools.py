@@ -4,17 +4,33 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 import attrs
+import trio
 
+from ..base._config import DECODE_ON_LOOP
 from ..protocol import JSON, ErrorCode, RemoteProtocolError
 from ..protocol._fair import FairShare
-from ..protocol._footprint import body_cost
+from ..protocol._footprint import post_cost
+from ..protocol._jsonrpc import request_id_of
+from ..protocol._transport import HttpRequest, read_post_body
 from ._memory import MemoryReleaser
 from ._stats import counter, gauge
 
-__all__ = ["Charge", "Ledger", "LedgerStatistics", "Meter", "Pool", "PoolStatistics", "PoolStats"]
+__all__ = [
+    "Charge",
+    "Ledger",
+    "LedgerStatistics",
+    "Meter",
+    "Pool",
+    "PoolStatistics",
+    "PoolStats",
+    "handler_pool",
+    "newest",
+    "pool_busy",
+    "preempted",
+]
 
 T = TypeVar("T")
 
@@ -194,6 +210,34 @@ class Pool(Generic[T]):
         return PoolStatistics(refused=self.stats.refused, evicted=self.stats.evicted)
 
 
+def newest(items: dict[T, None]) -> T:
+    """The item of a unit a pool takes: its newest, which has done least."""
+    return next(reversed(items))
+
+
+class Preemptible(Protocol):
+    def preempt(self) -> None:
+        """End at once: the pool gave this item's room to another client (TM-SEC-FAIR)."""
+
+
+def handler_pool(capacity: int) -> Pool[Preemptible]:
+    """TM-SEC-FAIR: the handlers running at once, both eras (``max_handlers``); a full pool
+    ends the newest handler of the client holding the most (its ``preempt``)."""
+    return Pool("handlers", capacity, evict=lambda item: item.preempt(), pick=newest)
+
+
+def preempted(what: str) -> tuple[int, str, dict[str, str]]:
+    """The error code, message and data of a request a full pool ended for another client
+    (TM-SEC-FAIR): the request may be tried again."""
+    return (
+        ErrorCode.SERVER_BUSY,
+        f"Service Unavailable: the server's {what} were all in use, and this client held "
+        "more than its fair share of them: its newest was ended for another client; retry "
+        "later.",
+        {"pool": what},
+    )
+
+
 def pool_busy(what: str, *, retry_after: int = 1, request_id: object = None) -> RemoteProtocolError:
     """The refusal of a unit over its fair share of a full pool (TM-SEC-FAIR): 503, with
     ``Retry-After``, and -31002 naming the pool."""
@@ -246,6 +290,9 @@ class Ledger:
         self.held = 0
         self.units: dict[str, int] = {}
         self._releaser = releaser
+        #: TM-SEC-DECODE: one large body decoded at a time, in one worker thread.
+        self._decoding = trio.Lock()
+        self._decoder_thread = trio.CapacityLimiter(1)
         self.refused: dict[str, int] = {
             "request_memory": 0,
             "request_memory_per_client": 0,
@@ -287,20 +334,44 @@ class Ledger:
         self, raw: bytes, body: JSON, unit: str, *, request_id: object = None
     ) -> Charge | None:
         """Charge a POST of ``raw`` bytes that decoded to ``body``: the body, what it
-        decoded to and the handlers its requests start (protocol._footprint.body_cost), to
+        decoded to and the handlers its requests start (protocol._footprint.post_cost), to
         ``unit`` and the server; None when accounting is off (raises RemoteProtocolError
         503 naming the budget)."""
         if not self.enabled:
             return None
-        # Each request starts a handler; notifications and responses start none.
-        if isinstance(body, dict):
-            requests = 1 if "id" in body and "method" in body else 0
-        elif isinstance(body, list):
-            requests = sum(isinstance(m, dict) and "id" in m and "method" in m for m in body)
-        else:
-            requests = 0
-        cost = body_cost(raw, body, requests=requests, limit=self.room(unit))
+        cost = post_cost(raw, body, limit=self.room(unit))
         return self.charge(unit, cost, raw=len(raw), request_id=request_id)
+
+    async def decode_post(
+        self, request: HttpRequest, unit: str, *, max_body_bytes: int
+    ) -> tuple[JSON, Charge | None]:
+        """Decode a POST's body (``read_post_body``) and charge it to ``unit`` as
+        ``charge_post`` does. A body of more than ``DECODE_ON_LOOP`` bytes is decoded and
+        priced in a worker thread, one at a time and charged before the next begins
+        (TM-SEC-DECODE): on the event loop it would hold every other request meanwhile.
+
+        Raises:
+            RemoteProtocolError: the body's own error, or 503 naming the budget.
+        """
+        raw = request.body
+        if len(raw) <= DECODE_ON_LOOP:
+            body = read_post_body(request, max_body_bytes=max_body_bytes)
+            return body, self.charge_post(raw, body, unit, request_id=request_id_of(body))
+        async with self._decoding:
+            enabled = self.enabled
+            limit = self.room(unit)
+
+            def decode_and_price() -> tuple[JSON, int]:
+                body = read_post_body(request, max_body_bytes=max_body_bytes)
+                return body, post_cost(raw, body, limit=limit) if enabled else 0
+
+            body, cost = await trio.to_thread.run_sync(
+                decode_and_price, limiter=self._decoder_thread
+            )
+            if not enabled:
+                return body, None
+            self._take(unit, cost, request_id_of(body))
+            return body, Charge(self, unit, cost, len(raw))
 
     def _check(self, unit: str, nbytes: int, request_id: object) -> None:
         """Refuse ``nbytes`` more for ``unit`` if they would pass its budget or the server's."""

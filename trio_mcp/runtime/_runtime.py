@@ -26,15 +26,16 @@ from ..protocol import (
 )
 from ..protocol._era import Era, ModernCall, ModernNotification, route_other, route_post
 from ..protocol._fair import Unit, UnitPolicy
+from ..protocol._jsonrpc import request_id_of
 from ..protocol._mrtr import RequestStateCodec
 from ..protocol._tasks import declares_tasks, task_notification
-from ..protocol._transport import HttpRequest, Reply, error_reply, read_post_body
+from ..protocol._transport import HttpRequest, Reply, error_reply
 from ._auth import Authenticator
 from ._budget import BodyPool, BodyStatistics
 from ._describe import ObjectRole, RoleKind, RuntimeInfo, SessionRole, TaskRole, TreeIndex
 from ._failures import FailureLog
 from ._memory import MemoryReleaser
-from ._pools import Charge, Ledger, LedgerStatistics, Pool, PoolStatistics
+from ._pools import Charge, Ledger, LedgerStatistics, Pool, PoolStatistics, handler_pool
 from ._reqstats import RequestMetrics
 from ._stats import counter, gauge, part
 from .backpressure._responder import Responder
@@ -54,16 +55,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger("trio_mcp.runtime")
 
 __all__ = ["Runtime", "RuntimeStatistics"]
-
-
-def _request_id(body: JSON) -> str | int | None:
-    """MJ-ERR-1: the id of a body that is one request, for an error decided before its era
-    (a 403 for its scopes); None for a batch, a notification or an id of another type."""
-    if isinstance(body, dict):
-        rid = body.get("id")
-        if isinstance(rid, str | int) and not isinstance(rid, bool):
-            return rid
-    return None
 
 
 def _scopes_for(app: App, body: JSON) -> frozenset[str]:
@@ -106,6 +97,9 @@ class RuntimeStatistics:
     tasks: TaskStatistics = part("tasks_")
     long_streams_open: int = gauge()
     streams: PoolStatistics = part("streams_")
+    handlers_running: int = gauge()
+    """Handlers running now, both eras (TM-SEC-FAIR's handlers pool)."""
+    handlers: PoolStatistics = part("handlers_")
     request_memory: LedgerStatistics = part("request_memory_")
     connections: PoolStatistics | None = part("connections_", default=None)
     """The own server's connections (TM-SEC-FAIR); None under another HTTP server."""
@@ -178,12 +172,14 @@ class Runtime:
         self.requests = RequestMetrics()
         #: TM-SESS-RELEASE: freed memory handed back to the OS.
         self.releaser = MemoryReleaser(config.release_memory_after)
+        #: TM-SEC-FAIR: the handlers running, both eras, by client.
+        self.handlers = handler_pool(config.max_handlers)
         #: TM-SEC-BODIES: what the HTTP edges hold of bodies still arriving, shared fairly.
         self.bodies = BodyPool(config.max_body_memory)
         #: The legacy sessions, and the endpoint that serves them.
         self.table = SessionTable(
             app, config, peers=self.peers, releaser=self.releaser, codec=self.codec,
-            metrics=self.requests, units=self.units,
+            metrics=self.requests, units=self.units, handlers=self.handlers,
         )
         self.legacy = LegacyEndpoint(
             app, config, table=self.table, peers=self.peers, codec=self.codec,
@@ -220,6 +216,7 @@ class Runtime:
             state_codec=codec,
             tasks=self.tasks,
             requests=self.requests,
+            handlers=self.handlers,
         )
         self.listeners = Listeners(
             app, config, spawn=self.spawn, stats=self.modern.stats, streams=self.streams,
@@ -250,8 +247,7 @@ class Runtime:
         the App."""
         self.run_task = trio.lowlevel.current_task()
         try:
-            # TM-HAND-LIFESPAN: the application's lifespan is around everything served.
-            async with self.app.serving(), trio.open_nursery() as nursery:
+            async with self.app.serving(), trio.open_nursery() as nursery:  # TM-HAND-LIFESPAN
                 await nursery.start(self.table.run)
                 await nursery.start(self.tasks.run)
                 await nursery.start(self.peers.run, self.table, self.tasks, self.modern)
@@ -381,24 +377,24 @@ class Runtime:
                 return
             # TM-SEC-MEMORY: a body the client's room cannot hold is not decoded.
             self.ledger.check_body(unit.key, len(request.body))
-            body = read_post_body(request, max_body_bytes=self.config.max_body_bytes)
-            if self.auth is not None:
-                # MT-AUTH-3: the scopes every request needs and those of what it names, in
-                # one challenge, not one after the other.
-                assert request.principal is not None
-                self.auth.check(
-                    request.principal, _scopes_for(self.app, body), request_id=_request_id(body)
-                )
-            route = route_post(request.headers, body)
-            if isinstance(route, ModernNotification):
-                # MT-POST-5 (MUST): an accepted notification gets 202 and no body.
-                await responder.reply(Reply(status=202))
-                return
             # TM-SEC-MEMORY: the body, what it decoded to and its handlers, charged.
-            charge = self.ledger.charge_post(
-                request.body, body, unit.key, request_id=_request_id(body)
+            body, charge = await self.ledger.decode_post(
+                request, unit.key, max_body_bytes=self.config.max_body_bytes
             )
             try:
+                if self.auth is not None:
+                    # MT-AUTH-3: the scopes every request needs and those of what it names,
+                    # in one challenge, not one after the other.
+                    assert request.principal is not None
+                    self.auth.check(
+                        request.principal, _scopes_for(self.app, body),
+                        request_id=request_id_of(body),
+                    )
+                route = route_post(request.headers, body)
+                if isinstance(route, ModernNotification):
+                    # MT-POST-5 (MUST): an accepted notification gets 202 and no body.
+                    await responder.reply(Reply(status=202))
+                    return
                 await self._serve_post(request, body, route, responder, unit, charge)
             finally:
                 if charge is not None:
@@ -527,6 +523,8 @@ class Runtime:
             tasks=self.tasks.statistics(),
             long_streams_open=len(self.streams),
             streams=self.streams.statistics(),
+            handlers_running=len(self.handlers),
+            handlers=self.handlers.statistics(),
             request_memory=self.ledger.statistics(),
             connections=sum(edges[1:], edges[0]) if edges else None,
         )
