@@ -201,3 +201,30 @@ async def test_prompts_and_resources_may_be_def_functions_with_dependencies(
     assert "kind hello Ada from False" == prompt["result"]["messages"][0]["content"]["text"]
     assert "kind note n1 main=False" == read["result"]["contents"][0]["text"]
     assert ["name"] == [a["name"] for a in server.prompts["greet"].arguments()]
+
+
+async def test_a_def_tool_asks_a_modern_client_from_its_thread(
+    live_server: StartServer,
+) -> None:
+    """ctx.sync.elicit from a def tool: a 2026-07-28 call answers input_required, and its
+    retry with the answer completes (the thread runs again from its first line)."""
+    server = Server("asks")
+    form = {"type": "object", "properties": {"name": {"type": "string"}},
+            "required": ["name"]}
+
+    @server.tool()
+    def greet(ctx: Context) -> str:
+        """Ask for a name, from a worker thread."""
+        answer = ctx.sync.elicit("Your name?", form, key="who")
+        return f"hello {answer.content['name']}" if answer.accepted else "no"
+
+    live = await live_server(server)
+    caps = {"elicitation": {}}
+    with trio.fail_after(TIMEOUT):
+        first = (await post(live.url, call_tool("greet", capabilities=caps))).json()["result"]
+        retry = call_tool("greet", capabilities=caps, requestState=first["requestState"],
+                          inputResponses={"who": {"action": "accept",
+                                                  "content": {"name": "Ada"}}})
+        second = (await post(live.url, retry)).json()["result"]
+    assert "input_required" == first["resultType"] and ["who"] == list(first["inputRequests"])
+    assert "hello Ada" == second["content"][0]["text"]
