@@ -14,6 +14,7 @@ from ..protocol import Notification, Request
 from ..protocol._jsonschema import preload as preload_schemas
 from ..protocol._methods import BROADCASTS, METHODS, ScopeKind, named
 from ..protocol._tasks import TaskSupport
+from ..protocol._transport import Reply
 from . import _prompts, _resources
 from ._completion import GenericHandler, SpecificHandler
 from ._context import SessionContext, log_params
@@ -23,6 +24,7 @@ from ._invoke import DEFAULT_THREADS
 from ._middleware import Middleware
 from ._prompts import PromptDef
 from ._resources import ResourceDef
+from ._routes import RouteHandler, Routes
 from ._tools import ToolDef, ToolError, make_tool
 
 if TYPE_CHECKING:
@@ -85,6 +87,7 @@ class Server:
         self._instructions = instructions
         self.title = title
         self._dispatcher = Dispatcher(max_threads)
+        self._routes = Routes()
         self._lifespan = lifespan
         #: Whether a runtime serves this server now (with a lifespan, only one may).
         self._serving = False
@@ -476,6 +479,25 @@ class Server:
         (TM-HAND-MW-ORDER)."""
         self._dispatcher.add_middleware(fn)
         return fn
+
+    def route(
+        self, path: str, *, methods: Iterable[str] = ("GET",)
+    ) -> Callable[[RouteHandler], RouteHandler]:
+        """Answer HTTP requests for ``path`` beside the MCP endpoint, on either HTTP server:
+        ``@server.route("/health")`` on ``async def health()``, which returns a str
+        (text/plain), bytes, a dict or list (JSON), or ``(status, body)``; a method not in
+        ``methods`` gets 405 with ``Allow``. Routes are served without
+        authorization, after the Origin and Host checks (TM-HAND-ROUTE)."""
+
+        def decorate(fn: RouteHandler) -> RouteHandler:
+            self._routes.add(path, fn, methods)
+            return fn
+
+        return decorate
+
+    async def http_route(self, method: str, path: str) -> Reply | None:
+        """The App port's ``http_route``: the reply of the route at ``path``, or None."""
+        return await self._routes.answer(method, path)
 
     @contextlib.asynccontextmanager
     async def serving(self) -> AsyncIterator[None]:

@@ -20,6 +20,7 @@ from ..protocol import JSON, LocalProtocolError, Notification, RemoteProtocolErr
 from ..protocol._auth import Principal
 from ..protocol._mrtr import InputRequest
 from ..protocol._tasks import TaskSupport
+from ..protocol._transport import Reply
 
 __all__ = [
     "App",
@@ -207,6 +208,10 @@ class App(Protocol):
 
     def notification_handler(self, method: str) -> NotificationHandler | None:
         """What to run for a notification from a legacy client, if anything."""
+
+    async def http_route(self, method: str, path: str) -> Reply | None:
+        """The application's answer to ``method`` on ``path``, a path outside the MCP
+        endpoint; None when it has no route there (TM-HAND-ROUTE)."""
 
     def serving(self) -> contextlib.AbstractAsyncContextManager[None]:
         """Entered around a runtime serving the App, before its first request and after its

@@ -344,6 +344,10 @@ class ASGIApp:
         local_host = str(server_addr[0]) if server_addr else None
         raw_path = scope.get("raw_path")
         target = raw_path.decode("latin-1") if raw_path else scope.get("path", "")
+        root = scope.get("root_path", "")
+        if root and target.startswith(root):
+            # TM-HAND-ROUTE: mounted under a prefix, the endpoint is the path below it.
+            target = target[len(root):]
         plan = plan_head(
             http_version=scope.get("http_version", "1.1"),
             method=scope["method"],
@@ -357,7 +361,7 @@ class ASGIApp:
             await self._refuse(responder, receive, plan.reply, close=plan.close)
             return
         if isinstance(plan, Elsewhere):
-            known = self.runtime.well_known(plan.method, plan.path)
+            known = await self.runtime.well_known(plan.method, plan.path)
             await self._refuse(responder, receive, known or error_reply(not_found(cfg.path)))
             return
         limit = plan.limit
