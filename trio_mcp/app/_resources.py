@@ -13,6 +13,7 @@ import attrs
 
 from ..protocol import ErrorCode, RemoteProtocolError
 from ..protocol._errors import resource_not_found
+from ..protocol._modern import CacheHint
 from . import _schema
 from ._content import Audio, Blob, EmbeddedResource, Image, Text, check_uri, json_text
 from ._context import Context
@@ -69,6 +70,8 @@ class ResourceDef:
     required: frozenset[str] = frozenset()
     """The template variables the function needs (the others have defaults)."""
     icons: tuple[Mapping[str, Any], ...] = ()
+    cache: CacheHint | None = None
+    """The caching hints of a 2026-07-28 read of it (TM-HAND-CACHE); None: the server's."""
     injections: tuple[Injection, ...] = ()
     """Parameters a ``Depends`` fills (TM-HAND-DEPENDS)."""
 
@@ -127,6 +130,7 @@ def make_resource(
     meta: Mapping[str, Any] | None,
     screen_paths: bool = True,
     icons: Iterable[Icon] = (),
+    cache: CacheHint | None = None,
 ) -> ResourceDef:
     """Check ``fn`` against ``uri`` and describe it (raises TypeError/ValueError)."""
     is_async = handler_kind(fn, "resource")
@@ -171,6 +175,7 @@ def make_resource(
         screen=screen_paths,
         required=frozenset(required),
         icons=tuple(icons_list(icons)),
+        cache=cache,
         injections=sig.injections,
     )
 

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mappin
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from ..base._ports import Hub, NotificationHandler, RequestPort
-from ..protocol import Notification, Request
+from ..protocol import CacheHint, CacheScope, Notification, Request
 from ..protocol._jsonschema import preload as preload_schemas
 from ..protocol._methods import BROADCASTS, METHODS, ScopeKind, named
 from ..protocol._tasks import TaskSupport
@@ -258,6 +258,7 @@ class Server:
         replace: bool = False,
         screen_paths: bool = True,
         icons: Iterable[Icon] = (),
+        cache: CacheHint | None = None,
     ) -> Callable[[T], T]:
         """Register a function (async, or a plain ``def`` run in a worker thread) as the
         resource at ``uri``:
@@ -269,7 +270,8 @@ class Server:
         ``{?a,b}`` / ``{&c}`` (query parameters, optional unless the function needs them).
         The function's parameters are the variables (str, int or float), percent-decoded
         from the URI being read. A value decoding to an absolute path, a ``..`` step or a
-        NUL makes the URI name nothing, unless ``screen_paths=False``.
+        NUL makes the URI name nothing, unless ``screen_paths=False``. ``cache`` gives a
+        2026-07-28 read of it its own caching hints (TM-HAND-CACHE).
         It returns a str (text), bytes (a base64 blob), a ``Blob``/``EmbeddedResource``, a
         list of these, or any JSON value. Raise ``ResourceNotFound`` for a URI that names
         nothing. A parameter annotated ``Context`` receives the context. A URI already
@@ -297,6 +299,7 @@ class Server:
                 replace=replace,
                 screen_paths=screen_paths,
                 icons=icons,
+                cache=cache,
             )
             return fn
 
@@ -317,8 +320,14 @@ class Server:
         replace: bool = False,
         screen_paths: bool = True,
         icons: Iterable[Icon] = (),
+        cache: CacheHint | None = None,
     ) -> None:
         """Register ``fn`` as the resource at ``uri`` (the arguments of :meth:`resource`)."""
+        scopes = scopes if isinstance(scopes, str) else tuple(scopes)
+        if cache is not None and cache.scope is CacheScope.PUBLIC and scopes:
+            # MU-CACHE-7: a public result may be given to any caller; one that needs scopes
+            # would reach callers without them from a shared cache.
+            raise ValueError(f"resource {uri!r} needs scopes, so its cache scope is private")
         self._dispatcher.resources.add(
             _resources.make_resource(
                 fn,
@@ -331,6 +340,7 @@ class Server:
                 meta=meta,
                 screen_paths=screen_paths,
                 icons=icons,
+                cache=cache,
             ),
             replace=replace,
         )
@@ -494,6 +504,16 @@ class Server:
             return fn
 
         return decorate
+
+    def cache_hint(self, method: str, params: Mapping[str, Any]) -> CacheHint | None:
+        """The App port's ``cache_hint``: a read resource's own hints (TM-HAND-CACHE)."""
+        # The method's row says whether it names a resource and is cacheable (a read).
+        spec = METHODS.get(method)
+        if spec is None or spec.scope is not ScopeKind.RESOURCE or not spec.cacheable:
+            return None
+        uri = named(method, params, ScopeKind.RESOURCE)
+        found = self._dispatcher.resources.find(uri) if uri is not None else None
+        return found[0].cache if found is not None else None
 
     async def http_route(self, method: str, path: str) -> Reply | None:
         """The App port's ``http_route``: the reply of the route at ``path``, or None."""

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from ..protocol import JSON, LocalProtocolError, Notification, RemoteProtocolError, Request
 from ..protocol._auth import Principal
+from ..protocol._modern import CacheHint
 from ..protocol._mrtr import InputRequest
 from ..protocol._tasks import TaskSupport
 from ..protocol._transport import Reply
@@ -208,6 +209,10 @@ class App(Protocol):
 
     def notification_handler(self, method: str) -> NotificationHandler | None:
         """What to run for a notification from a legacy client, if anything."""
+
+    def cache_hint(self, method: str, params: Mapping[str, Any]) -> CacheHint | None:
+        """The caching hints the application gives a cacheable request's result (a
+        resource's own, TM-HAND-CACHE); None leaves them to the configuration."""
 
     async def http_route(self, method: str, path: str) -> Reply | None:
         """The application's answer to ``method`` on ``path``, a path outside the MCP
