@@ -142,6 +142,7 @@ AREAS: Mapping[str, tuple[str, ...]] = {
     "modern.md": (r"M[TLJU]-[A-Z]+-\d+", _tm("MOD", "ERA", "MRTR", "CACHE")),
     "tasks.md": (_TK_ID, _tm("TASK")),
     "workers.md": (_tm("WORK", "STORE"),),
+    "handlers.md": (_tm("HAND"),),
 }
 
 _HEADING_RE = re.compile(r"^### (?P<id>\S+) — (?P<title>\S.*)$")

@@ -6,6 +6,7 @@ CI runs."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import shlex
@@ -215,3 +216,45 @@ def test_readme_links_into_spec_name_existing_rules() -> None:
 
     assert links, "the README links no rule"
     assert [] == [link for link in links if link not in anchors]
+
+
+_SHOP_PRELUDE = '''
+import contextlib, dataclasses, logging, time
+from collections.abc import AsyncIterator, Mapping
+from typing import Annotated, Any
+import pydantic
+from trio_mcp import CallNext, Context, Depends, Server
+
+class Order(pydantic.BaseModel):
+    sku: str = pydantic.Field(pattern=r"^[A-Z]{3}-[0-9]+$")
+    quantity: int = pydantic.Field(ge=1)
+
+@dataclasses.dataclass
+class Receipt:
+    sku: str
+    total: float
+'''
+
+
+@pytest.mark.spec("TM-HAND-LIFESPAN", "TM-HAND-DEPENDS", "TM-HAND-MIDDLEWARE",
+                  "TM-HAND-THREAD", "TM-HAND-PYDANTIC")
+async def test_readme_shop_runs_as_written_in_both_eras(caplog: pytest.LogCaptureFixture) -> None:
+    """The "Writing a server" shop block (with the Order model and Receipt dataclass it
+    names) serves: its def tool, fed by the lifespan through a dependency, prices an order
+    in both eras, and the middleware times each call."""
+    from support.eras import ERAS, tool_call
+
+    namespace: dict[str, Any] = {}
+    source = _SHOP_PRELUDE + _block("python", 'Server("shop"')
+    exec(compile(source, "README.md", "exec"), namespace)
+    shop = namespace["shop"]
+    with caplog.at_level(logging.INFO), trio.fail_after(TIMEOUT):
+        async with trio.open_nursery() as nursery:
+            [url] = await nursery.start(partial(shop.serve, port=0, announce=False))
+            results = [await tool_call(url, era, "price",
+                                       {"order": {"sku": "ABC-1", "quantity": 4}})
+                       for era in ERAS]
+            nursery.cancel_scope.cancel()
+    for result in results:
+        assert {"sku": "ABC-1", "total": 10.0} == result["structuredContent"]
+    assert 2 == sum("tools/call took" in r.getMessage() for r in caplog.records)

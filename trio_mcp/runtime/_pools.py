@@ -467,6 +467,11 @@ class Charge:
             self._meter.add(nbytes)
         self.nbytes += nbytes
 
+    def shrink(self, nbytes: int) -> None:
+        """What the request holds fell by ``nbytes`` (events a listen had queued, written):
+        given back at once."""
+        self._give(min(nbytes, self.nbytes))
+
     def hold(self) -> None:
         """One more holder: a handler started for the request."""
         self._holders += 1
