@@ -1,0 +1,20 @@
+"""trio_mcp.client: an MCP client on trio for any Streamable HTTP server, and for a
+``trio_mcp.Server`` in this process (``Client(server)``, no socket). See ``Client``."""
+
+from ._client import Client, ClientEra, Listening
+from ._errors import ClientError, ConnectionLost, HttpStatusError, McpError, ResumptionFailed
+from ._inbound import Notification
+from ._ledger import Tally
+
+__all__ = [
+    "Client",
+    "ClientEra",
+    "ClientError",
+    "ConnectionLost",
+    "HttpStatusError",
+    "Listening",
+    "McpError",
+    "Notification",
+    "ResumptionFailed",
+    "Tally",
+]
