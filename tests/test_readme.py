@@ -123,6 +123,22 @@ def test_readme_quick_start_client_prints_what_the_readme_shows(
     assert _block("text", "Hello, Ada!") == done.stdout
 
 
+def test_readme_client_test_runs_the_server_in_process(tmp_path: Path) -> None:
+    """The README's test of hello.py with trio_mcp.Client runs the server in process (no
+    serving, no socket) and prints the greeting its comment shows."""
+    (tmp_path / "hello.py").write_text(_block("python", 'Server("hello")'))
+    test = tmp_path / "test_hello.py"
+    test.write_text(_block("python", "from trio_mcp import Client"))
+
+    done = subprocess.run(
+        [sys.executable, str(test)], capture_output=True, text=True, timeout=TIMEOUT,
+        cwd=tmp_path,
+    )
+
+    assert 0 == done.returncode, done.stderr
+    assert "Hello, Ada.\n" == done.stdout
+
+
 @pytest.mark.slow
 def test_readme_inspector_command_calls_the_tool(served_hello: str, tmp_path: Path) -> None:
     """The quick start's Inspector command (its CLI mode), run with the Inspector that npx

@@ -182,7 +182,10 @@ async def _answer(state: Replaying, conn: h11.Connection, stream: trio.SocketStr
         await _json(conn, stream, 400, {"jsonrpc": "2.0", "id": message["id"], "error": {
             "code": -32600, "message": "Bad Request: no session"}})
         return
-    await _json(conn, stream, 200, {"jsonrpc": "2.0", "id": message["id"], "result": {}})
+    result: dict[str, Any] = {}
+    if method == "tools/list":
+        result = {"tools": [{"name": "count", "inputSchema": {"type": "object"}}]}
+    await _json(conn, stream, 200, {"jsonrpc": "2.0", "id": message["id"], "result": result})
 
 
 async def serve_replaying(

@@ -31,6 +31,10 @@ RESUME_ATTEMPTS: Final = 5
 CANCEL_SEND_TIMEOUT: Final = 2.0
 #: The longest wait a server's `retry:` can ask for.
 MAX_RETRY_MS: Final = 60_000
+#: Server requests answered at once; past them, the stream that brought the next one waits
+#: for its answer before it is read further, so a server cannot make the client start tasks
+#: without bound.
+ANSWERING_AT_ONCE: Final = 16
 
 _POST_ACCEPT: Final = "application/json, text/event-stream"
 _STANDALONE: Final = "standalone"
@@ -77,6 +81,8 @@ class LegacySession:
         self._answerer = answerer
         self._nursery = nursery
         self._deliver = deliver
+        #: Server requests being answered in tasks of their own.
+        self._answering = 0
         self._asked_version = version
         self._client_info = dict(client_info)
         self.version = version
@@ -218,18 +224,27 @@ class LegacySession:
         params = message.get("params")
         params = params if isinstance(params, Mapping) else {}
         if "id" in message:
-            self._nursery.start_soon(self._answer_request, message)
+            if self._answering >= ANSWERING_AT_ONCE:
+                await self._answer_request(message)
+            else:
+                self._answering += 1
+                self._nursery.start_soon(self._answer_request, message, True)
         elif method == "notifications/progress":
             await self._ledger.progress(params)
         else:
             await self._deliver(method, params)
 
-    async def _answer_request(self, request: Mapping[str, Any]) -> None:
-        """Answer a server request (elicitation, sampling, roots, ping) with a POST."""
-        response = await self._answerer.answer_message(request)
-        # Unreachable: the server's request times out on its side; ours goes on.
-        with contextlib.suppress(httpx2.TransportError, HttpStatusError):
-            await self._post_message(response)
+    async def _answer_request(self, request: Mapping[str, Any], held: bool = False) -> None:
+        """Answer a server request (elicitation, sampling, roots, ping) with a POST;
+        ``held``: this task is counted in ``_answering``."""
+        try:
+            response = await self._answerer.answer_message(request)
+            # Unreachable: the server's request times out on its side; ours goes on.
+            with contextlib.suppress(httpx2.TransportError, HttpStatusError):
+                await self._post_message(response)
+        finally:
+            if held:
+                self._answering -= 1
 
     async def _resume(self, call: Call, cursor: Cursor) -> None:
         """TM-CLIENT-RESUME: re-attach ``call``'s stream until its answer comes or the
