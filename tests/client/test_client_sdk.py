@@ -3,16 +3,12 @@
 # socket on 127.0.0.1: in a 2025-11-25 session and in 2026-07-28 (the SDK serves both).
 from __future__ import annotations
 
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import trio
-from support.fixtures import free_port
+from support.sdk_dropping import running
 
 from trio_mcp import Client
 from trio_mcp.client import ClientEra
@@ -24,23 +20,7 @@ SDK_SERVER = ROOT / "benchmarks" / "servers" / "sdk_bench.py"
 @pytest.fixture(scope="module")
 def sdk_url() -> Iterator[str]:
     """The SDK's server in a process of its own, until the module's tests are done."""
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, str(SDK_SERVER), "--port", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-                assert time.monotonic() < deadline, "the SDK server did not start"
-                time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+    yield from running(SDK_SERVER, "--port")
 
 
 @pytest.mark.spec("TM-CLIENT-ERA", "TM-CLIENT-ONCE")

@@ -26,7 +26,7 @@ from ._inbound import (
     SampleCallback,
 )
 from ._ledger import Ledger, ProgressCallback, Tally
-from ._legacy import LegacySession
+from ._legacy import DEFAULT_IDLE_REATTACH, LegacySession
 from ._memory import MemoryTransport
 from ._modern import ModernClient
 
@@ -102,6 +102,8 @@ class Client:
         headers: extra HTTP headers on every request (an ``Authorization``, say).
         http: an httpx2.AsyncClient to use (its transport, TLS and proxy settings).
         client_info: the ``clientInfo`` sent to the server.
+        idle_reattach: seconds a resumed stream may bring nothing before it is re-attached
+            (None: never), for servers that lose events while a resume attaches.
     """
 
     def __init__(
@@ -117,6 +119,7 @@ class Client:
         headers: Mapping[str, str] | None = None,
         http: httpx2.AsyncClient | None = None,
         client_info: Mapping[str, Any] | None = None,
+        idle_reattach: float | None = DEFAULT_IDLE_REATTACH,
     ) -> None:
         if mode not in ("auto", "legacy", *LEGACY_VERSIONS, *MODERN_VERSIONS):
             raise ValueError(f"mode must be 'auto', 'legacy' or a protocol version, not {mode!r}")
@@ -128,6 +131,7 @@ class Client:
         self._headers = dict(headers or {})
         self._given_http = http
         self._client_info = dict(client_info or _CLIENT_INFO)
+        self._idle_reattach = idle_reattach
         self._ledger = Ledger()
         self._listeners: list[tuple[_Filter, trio.MemorySendChannel[Notification],
                                     Listening]] = []
@@ -194,7 +198,8 @@ class Client:
         version = self._mode if self._mode in LEGACY_VERSIONS else LATEST_LEGACY_VERSION
         session = LegacySession(http, url, self._ledger, self._answerer, nursery,
                                 self._deliver, version=version,
-                                client_info=self._client_info)
+                                client_info=self._client_info,
+                                idle_reattach=self._idle_reattach)
         await session.start()
         return session
 

@@ -21,7 +21,7 @@ from ._events import Incoming, is_sse, read_incoming
 from ._inbound import Answerer
 from ._ledger import Call, Ledger, ProgressCallback
 
-__all__ = ["DEFAULT_RETRY_MS", "RESUME_ATTEMPTS", "LegacySession"]
+__all__ = ["DEFAULT_IDLE_REATTACH", "DEFAULT_RETRY_MS", "RESUME_ATTEMPTS", "LegacySession"]
 
 #: The wait before a re-attach when the server named none (`retry:`), in milliseconds.
 DEFAULT_RETRY_MS: Final = 1000
@@ -31,6 +31,11 @@ RESUME_ATTEMPTS: Final = 5
 CANCEL_SEND_TIMEOUT: Final = 2.0
 #: The longest wait a server's `retry:` can ask for.
 MAX_RETRY_MS: Final = 60_000
+#: Seconds a resumed stream may bring no event before it is re-attached (TM-CLIENT-RESUME):
+#: a server may register a resumed stream after the events it replays and lose what came
+#: in between (the Python SDK's server, mcp 2.3.0: "the replay→live-tail ordering window");
+#: a re-attach reads them from its store, and exactly-once makes it harmless.
+DEFAULT_IDLE_REATTACH: Final = 5.0
 #: Server requests answered at once; past them, the stream that brought the next one waits
 #: for its answer before it is read further, so a server cannot make the client start tasks
 #: without bound.
@@ -51,12 +56,18 @@ class Cursor:
     """The server's `resumption-failed` signal, as it gave it."""
     read: int = 0
     """Events read on the current connection."""
+    idle: bool = False
+    """The current connection brought no event for the idle time, and was left."""
 
     def note(self, item: Incoming) -> None:
         self.read += 1
         if item.retry_ms is not None:
             self.retry_ms = max(0, min(item.retry_ms, MAX_RETRY_MS))
-        if item.event_id is not None:
+        if item.event_id is not None and (item.data or self.last_id is None):
+            # A priming event (no data) is a resume point only for a stream that has none
+            # yet: on a resumed stream it can name a position past events the server stored
+            # but has not sent (the Python SDK's server mints it after its replay, before
+            # the live tail attaches), which a cursor moved to it would skip for good.
             self.last_id = item.event_id
 
 
@@ -74,6 +85,7 @@ class LegacySession:
         *,
         version: str = LATEST_LEGACY_VERSION,
         client_info: Mapping[str, Any],
+        idle_reattach: float | None = DEFAULT_IDLE_REATTACH,
     ) -> None:
         self._http = http
         self._url = url
@@ -83,6 +95,7 @@ class LegacySession:
         self._deliver = deliver
         #: Server requests being answered in tasks of their own.
         self._answering = 0
+        self._idle_reattach = idle_reattach
         self._asked_version = version
         self._client_info = dict(client_info)
         self.version = version
@@ -193,12 +206,36 @@ class LegacySession:
         await self._resume(call, cursor)
 
     async def _read(
-        self, call: Call | None, stream: Hashable, response: httpx2.Response, cursor: Cursor
+        self,
+        call: Call | None,
+        stream: Hashable,
+        response: httpx2.Response,
+        cursor: Cursor,
+        idle_after: float | None = None,
     ) -> None:
         """Apply what ``response`` brings until ``call`` has its answer or the stream ends
-        (or says to resume)."""
+        (or says to resume); ``idle_after``: or until no event came for that long
+        (``cursor.idle``)."""
         cursor.read = 0
+        cursor.idle = False
+        with trio.CancelScope() as idle:
+            await self._read_events(call, stream, response, cursor, idle, idle_after)
+        cursor.idle = idle.cancelled_caught
+
+    async def _read_events(
+        self,
+        call: Call | None,
+        stream: Hashable,
+        response: httpx2.Response,
+        cursor: Cursor,
+        idle: trio.CancelScope,
+        idle_after: float | None,
+    ) -> None:
+        if idle_after is not None:
+            idle.deadline = trio.current_time() + idle_after
         async for item in read_incoming(response):
+            if idle_after is not None:
+                idle.deadline = trio.current_time() + idle_after
             cursor.note(item)
             if not self._ledger.first_time(stream, item.event_id):
                 continue
@@ -274,8 +311,8 @@ class LegacySession:
                             f"(HTTP {response.status_code}): {text[:200]}",
                             code=_code_of(text)))
                         return
-                    await self._read(call, call.id, response, cursor)
-                    if cursor.read == 0 and not call.done.is_set():
+                    await self._read(call, call.id, response, cursor, self._idle_reattach)
+                    if cursor.read == 0 and not cursor.idle and not call.done.is_set():
                         call.fail(ResumptionFailed(
                             f"{call.method}: the server answered the resume with nothing"))
                         return
