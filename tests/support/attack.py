@@ -26,11 +26,12 @@ NEIGHBOUR_P99 = 1.5 * 0.25
 _SCHEDSTAT = Path("/proc/thread-self/schedstat")
 
 
-def cpu_wait() -> float:
-    """Seconds this thread has spent ready to run but waiting for a CPU that other threads
-    and processes held (Linux's schedstat); 0.0 where the kernel does not say."""
+def cpu_wait(schedstat: Path = _SCHEDSTAT) -> float:
+    """Seconds this thread (or the thread whose ``schedstat`` is given) has spent ready to
+    run but waiting for a CPU that other threads and processes held (Linux's schedstat);
+    0.0 where the kernel does not say."""
     try:
-        return int(_SCHEDSTAT.read_text().split()[1]) / 1e9
+        return int(schedstat.read_text().split()[1]) / 1e9
     except (OSError, IndexError, ValueError):
         return 0.0
 
@@ -50,7 +51,8 @@ class Neighbour:
     a CPU while other processes had both (the tests' other workers, other users of the
     machine). That wait is measured for each ping and taken out: what is judged is the
     latency the neighbour would have seen on a machine of its own, however loaded this one
-    is."""
+    is. A server in a process of its own (``neighbour_pinging(..., server_pid=)``) has its
+    event loop's thread's waits taken out as well."""
 
     latencies: list[float] = attrs.field(factory=list)
     """Each ping's latency, as the wall clock saw it."""
@@ -69,16 +71,23 @@ class Neighbour:
 
 
 @asynccontextmanager
-async def neighbour_pinging(session: McpSession) -> AsyncIterator[Neighbour]:
-    """Ping on ``session`` in a loop for as long as the block runs."""
+async def neighbour_pinging(
+    session: McpSession, *, server_pid: int | None = None
+) -> AsyncIterator[Neighbour]:
+    """Ping on ``session`` in a loop for as long as the block runs; ``server_pid``: the
+    server runs in that process (its main thread is its event loop)."""
     neighbour = Neighbour()
+    server = None if server_pid is None else Path(f"/proc/{server_pid}/task/{server_pid}/schedstat")
+
+    def waited() -> float:
+        return cpu_wait() + (0.0 if server is None else cpu_wait(server))
 
     async def loop() -> None:
         while True:
-            began, waited = trio.current_time(), cpu_wait()
+            began, before = trio.current_time(), waited()
             answer = await session.call("ping")
             neighbour.latencies.append(trio.current_time() - began)
-            neighbour.waits.append(cpu_wait() - waited)
+            neighbour.waits.append(waited() - before)
             if "result" not in answer:
                 neighbour.failures.append(str(answer))
             await trio.sleep(0.01)

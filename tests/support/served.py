@@ -34,6 +34,20 @@ from trio_mcp.protocol import Retention
 
 settings = json.loads(sys.argv[1])
 http_server = settings.pop("http_server")
+log_file = settings.pop("log_file", None)
+if log_file is not None:
+    import logging
+
+    class OneLine(logging.Formatter):
+        # One JSON line per record, traceback included, so the test can count both.
+        def format(self, record):
+            return json.dumps([record.name, super().format(record)])
+
+    handler = logging.FileHandler(log_file)
+    handler.setFormatter(OneLine())
+    logger = logging.getLogger("trio_mcp")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
 if "retention" in settings:
     settings["retention"] = Retention(**settings["retention"])
 if "trusted_proxies" in settings:
@@ -105,6 +119,16 @@ class Served:
     of the server's expiry loop, which releases once a period has passed with nothing
     freed (TM-SESS-RELEASE), plus slack for a process waiting for a CPU."""
 
+    log_file: Path | None = None
+    """Where the server writes trio_mcp's log records, one JSON line each (``served(...,
+    log=True)``)."""
+
+    def log_size(self) -> tuple[int, int]:
+        """How many records the server logged, and their characters with tracebacks."""
+        assert self.log_file is not None, "served without log=True"
+        lines = self.log_file.read_text().splitlines() if self.log_file.exists() else []
+        return len(lines), sum(len(json.loads(line)[1]) for line in lines)
+
     def rss_kib(self) -> int:
         for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
             if line.startswith("VmRSS:"):
@@ -154,11 +178,15 @@ def _expire_period(settings: Mapping[str, Any]) -> float:
     return max(0.05, min(ttls) / 10)
 
 
-def _start(tmp_path: Path, settings: Mapping[str, Any], http_server: str) -> Served:
+def _start(
+    tmp_path: Path, settings: Mapping[str, Any], http_server: str, log: bool
+) -> Served:
     script = tmp_path / "fair_server.py"
     script.write_text(LAUNCHER)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONMALLOC"}
-    arg = json.dumps({**settings, "http_server": http_server})
+    log_file = tmp_path / "server-log.jsonl" if log else None
+    extra = {"log_file": str(log_file)} if log_file is not None else {}
+    arg = json.dumps({**settings, **extra, "http_server": http_server})
     proc = subprocess.Popen(
         [sys.executable, str(script), arg], env=env, stdout=subprocess.PIPE, text=True
     )
@@ -178,15 +206,23 @@ def _start(tmp_path: Path, settings: Mapping[str, Any], http_server: str) -> Ser
     # serve() reports the endpoint with its path.
     endpoint = url if parts.path.rstrip("/") else url.rstrip("/") + "/mcp"
     return Served(proc=proc, url=endpoint, port=parts.port, stats_url=stats_url,
-                  allocator=allocator, release_within=2 * _expire_period(settings) + 5.0)
+                  allocator=allocator, release_within=2 * _expire_period(settings) + 5.0,
+                  log_file=log_file)
 
 
 @contextlib.asynccontextmanager
 async def served(
-    tmp_path: Path, settings: Mapping[str, Any] | None = None, *, http_server: str = "trio-mcp"
+    tmp_path: Path,
+    settings: Mapping[str, Any] | None = None,
+    *,
+    http_server: str = "trio-mcp",
+    log: bool = False,
 ) -> AsyncIterator[Served]:
-    """Run the server with ServerConfig ``settings`` for the block, then stop it."""
-    proc = await trio.to_thread.run_sync(_start, tmp_path, dict(settings or {}), http_server)
+    """Run the server with ServerConfig ``settings`` for the block, then stop it; with
+    ``log``, its trio_mcp records at INFO go to ``Served.log_file``."""
+    proc = await trio.to_thread.run_sync(
+        _start, tmp_path, dict(settings or {}), http_server, log
+    )
     try:
         yield proc
     finally:

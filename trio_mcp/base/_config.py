@@ -18,8 +18,8 @@ if TYPE_CHECKING:
     from ._ports import TokenVerifier
     from ._trace import Tracer
 
-__all__ = ["CONNECTION_BUFFERS", "DECODING_FACTOR", "SECRET_ENV", "AuthConfig", "HttpParser",
-           "MemoryBound", "ResponseMode", "ServerConfig"]
+__all__ = ["CONNECTION_BUFFERS", "DECODE_ON_LOOP", "DECODING_FACTOR", "SECRET_ENV", "AuthConfig",
+           "HttpParser", "MemoryBound", "ResponseMode", "ServerConfig"]
 
 #: The environment variable that carries the secret processes share, in hex (TM-WORK-SECRET).
 SECRET_ENV = "TRIO_MCP_SECRET"
@@ -30,8 +30,14 @@ CONNECTION_BUFFERS = 96 * 1024
 #: What decoding one body may take for a moment, in multiples of ``max_body_bytes``, before it
 #: is priced (TM-SEC-MEMORY): its bytes, its text (up to 4 bytes a character, when one
 #: character needs them) and what it decodes to (a chain of ``{"":`` takes 47 times its text).
-#: Bodies are decoded one at a time (it does not wait), so there is one such moment at once.
+#: A body of more than ``DECODE_ON_LOOP`` bytes is decoded and priced in a worker thread, one
+#: at a time, and one of at most that size may be decoded on the event loop meanwhile: so
+#: there are at most those two such moments at once.
 DECODING_FACTOR = 52
+#: The largest body decoded on the event loop (TM-SEC-DECODE): a larger one could hold the
+#: loop, and every other request, for the half second a 4 MiB body of empty objects takes to
+#: decode and price.
+DECODE_ON_LOOP = 64 * 1024
 
 
 @attrs.frozen(kw_only=True)
@@ -52,7 +58,8 @@ class MemoryBound:
     connections: int
     """The own server's connections: ``http_max_connections`` x ``CONNECTION_BUFFERS``."""
     decoding: int
-    """The body being decoded, for a moment: ``max_body_bytes`` x ``DECODING_FACTOR``."""
+    """The bodies being decoded, for a moment: (``max_body_bytes`` + ``DECODE_ON_LOOP``) x
+    ``DECODING_FACTOR`` (one in a worker thread, one on the event loop)."""
 
     @property
     def total(self) -> int:
@@ -381,7 +388,7 @@ class ServerConfig:
             bodies=self.max_body_memory,
             tasks=self.max_task_results_memory,
             connections=self.http_max_connections * CONNECTION_BUFFERS,
-            decoding=self.max_body_bytes * DECODING_FACTOR,
+            decoding=(self.max_body_bytes + DECODE_ON_LOOP) * DECODING_FACTOR,
         )
 
     def derived_key(self, purpose: str) -> bytes:

@@ -7,7 +7,14 @@ from typing import Final
 
 from ._jsonrpc import JSON
 
-__all__ = ["REQUEST_FOOTPRINT", "SMALL_BODY", "SMALL_BODY_FACTOR", "body_cost", "json_footprint"]
+__all__ = [
+    "REQUEST_FOOTPRINT",
+    "SMALL_BODY",
+    "SMALL_BODY_FACTOR",
+    "body_cost",
+    "json_footprint",
+    "post_cost",
+]
 
 #: Bodies up to this size are charged ``SMALL_BODY_FACTOR`` times their length (plus 256
 #: bytes) without a look at what they decoded to: walking a small request's values would cost
@@ -53,3 +60,15 @@ def body_cost(body: bytes, decoded: JSON, *, requests: int = 1, limit: float = f
     else:
         parsed = json_footprint(decoded, limit)
     return size + parsed + REQUEST_FOOTPRINT * requests
+
+
+def post_cost(body: bytes, decoded: JSON, *, limit: float = float("inf")) -> int:
+    """``body_cost`` of a POST, with one ``REQUEST_FOOTPRINT`` for each request in it
+    (notifications and responses start no handler)."""
+    if isinstance(decoded, dict):
+        requests = 1 if "id" in decoded and "method" in decoded else 0
+    elif isinstance(decoded, list):
+        requests = sum(isinstance(m, dict) and "id" in m and "method" in m for m in decoded)
+    else:
+        requests = 0
+    return body_cost(body, decoded, requests=requests, limit=limit)

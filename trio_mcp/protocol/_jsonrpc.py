@@ -24,6 +24,7 @@ __all__ = [
     "error_response",
     "loads_body",
     "parse_message",
+    "request_id_of",
 ]
 
 JSON: TypeAlias = Any
@@ -209,8 +210,9 @@ def _read_id(obj: Mapping[str, JSON]) -> RequestId:
     return rid
 
 
-def _salvage_id(obj: JSON) -> RequestId | None:
-    """The id of a malformed message, when it can be read, for its error response."""
+def request_id_of(obj: JSON) -> RequestId | None:
+    """The id of a message, malformed or not, when it can be read, for an error response
+    decided before the message is parsed (MJ-ERR-1); None for a batch or a notification."""
     if isinstance(obj, Mapping):
         rid = obj.get("id")
         if isinstance(rid, str | int) and not isinstance(rid, bool):
@@ -228,7 +230,7 @@ def parse_message(obj: JSON) -> Message:
     try:
         return _parse(obj)
     except RemoteProtocolError as exc:
-        exc.request_id = _salvage_id(obj)
+        exc.request_id = request_id_of(obj)
         raise
 
 

@@ -7,10 +7,14 @@ from collections.abc import Callable
 from typing import Generic, TypeVar
 
 import attrs
+import trio
 
+from ..base._config import DECODE_ON_LOOP
 from ..protocol import JSON, ErrorCode, RemoteProtocolError
 from ..protocol._fair import FairShare
-from ..protocol._footprint import body_cost
+from ..protocol._footprint import post_cost
+from ..protocol._jsonrpc import request_id_of
+from ..protocol._transport import HttpRequest, read_post_body
 from ._memory import MemoryReleaser
 from ._stats import counter, gauge
 
@@ -246,6 +250,9 @@ class Ledger:
         self.held = 0
         self.units: dict[str, int] = {}
         self._releaser = releaser
+        #: TM-SEC-DECODE: one large body decoded at a time, in one worker thread.
+        self._decoding = trio.Lock()
+        self._decoder_thread = trio.CapacityLimiter(1)
         self.refused: dict[str, int] = {
             "request_memory": 0,
             "request_memory_per_client": 0,
@@ -287,20 +294,44 @@ class Ledger:
         self, raw: bytes, body: JSON, unit: str, *, request_id: object = None
     ) -> Charge | None:
         """Charge a POST of ``raw`` bytes that decoded to ``body``: the body, what it
-        decoded to and the handlers its requests start (protocol._footprint.body_cost), to
+        decoded to and the handlers its requests start (protocol._footprint.post_cost), to
         ``unit`` and the server; None when accounting is off (raises RemoteProtocolError
         503 naming the budget)."""
         if not self.enabled:
             return None
-        # Each request starts a handler; notifications and responses start none.
-        if isinstance(body, dict):
-            requests = 1 if "id" in body and "method" in body else 0
-        elif isinstance(body, list):
-            requests = sum(isinstance(m, dict) and "id" in m and "method" in m for m in body)
-        else:
-            requests = 0
-        cost = body_cost(raw, body, requests=requests, limit=self.room(unit))
+        cost = post_cost(raw, body, limit=self.room(unit))
         return self.charge(unit, cost, raw=len(raw), request_id=request_id)
+
+    async def decode_post(
+        self, request: HttpRequest, unit: str, *, max_body_bytes: int
+    ) -> tuple[JSON, Charge | None]:
+        """Decode a POST's body (``read_post_body``) and charge it to ``unit`` as
+        ``charge_post`` does. A body of more than ``DECODE_ON_LOOP`` bytes is decoded and
+        priced in a worker thread, one at a time and charged before the next begins
+        (TM-SEC-DECODE): on the event loop it would hold every other request meanwhile.
+
+        Raises:
+            RemoteProtocolError: the body's own error, or 503 naming the budget.
+        """
+        raw = request.body
+        if len(raw) <= DECODE_ON_LOOP:
+            body = read_post_body(request, max_body_bytes=max_body_bytes)
+            return body, self.charge_post(raw, body, unit, request_id=request_id_of(body))
+        async with self._decoding:
+            enabled = self.enabled
+            limit = self.room(unit)
+
+            def decode_and_price() -> tuple[JSON, int]:
+                body = read_post_body(request, max_body_bytes=max_body_bytes)
+                return body, post_cost(raw, body, limit=limit) if enabled else 0
+
+            body, cost = await trio.to_thread.run_sync(
+                decode_and_price, limiter=self._decoder_thread
+            )
+            if not enabled:
+                return body, None
+            self._take(unit, cost, request_id_of(body))
+            return body, Charge(self, unit, cost, len(raw))
 
     def _check(self, unit: str, nbytes: int, request_id: object) -> None:
         """Refuse ``nbytes`` more for ``unit`` if they would pass its budget or the server's."""

@@ -26,9 +26,10 @@ from ..protocol import (
 )
 from ..protocol._era import Era, ModernCall, ModernNotification, route_other, route_post
 from ..protocol._fair import Unit, UnitPolicy
+from ..protocol._jsonrpc import request_id_of
 from ..protocol._mrtr import RequestStateCodec
 from ..protocol._tasks import declares_tasks, task_notification
-from ..protocol._transport import HttpRequest, Reply, error_reply, read_post_body
+from ..protocol._transport import HttpRequest, Reply, error_reply
 from ._auth import Authenticator
 from ._budget import BodyPool, BodyStatistics
 from ._describe import ObjectRole, RoleKind, RuntimeInfo, SessionRole, TaskRole, TreeIndex
@@ -54,16 +55,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger("trio_mcp.runtime")
 
 __all__ = ["Runtime", "RuntimeStatistics"]
-
-
-def _request_id(body: JSON) -> str | int | None:
-    """MJ-ERR-1: the id of a body that is one request, for an error decided before its era
-    (a 403 for its scopes); None for a batch, a notification or an id of another type."""
-    if isinstance(body, dict):
-        rid = body.get("id")
-        if isinstance(rid, str | int) and not isinstance(rid, bool):
-            return rid
-    return None
 
 
 def _scopes_for(app: App, body: JSON) -> frozenset[str]:
@@ -380,24 +371,24 @@ class Runtime:
                 return
             # TM-SEC-MEMORY: a body the client's room cannot hold is not decoded.
             self.ledger.check_body(unit.key, len(request.body))
-            body = read_post_body(request, max_body_bytes=self.config.max_body_bytes)
-            if self.auth is not None:
-                # MT-AUTH-3: the scopes every request needs and those of what it names, in
-                # one challenge, not one after the other.
-                assert request.principal is not None
-                self.auth.check(
-                    request.principal, _scopes_for(self.app, body), request_id=_request_id(body)
-                )
-            route = route_post(request.headers, body)
-            if isinstance(route, ModernNotification):
-                # MT-POST-5 (MUST): an accepted notification gets 202 and no body.
-                await responder.reply(Reply(status=202))
-                return
             # TM-SEC-MEMORY: the body, what it decoded to and its handlers, charged.
-            charge = self.ledger.charge_post(
-                request.body, body, unit.key, request_id=_request_id(body)
+            body, charge = await self.ledger.decode_post(
+                request, unit.key, max_body_bytes=self.config.max_body_bytes
             )
             try:
+                if self.auth is not None:
+                    # MT-AUTH-3: the scopes every request needs and those of what it names,
+                    # in one challenge, not one after the other.
+                    assert request.principal is not None
+                    self.auth.check(
+                        request.principal, _scopes_for(self.app, body),
+                        request_id=request_id_of(body),
+                    )
+                route = route_post(request.headers, body)
+                if isinstance(route, ModernNotification):
+                    # MT-POST-5 (MUST): an accepted notification gets 202 and no body.
+                    await responder.reply(Reply(status=202))
+                    return
                 await self._serve_post(request, body, route, responder, unit, charge)
             finally:
                 if charge is not None:

@@ -125,6 +125,8 @@ class SessionTable:
         self.releaser = releaser
         #: Every session, by id.
         self.sessions: dict[str, Session] = {}
+        #: Sessions closed whose tasks are still ending, with what they held (TM-SESS-RELEASE).
+        self._ending: dict[Session, int] = {}
         #: TM-SESS-CAP / TM-SEC-FAIR: the sessions by client, each's least recently used
         #: first (``used`` moves a session to the end): a full table takes from the client
         #: holding the most.
@@ -224,12 +226,24 @@ class SessionTable:
         client's while it started (TM-SEC-FAIR), or ``session.id`` is held already (a
         concurrent request took it up: that one is in the table)."""
         assert self._nursery is not None
-        await self._nursery.start(session.run)
+        await self._nursery.start(self._supervise, session)
         if session.closed or self.sessions.get(session.id) not in (None, session):
             return False
         self.sessions[session.id] = session
         self.pool.add(session.creator.unit, session)
         return True
+
+    async def _supervise(
+        self, session: Session, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Run ``session``; once it and all its tasks have ended, tell the memory releaser
+        what it held (TM-SESS-RELEASE). Told when it was closed instead, a release could
+        come between the two and trim while its tasks still held their memory, and none
+        come after if little more was freed."""
+        try:
+            await session.run(task_status=task_status)
+        finally:
+            self.releaser.freed(self._ending.pop(session, 0))
 
     def get(self, session_id: str) -> Session | None:
         """The session ``session_id`` if it is held here and has not ended."""
@@ -248,8 +262,8 @@ class SessionTable:
             del self.sessions[session.id]
             self.pool.discard(session)
         if totals is not None:
-            # TM-SESS-RELEASE: what the session held, for the next memory release.
-            self.releaser.freed(totals.held_bytes)
+            # TM-SESS-RELEASE: what the session held, freed once its tasks are done.
+            self._ending[session] = totals.held_bytes
             counts, ended = self._counts, totals.statistics
             counts.events_appended += ended.events_appended
             counts.events_evicted += ended.events_evicted
