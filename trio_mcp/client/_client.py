@@ -201,6 +201,7 @@ class Client:
                                 client_info=self._client_info,
                                 idle_reattach=self._idle_reattach)
         await session.start()
+        await nursery.start(session.run_standalone)
         return session
 
     @property
@@ -262,9 +263,11 @@ class Client:
         return items
 
     async def list_tools(self) -> list[dict[str, Any]]:
+        """The server's tools (every page); in 2026-07-28, without those whose
+        ``x-mcp-header`` annotations are invalid (they cannot be called correctly)."""
         tools = await self._pages("tools/list", "tools")
         if isinstance(self._open, ModernClient):
-            self._open.learn_tools(tools)
+            return self._open.learn_tools(tools)
         return tools
 
     async def call_tool(
@@ -381,11 +384,12 @@ class Client:
                     filters["resourceSubscriptions"] = sorted(uris)
                 await nursery.start(self._listen_modern, era, filters, send, listening)
             else:
+                if not era.standalone_open:
+                    raise ClientError("the server offers no stream for notifications (GET)")
                 for uri in resource_uris:
                     if uri not in self._subscribed:
                         await self.request("resources/subscribe", {"uri": uri})
                 self._listeners.append(entry)
-                await nursery.start(self._listen_legacy, era)
             try:
                 yield listening
             finally:
@@ -393,15 +397,6 @@ class Client:
                 if entry in self._listeners:
                     self._listeners.remove(entry)
                 send.close()
-
-    async def _listen_legacy(
-        self, era: LegacySession, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
-    ) -> None:
-        started = False
-        async for _ in era.standalone():
-            if not started:
-                started = True
-                task_status.started()
 
     async def _listen_modern(
         self,

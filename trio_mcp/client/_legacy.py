@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncIterator, Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any, Final
 
 import attrs
@@ -103,6 +103,8 @@ class LegacySession:
         self.server_info: dict[str, Any] = {}
         self.capabilities: dict[str, Any] = {}
         self.instructions: str | None = None
+        #: The session's GET stream is open (run_standalone).
+        self.standalone_open = False
 
     # -- the session's life -------------------------------------------------------------
 
@@ -325,32 +327,41 @@ class LegacySession:
 
     # -- the standalone stream ------------------------------------------------------------
 
-    async def standalone(self) -> AsyncIterator[None]:
-        """Read the session's GET stream, re-attached as a call's is, until cancelled; the
-        notifications go to ``deliver``. Yields once it is open."""
+    async def run_standalone(
+        self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Read the session's GET stream until cancelled, re-attached as a call's is: the
+        server's requests and notifications that belong to no request come on it (a
+        server may send an elicitation there). Started once it is open, or refused (a
+        server that offers none answers 405: then ``standalone_open`` stays False)."""
         cursor = Cursor()
-        first = True
         failures = 0
-        while True:
-            headers = self._headers("text/event-stream")
-            if cursor.last_id is not None:
-                headers["last-event-id"] = cursor.last_id
-            try:
-                async with self._http.stream("GET", self._url, headers=headers) as response:
-                    if response.status_code != 200 or not is_sse(response):
-                        raise HttpStatusError(response.status_code, (await response.aread())
-                                              .decode("utf-8", errors="replace"))
-                    failures = 0
-                    if first:
-                        first = False
-                        yield
-                    await self._read(None, _STANDALONE, response, cursor)
-            except httpx2.TransportError as error:
-                failures += 1
-                if failures >= RESUME_ATTEMPTS:
-                    raise ConnectionLost(f"the session's stream: {error!r}") from error
-            cursor.lost = None
-            await trio.sleep(cursor.retry_ms / 1000)
+        started = False
+        try:
+            while True:
+                headers = self._headers("text/event-stream")
+                if cursor.last_id is not None:
+                    headers["last-event-id"] = cursor.last_id
+                try:
+                    async with self._http.stream("GET", self._url, headers=headers) as response:
+                        if response.status_code != 200 or not is_sse(response):
+                            return
+                        failures = 0
+                        self.standalone_open = True
+                        if not started:
+                            started = True
+                            task_status.started()
+                        await self._read(None, _STANDALONE, response, cursor)
+                except httpx2.TransportError:
+                    failures += 1
+                    if failures >= RESUME_ATTEMPTS:
+                        return
+                cursor.lost = None
+                await trio.sleep(cursor.retry_ms / 1000)
+        finally:
+            self.standalone_open = False
+            if not started:
+                task_status.started()
 
 
 async def _in_band(response: httpx2.Response) -> bool:

@@ -105,14 +105,24 @@ class ModernClient:
         instructions = result.get("instructions")
         self.instructions = instructions if isinstance(instructions, str) else None
 
-    def learn_tools(self, tools: list[Any]) -> None:
-        """Remember which arguments of each listed tool go in headers too."""
+    def learn_tools(self, tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Remember which arguments of each listed tool go in headers too; the tools, less
+        those whose ``x-mcp-header`` annotations are invalid, which a client must exclude
+        (MT-HDR-8: such a tool cannot be called correctly)."""
+        kept = []
         for tool in tools:
-            if isinstance(tool, Mapping) and isinstance(tool.get("name"), str):
-                try:
-                    self._mirrored[tool["name"]] = param_headers(tool.get("inputSchema") or {})
-                except ValueError:
-                    self._mirrored[tool["name"]] = {}
+            name = tool.get("name")
+            schema = tool.get("inputSchema")
+            if not isinstance(name, str):
+                continue
+            try:
+                self._mirrored[name] = param_headers(schema if isinstance(schema, Mapping)
+                                                     else {})
+            except ValueError:
+                self._mirrored.pop(name, None)
+                continue
+            kept.append(tool)
+        return kept
 
     def _meta(self, progress_token: Any = None) -> dict[str, Any]:
         meta: dict[str, Any] = {
@@ -174,6 +184,7 @@ class ModernClient:
         previous: Call | None = None
         answers: dict[str, Any] | None = None
         state: Any = None
+        renegotiated = False
         for _ in range(MAX_ROUNDS):
             call = self._ledger.open(method, on_progress, after=previous)
             try:
@@ -187,6 +198,14 @@ class ModernClient:
                 await self._exchange(call, {"jsonrpc": "2.0", "id": call.id, "method": method,
                                             "params": body_params})
                 result = call.outcome()
+            except McpError as error:
+                # TM-CLIENT-ERA: -32022 naming a version both sides speak: once, again in it.
+                mutual = self._mutual(error)
+                if renegotiated or mutual is None:
+                    raise
+                renegotiated = True
+                self.version = mutual
+                continue
             finally:
                 self._ledger.close(call)
             if result.get("resultType") != "input_required":
@@ -197,6 +216,16 @@ class ModernClient:
             state = result.get("requestState")
             previous = call
         raise McpError(-32603, f"{method}: more than {MAX_ROUNDS} input_required rounds")
+
+    @staticmethod
+    def _mutual(error: McpError) -> str | None:
+        """The version a -32022 error's ``data.supported`` shares with this client."""
+        if error.code != -32022 or not isinstance(error.data, Mapping):
+            return None
+        supported = error.data.get("supported")
+        if not isinstance(supported, list):
+            return None
+        return next((v for v in MODERN_VERSIONS if v in supported), None)
 
     async def _exchange(self, call: Call, body: Mapping[str, Any]) -> None:
         params = body["params"]
