@@ -14,7 +14,7 @@ import httpx2
 import trio
 
 from ..protocol._versions import LATEST_LEGACY_VERSION, LEGACY_VERSIONS, MODERN_VERSIONS
-from ._errors import ClientError
+from ._errors import ClientError, ConnectionLost
 from ._inbound import (
     Answerer,
     Callbacks,
@@ -147,7 +147,10 @@ class Client:
         try:
             nursery = await stack.enter_async_context(trio.open_nursery())
             url, http = await self._open_http(stack, nursery)
-            self._era = await self._connect(url, http, nursery)
+            try:
+                self._era = await self._connect(url, http, nursery)
+            except httpx2.TransportError as error:
+                raise ConnectionLost(f"cannot reach {url}: {error}") from error
             if isinstance(self._era, LegacySession):
                 stack.push_async_callback(self._era.close)
             stack.callback(nursery.cancel_scope.cancel)
@@ -161,7 +164,15 @@ class Client:
         stack, self._stack = self._stack, None
         self._era = None
         assert stack is not None
-        return await stack.__aexit__(*exc_info)
+        try:
+            return await stack.__aexit__(*exc_info)
+        except BaseExceptionGroup as group:
+            # The client's nursery wraps what the block raised; the block's own exception
+            # alone is raised as itself, as if no nursery were there.
+            body = exc_info[1]
+            if body is not None and list(group.exceptions) == [body]:
+                raise body from None
+            raise
 
     async def _open_http(
         self, stack: contextlib.AsyncExitStack, nursery: trio.Nursery
@@ -248,7 +259,10 @@ class Client:
     ) -> dict[str, Any]:
         """Send any request; its result object. Raises McpError for an error answer,
         ResumptionFailed or ConnectionLost when the answer can no longer come."""
-        return await self._open.request(method, params, on_progress)
+        try:
+            return await self._open.request(method, params, on_progress)
+        except httpx2.TransportError as error:
+            raise ConnectionLost(f"{method}: {error}") from error
 
     async def _pages(self, method: str, key: str) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = []
