@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 import pytest
 import trio
+from support.fixtures import wait_until
 from support.replaying import Replaying, serve_replaying
 
 from trio_mcp import Client, ConnectionLost, ResumptionFailed
@@ -57,6 +58,24 @@ async def test_the_resume_waits_the_retry_the_server_gave(nursery: trio.Nursery)
 
     assert ["e4"] == state.resumes
     assert took >= 0.3
+
+
+@pytest.mark.spec("TM-CLIENT-RESUME")
+async def test_a_resumption_required_signal_re_attaches_without_waiting_for_the_close(
+    nursery: trio.Nursery,
+) -> None:
+    """After 12 events the server sends `resumption-required` (a stall cut) and keeps the
+    connection open: the client re-attaches from the last id at once, and all 40
+    notifications and the result arrive, each once."""
+    state = await _serve(nursery, events=40, drops=(), resume="correct", signal_after=12)
+    seen: list[float] = []
+    with trio.fail_after(10):
+        async with Client(state.url) as client:
+            result = await client.call_tool("count", on_progress=_append_to(seen))
+
+    assert ["e12"] == state.resumes
+    assert [float(i) for i in range(1, 41)] == seen
+    assert [{"type": "text", "text": "done"}] == result["content"]
 
 
 @pytest.mark.spec("TM-CLIENT-GAP")
@@ -120,3 +139,30 @@ async def test_a_thousand_random_drops_apply_every_message_once(
             assert [{"type": "text", "text": "done"}] == result["content"]
 
     assert (1000, 0, 0) == (drops, applied_twice, lost)
+
+
+async def test_a_flood_of_server_requests_is_answered_with_bounded_tasks(
+    nursery: trio.Nursery,
+) -> None:
+    """2,000 server requests on one call's stream are all answered, at most 16 at a time in
+    tasks of their own (past them the stream waits), and the call returns."""
+    state = await _serve(nursery, events=5, drops=(), asks=2000)
+    with trio.fail_after(60):
+        async with Client(state.url) as client:
+            result = await client.call_tool("count")
+            # The last answers may still be on their way: the server has no event for them.
+            await wait_until(lambda: state.answered >= 2000)
+
+    assert [{"type": "text", "text": "done"}] == result["content"]
+    assert 2000 == state.answered
+
+
+@pytest.mark.spec("TM-CLIENT-GAP")
+async def test_an_event_past_the_size_bound_fails_the_call(nursery: trio.Nursery) -> None:
+    """An event larger than the client reads (64 MiB) ends the stream; its resume brings
+    the same event, so nothing: the call fails with ResumptionFailed, promptly."""
+    state = await _serve(nursery, events=5, drops=(), resume="correct", huge=65 * 2**20)
+    with trio.fail_after(60):
+        async with Client(state.url) as client:
+            with pytest.raises(ResumptionFailed):
+                await client.call_tool("count")

@@ -29,6 +29,15 @@ class Replaying:
     resume: str = "replay"
     retry_ms: int = 0
     with_ids: bool = True
+    #: After this many events of the call's POST stream, a `resumption-required` signal (a
+    #: stall cut, TM-BP-STALL) and then nothing, the connection left open.
+    signal_after: int | None = None
+    #: Server requests (ping) sent on the call's stream before its response, and how many
+    #: of their answers came back.
+    asks: int = 0
+    answered: int = 0
+    #: An event of this many bytes of data sent after the first progress (and on a resume).
+    huge: int = 0
     url: str = ""
     resumes: list[str] = attrs.field(factory=list)
     cancelled: list[Any] = attrs.field(factory=list)
@@ -40,10 +49,15 @@ class Replaying:
         """The call's events, in order: progress 1..events, then the response."""
         request_id, token = self.call
         out = []
+        for i in range(self.asks):
+            ask = {"jsonrpc": "2.0", "id": f"ask-{i}", "method": "ping"}
+            out.append(("data: " + json.dumps(ask) + "\n\n").encode())
         for i in range(1, self.events + 1):
             message = {"jsonrpc": "2.0", "method": "notifications/progress",
                        "params": {"progressToken": token, "progress": i, "total": self.events}}
             out.append(self._event(i, message))
+        if self.huge:  # after the first progress: a resume point comes before it
+            out.insert(1, b"data: " + b"x" * self.huge + b"\n\n")
         response = {"jsonrpc": "2.0", "id": request_id,
                     "result": {"content": [{"type": "text", "text": "done"}]}}
         out.append(self._event(self.events + 1, response))
@@ -91,12 +105,16 @@ async def _json(conn: h11.Connection, stream: trio.SocketStream, status: int, bo
 
 
 async def _sse(conn: h11.Connection, stream: trio.SocketStream, events: Sequence[bytes],
-               *, cut: bool) -> None:
+               *, cut: bool, hold: bool = False) -> None:
     await _send(conn, stream, h11.Response(status_code=200, headers=[
         ("content-type", "text/event-stream"), ("transfer-encoding", "chunked")]))
     for event in events:
         await _send(conn, stream, h11.Data(data=event))
         await trio.lowlevel.checkpoint()
+    if hold:  # the connection stays open, silent, until the client leaves
+        while await stream.receive_some(1024):
+            pass
+        raise trio.EndOfChannel
     if cut:
         await stream.aclose()  # mid-body: the client sees the stream drop
         return
@@ -165,6 +183,10 @@ async def _answer(state: Replaying, conn: h11.Connection, stream: trio.SocketStr
             "serverInfo": {"name": "replaying", "version": "0"}}},
             [("mcp-session-id", "replaying-session")])
         return
+    if method is None and "result" in message:
+        state.answered += 1
+        await _json(conn, stream, 202, None)
+        return
     if "id" not in message or method is None:
         if method == "notifications/cancelled":
             state.cancelled.append(message["params"].get("requestId"))
@@ -175,6 +197,12 @@ async def _answer(state: Replaying, conn: h11.Connection, stream: trio.SocketStr
         state.call = (message["id"], token)
         cut_at = state.drops[0] if state.drops else None
         full = state.stream()
+        if state.signal_after is not None:
+            signal = (f'event: resumption-required\ndata: {{"lastEventId": '
+                      f'"e{state.signal_after}"}}\n\n').encode()
+            await _sse(conn, stream, [*full[:state.signal_after], signal], cut=False,
+                       hold=True)
+            return
         await _sse(conn, stream, full if cut_at is None else full[:cut_at],
                    cut=cut_at is not None)
         return
