@@ -4,11 +4,15 @@
 # log level, ping, the server's questions and listen.
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
+from support.docs import code_blocks
 from support.fixtures import StartServer
 
 import trio_mcp
@@ -16,6 +20,7 @@ from trio_mcp import Client, McpError
 from trio_mcp.client import ClientEra
 from trio_mcp.demo import server as demo
 
+ROOT = Path(__file__).resolve().parents[2]
 MODES = ["auto", "legacy"]
 ERAS = {"auto": ClientEra.MODERN, "legacy": ClientEra.LEGACY}
 
@@ -156,6 +161,22 @@ async def test_listen_yields_list_changes(target: Any, mode: str) -> None:
             async for note in changes:
                 if note.method == "notifications/tools/list_changed":
                     break
+
+
+def test_the_client_pages_example_prints_what_it_shows(tmp_path: Path) -> None:
+    """docs/client.md's example (progress and a question, in process, in both eras) prints
+    the output the page shows."""
+    page = (ROOT / "docs" / "client.md").read_text(encoding="utf-8")
+    example = [b for b in code_blocks(page, "python") if "trio.run(main)" in b]
+    [shown] = [b for b in code_blocks(page, "text") if "deploy" in b]
+    script = tmp_path / "example.py"
+    script.write_text(example[0])
+
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=60, cwd=tmp_path)
+
+    assert 0 == done.returncode, done.stderr
+    assert shown == done.stdout
 
 
 def test_client_is_a_public_name() -> None:
