@@ -14,6 +14,7 @@ import httpx2
 import trio
 
 from ..protocol._versions import LATEST_LEGACY_VERSION, LEGACY_VERSIONS, MODERN_VERSIONS
+from ._bearer import BearerAuth, TokenProvider
 from ._errors import ClientError, ConnectionLost
 from ._inbound import (
     Answerer,
@@ -104,6 +105,8 @@ class Client:
         client_info: the ``clientInfo`` sent to the server.
         idle_reattach: seconds a resumed stream may bring nothing before it is re-attached
             (None: never), for servers that lose events while a resume attaches.
+        token: ``await token()`` gives a bearer token for every request; asked again once
+            when the server answers 401.
     """
 
     def __init__(
@@ -120,6 +123,7 @@ class Client:
         http: httpx2.AsyncClient | None = None,
         client_info: Mapping[str, Any] | None = None,
         idle_reattach: float | None = DEFAULT_IDLE_REATTACH,
+        token: TokenProvider | None = None,
     ) -> None:
         if mode not in ("auto", "legacy", *LEGACY_VERSIONS, *MODERN_VERSIONS):
             raise ValueError(f"mode must be 'auto', 'legacy' or a protocol version, not {mode!r}")
@@ -132,6 +136,7 @@ class Client:
         self._given_http = http
         self._client_info = dict(client_info or _CLIENT_INFO)
         self._idle_reattach = idle_reattach
+        self._auth = BearerAuth(token) if token is not None else None
         self._ledger = Ledger()
         self._listeners: list[tuple[_Filter, trio.MemorySendChannel[Notification],
                                     Listening]] = []
@@ -182,7 +187,7 @@ class Client:
             if self._given_http is not None:
                 return self._target, self._given_http
             return self._target, await stack.enter_async_context(
-                httpx2.AsyncClient(timeout=timeout, headers=self._headers))
+                httpx2.AsyncClient(timeout=timeout, headers=self._headers, auth=self._auth))
         # Client(server): the server's ASGI application, run for the client's lifetime.
         from ..base._config import ServerConfig
 
@@ -190,7 +195,8 @@ class Client:
         app = self._target.asgi_app(config)
         await stack.enter_async_context(app.running())
         http = await stack.enter_async_context(httpx2.AsyncClient(
-            transport=MemoryTransport(app, nursery), timeout=timeout, headers=self._headers))
+            transport=MemoryTransport(app, nursery), timeout=timeout, headers=self._headers,
+            auth=self._auth))
         return _MEMORY_URL + config.path, http
 
     async def _connect(
