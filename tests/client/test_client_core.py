@@ -88,6 +88,28 @@ async def test_progress_reaches_the_callback_once_each_in_order(client: Client) 
     assert [{"type": "text", "text": "liftoff"}] == result["content"]
 
 
+@pytest.mark.spec("TM-CLIENT-ONCE")
+async def test_concurrent_calls_each_get_their_own_answer_and_progress(client: Client) -> None:
+    """50 calls at once from as many tasks: each gets its own result and exactly its own
+    progress notifications, in order."""
+    seen: dict[int, list[float]] = {i: [] for i in range(50)}
+    results: dict[int, str] = {}
+
+    async def one(i: int) -> None:
+        result = await client.call_tool(
+            "countdown", {"n": 1 + i % 4, "interval": 0.001},
+            on_progress=lambda p, t, m: seen[i].append(p))
+        results[i] = result["content"][0]["text"]
+
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            for i in range(50):
+                nursery.start_soon(one, i)
+
+    assert dict.fromkeys(range(50), "liftoff") == results
+    assert {i: [float(k) for k in range(1, 2 + i % 4)] for i in range(50)} == seen
+
+
 async def test_an_error_answer_raises_mcp_error(client: Client) -> None:
     """A JSON-RPC error answer is raised as McpError with its code; a tool's own failure is
     a result with isError."""
@@ -177,6 +199,29 @@ def test_the_client_pages_example_prints_what_it_shows(tmp_path: Path) -> None:
 
     assert 0 == done.returncode, done.stderr
     assert shown == done.stdout
+
+
+async def test_in_process_the_servers_settings_are_the_clients_config() -> None:
+    """``Client(server, config=...)`` runs the server with those settings: a page size of 3
+    gives the listing in pages, which the client follows to the end."""
+    pages: list[int] = []
+
+    async def count(method: str, key: str) -> None:
+        cursor = None
+        while True:
+            result = await client.request(method, {"cursor": cursor} if cursor else None)
+            pages.append(len(result[key]))
+            cursor = result.get("nextCursor")
+            if not cursor:
+                return
+
+    with trio.fail_after(30):
+        async with Client(demo, config=trio_mcp.ServerConfig(page_size=3)) as client:
+            tools = await client.list_tools()
+            await count("tools/list", "tools")
+
+    assert len(tools) == sum(pages)
+    assert max(pages) == 3 and len(pages) > 1
 
 
 def test_client_is_a_public_name() -> None:

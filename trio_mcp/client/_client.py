@@ -33,6 +33,7 @@ from ._modern import ModernClient
 
 if TYPE_CHECKING:
     from ..app._server import Server
+    from ..base._config import ServerConfig
 
 __all__ = ["Client", "ClientEra", "Listening"]
 
@@ -107,6 +108,8 @@ class Client:
             (None: never), for servers that lose events while a resume attaches.
         token: ``await token()`` gives a bearer token for every request; asked again once
             when the server answers 401.
+        config: for ``Client(server)``, the server's settings (its page size, its limits);
+            the defaults otherwise.
     """
 
     def __init__(
@@ -124,6 +127,7 @@ class Client:
         client_info: Mapping[str, Any] | None = None,
         idle_reattach: float | None = DEFAULT_IDLE_REATTACH,
         token: TokenProvider | None = None,
+        config: ServerConfig | None = None,
     ) -> None:
         if mode not in ("auto", "legacy", *LEGACY_VERSIONS, *MODERN_VERSIONS):
             raise ValueError(f"mode must be 'auto', 'legacy' or a protocol version, not {mode!r}")
@@ -137,6 +141,7 @@ class Client:
         self._client_info = dict(client_info or _CLIENT_INFO)
         self._idle_reattach = idle_reattach
         self._auth = BearerAuth(token) if token is not None else None
+        self._config = config
         self._ledger = Ledger()
         self._listeners: list[tuple[_Filter, trio.MemorySendChannel[Notification],
                                     Listening]] = []
@@ -191,7 +196,7 @@ class Client:
         # Client(server): the server's ASGI application, run for the client's lifetime.
         from ..base._config import ServerConfig
 
-        config = ServerConfig()
+        config = self._config or ServerConfig()
         app = self._target.asgi_app(config)
         await stack.enter_async_context(app.running())
         http = await stack.enter_async_context(httpx2.AsyncClient(
