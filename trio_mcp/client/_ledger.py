@@ -121,6 +121,9 @@ class EventIds:
         self._ids: set[str] = set()
         self._order: collections.deque[str] = collections.deque()
 
+    def __len__(self) -> int:
+        return len(self._ids)
+
     def first_time(self, event_id: str) -> bool:
         """True once per id: the event is to be applied."""
         if event_id in self._ids:
@@ -180,6 +183,11 @@ class Ledger:
             return True
         self._duplicates += 1
         return False
+
+    def remembered(self, stream: Hashable) -> int:
+        """How many event ids of ``stream`` are kept (at most EVENT_IDS_KEPT)."""
+        ids = self._streams.get(stream)
+        return 0 if ids is None else len(ids)
 
     def forget_stream(self, stream: Hashable) -> None:
         self._streams.pop(stream, None)
