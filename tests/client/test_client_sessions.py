@@ -69,6 +69,12 @@ async def hang(ctx: Context) -> str:
     return "unreachable"
 
 
+@server.resource("test://{name}")
+async def thing(name: str) -> str:
+    """A resource to subscribe to."""
+    return name
+
+
 @server.tool()
 async def step(ctx: Context) -> str:
     """Report progress, then wait until the client has seen it."""
@@ -168,3 +174,27 @@ async def test_in_process_a_stream_arrives_as_the_server_writes_it(mode: str) ->
             result = await client.call_tool("step", on_progress=seen)
 
     assert [{"type": "text", "text": "stepped"}] == result["content"]
+
+
+@pytest.mark.spec("TM-CLIENT-SESSION")
+async def test_a_session_the_server_ended_is_started_again(live_server: StartServer) -> None:
+    """The session is ended behind the client's back (a DELETE with its id): the next call
+    gets 404, and the client starts a new session, subscribes again, and sends the call once
+    more, which is answered."""
+    import httpx2
+
+    live = await live_server(server)
+    with trio.fail_after(30):
+        async with Client(live.url, mode="legacy") as client:
+            await client.subscribe("test://anything")
+            first = client.session_id
+            assert first is not None
+            async with httpx2.AsyncClient() as raw:
+                ended = await raw.delete(live.url, headers={
+                    "mcp-session-id": first, "mcp-protocol-version": client.protocol_version})
+            result = await client.call_tool("chatty", {"n": 1, "closes": []})
+            second = client.session_id
+
+    assert 204 == ended.status_code
+    assert second is not None and first != second
+    assert [{"type": "text", "text": "chatty 1"}] == result["content"]

@@ -243,6 +243,12 @@ class Client:
         return self._open.version
 
     @property
+    def session_id(self) -> str | None:
+        """The 2025-11-25 session's id (None in 2026-07-28, which has none)."""
+        era = self._open
+        return era.session_id if isinstance(era, LegacySession) else None
+
+    @property
     def server_info(self) -> dict[str, Any]:
         return dict(self._open.server_info)
 

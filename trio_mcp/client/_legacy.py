@@ -105,6 +105,12 @@ class LegacySession:
         self.instructions: str | None = None
         #: The session's GET stream is open (run_standalone).
         self.standalone_open = False
+        #: Sessions started again after the server ended one (TM-CLIENT-SESSION).
+        self.restarts = 0
+        self._gone = False
+        self._restarting = trio.Lock()
+        self._subscriptions: set[str] = set()
+        self._log_level: str | None = None
 
     # -- the session's life -------------------------------------------------------------
 
@@ -163,6 +169,49 @@ class LegacySession:
         params: Mapping[str, Any] | None = None,
         on_progress: ProgressCallback | None = None,
     ) -> dict[str, Any]:
+        try:
+            result = await self._request(method, params, on_progress)
+        except _SessionGone:
+            # TM-CLIENT-SESSION (T-SESS-8): the server no longer knows the session; the
+            # request was not taken, so it is sent once more, in a new session.
+            await self._restart()
+            result = await self._request(method, params, on_progress)
+        self._remember(method, params)
+        return result
+
+    def _remember(self, method: str, params: Mapping[str, Any] | None) -> None:
+        """What a new session must be told again: the subscriptions and the log level."""
+        uri = (params or {}).get("uri")
+        if method == "resources/subscribe" and isinstance(uri, str):
+            self._subscriptions.add(uri)
+        elif method == "resources/unsubscribe" and isinstance(uri, str):
+            self._subscriptions.discard(uri)
+        elif method == "logging/setLevel":
+            level = (params or {}).get("level")
+            self._log_level = level if isinstance(level, str) else None
+
+    async def _restart(self) -> None:
+        """A new session in place of the one the server ended: initialize again, the GET
+        stream again, the subscriptions and log level again."""
+        async with self._restarting:
+            if not self._gone:
+                return  # another call's restart got here first
+            self.session_id = None
+            await self.start()
+            self._gone = False
+            self.restarts += 1
+            self._nursery.start_soon(self.run_standalone)
+            if self._log_level is not None:
+                await self._request("logging/setLevel", {"level": self._log_level}, None)
+            for uri in sorted(self._subscriptions):
+                await self._request("resources/subscribe", {"uri": uri}, None)
+
+    async def _request(
+        self,
+        method: str,
+        params: Mapping[str, Any] | None,
+        on_progress: ProgressCallback | None,
+    ) -> dict[str, Any]:
         call = self._ledger.open(method, on_progress)
         body_params = dict(params or {})
         if on_progress is not None:
@@ -194,6 +243,9 @@ class LegacySession:
         ) as response:
             if call.method == "initialize" and response.status_code == 200:
                 self.session_id = response.headers.get("mcp-session-id")
+            if response.status_code == 404 and self.session_id is not None:
+                self._gone = True
+                raise _SessionGone
             if response.status_code not in (200, 202) and not await _in_band(response):
                 raise HttpStatusError(response.status_code, (await response.aread()).decode(
                     "utf-8", errors="replace"))
@@ -362,6 +414,10 @@ class LegacySession:
             self.standalone_open = False
             if not started:
                 task_status.started()
+
+
+class _SessionGone(Exception):
+    """The server answered 404 to a request of the session: it has ended the session."""
 
 
 async def _in_band(response: httpx2.Response) -> bool:
