@@ -393,3 +393,35 @@ async def test_a_listener_whose_reader_stops_is_cut_by_the_stall_rule(
     first, *rest = client.messages
     assert "notifications/subscriptions/acknowledged" == first["method"]
     assert all("id" not in m for m in rest)
+
+
+@pytest.mark.spec("TM-SEC-MEMORY", "TM-MOD-LISTEN", "MU-SUB-5")
+async def test_a_listeners_backlog_is_charged_and_cut_at_its_clients_budget(
+    live_server: StartServer,
+) -> None:
+    """The events a listener has queued are charged to its client's budget: with 256 KiB of
+    room, a listener of an 8 KB URI that reads nothing is cut once about 30 updates wait,
+    long before 64, and everything it held is given back when it ends."""
+    server = make_server()
+    uri = "test://big/" + "u" * 8000
+    budget = 256 * 1024
+    config = ServerConfig(request_memory_per_client=budget)
+    with trio.fail_after(TIMEOUT):
+        live = await live_server(server, config)
+        runtime = live.app.runtime
+        message = listen({"resourceSubscriptions": [uri]}, "costly")
+        async with open_modern(live.url, message) as stream:
+            await acked(stream, "costly")
+            await wait_until(lambda: 1 == len(runtime.listeners.live))
+            held = live.stats()["request_memory_held"]
+            # No checkpoint between them: the writer cannot take any while they come.
+            delivered = [server.notify_resource_updated(uri) for _ in range(64)]
+            await wait_until(lambda: not runtime.listeners.live)
+        await wait_until(lambda: 0 == live.stats()["request_memory_held"])
+
+    taken = sum(delivered)
+    event = 8000 + 100
+    assert 0 < held < budget
+    assert (budget - held) // event <= taken <= (budget - held) // event + 3, (taken, held)
+    assert taken < 64
+    assert 1 == runtime.modern.stats.streams_cut

@@ -174,6 +174,12 @@ class ServerConfig:
     None: the stall budget."""
     max_inflight_requests: int = 64
     """Requests a session may have running or with an unsent response (TM-RES-PIN)."""
+    max_handlers: int = 8192
+    """Handlers running at once, both eras and all clients together: a legacy session's
+    requests in flight and 2026-07-28 requests on their exchanges (tasks have ``max_tasks``).
+    A full pool ends the newest handler of the client holding the most, which is answered
+    -31002 naming the pool, for a client holding fewer; else the request is refused with 503
+    (TM-SEC-FAIR)."""
     max_client_state_bytes: int = 16 * 1024
     """What a legacy client's ``clientInfo`` and ``capabilities`` may take together, as
     compact JSON; a larger ``initialize`` is refused with -32602 (TM-SEC-STATE)."""
@@ -347,7 +353,8 @@ class ServerConfig:
     default, costs one attribute check at each point it would be told."""
 
     def __attrs_post_init__(self) -> None:
-        if min(self.max_sessions, self.max_streams, self.max_tasks, self.http_max_connections) < 1:
+        if min(self.max_sessions, self.max_streams, self.max_tasks, self.max_handlers,
+               self.http_max_connections) < 1:
             raise ValueError("every pool holds at least one")
         unknown = sorted(set(self.cache_hints) - CACHEABLE_METHODS)
         if unknown:

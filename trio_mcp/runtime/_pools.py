@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 import attrs
 import trio
@@ -18,7 +18,19 @@ from ..protocol._transport import HttpRequest, read_post_body
 from ._memory import MemoryReleaser
 from ._stats import counter, gauge
 
-__all__ = ["Charge", "Ledger", "LedgerStatistics", "Meter", "Pool", "PoolStatistics", "PoolStats"]
+__all__ = [
+    "Charge",
+    "Ledger",
+    "LedgerStatistics",
+    "Meter",
+    "Pool",
+    "PoolStatistics",
+    "PoolStats",
+    "handler_pool",
+    "newest",
+    "pool_busy",
+    "preempted",
+]
 
 T = TypeVar("T")
 
@@ -196,6 +208,34 @@ class Pool(Generic[T]):
 
     def statistics(self) -> PoolStatistics:
         return PoolStatistics(refused=self.stats.refused, evicted=self.stats.evicted)
+
+
+def newest(items: dict[T, None]) -> T:
+    """The item of a unit a pool takes: its newest, which has done least."""
+    return next(reversed(items))
+
+
+class Preemptible(Protocol):
+    def preempt(self) -> None:
+        """End at once: the pool gave this item's room to another client (TM-SEC-FAIR)."""
+
+
+def handler_pool(capacity: int) -> Pool[Preemptible]:
+    """TM-SEC-FAIR: the handlers running at once, both eras (``max_handlers``); a full pool
+    ends the newest handler of the client holding the most (its ``preempt``)."""
+    return Pool("handlers", capacity, evict=lambda item: item.preempt(), pick=newest)
+
+
+def preempted(what: str) -> tuple[int, str, dict[str, str]]:
+    """The error code, message and data of a request a full pool ended for another client
+    (TM-SEC-FAIR): the request may be tried again."""
+    return (
+        ErrorCode.SERVER_BUSY,
+        f"Service Unavailable: the server's {what} were all in use, and this client held "
+        "more than its fair share of them: its newest was ended for another client; retry "
+        "later.",
+        {"pool": what},
+    )
 
 
 def pool_busy(what: str, *, retry_after: int = 1, request_id: object = None) -> RemoteProtocolError:
@@ -426,6 +466,11 @@ class Charge:
         if self._meter is not None:
             self._meter.add(nbytes)
         self.nbytes += nbytes
+
+    def shrink(self, nbytes: int) -> None:
+        """What the request holds fell by ``nbytes`` (events a listen had queued, written):
+        given back at once."""
+        self._give(min(nbytes, self.nbytes))
 
     def hold(self) -> None:
         """One more holder: a handler started for the request."""

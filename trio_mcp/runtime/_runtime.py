@@ -35,7 +35,7 @@ from ._budget import BodyPool, BodyStatistics
 from ._describe import ObjectRole, RoleKind, RuntimeInfo, SessionRole, TaskRole, TreeIndex
 from ._failures import FailureLog
 from ._memory import MemoryReleaser
-from ._pools import Charge, Ledger, LedgerStatistics, Pool, PoolStatistics
+from ._pools import Charge, Ledger, LedgerStatistics, Pool, PoolStatistics, handler_pool
 from ._reqstats import RequestMetrics
 from ._stats import counter, gauge, part
 from .backpressure._responder import Responder
@@ -97,6 +97,9 @@ class RuntimeStatistics:
     tasks: TaskStatistics = part("tasks_")
     long_streams_open: int = gauge()
     streams: PoolStatistics = part("streams_")
+    handlers_running: int = gauge()
+    """Handlers running now, both eras (TM-SEC-FAIR's handlers pool)."""
+    handlers: PoolStatistics = part("handlers_")
     request_memory: LedgerStatistics = part("request_memory_")
     connections: PoolStatistics | None = part("connections_", default=None)
     """The own server's connections (TM-SEC-FAIR); None under another HTTP server."""
@@ -169,12 +172,14 @@ class Runtime:
         self.requests = RequestMetrics()
         #: TM-SESS-RELEASE: freed memory handed back to the OS.
         self.releaser = MemoryReleaser(config.release_memory_after)
+        #: TM-SEC-FAIR: the handlers running, both eras, by client.
+        self.handlers = handler_pool(config.max_handlers)
         #: TM-SEC-BODIES: what the HTTP edges hold of bodies still arriving, shared fairly.
         self.bodies = BodyPool(config.max_body_memory)
         #: The legacy sessions, and the endpoint that serves them.
         self.table = SessionTable(
             app, config, peers=self.peers, releaser=self.releaser, codec=self.codec,
-            metrics=self.requests, units=self.units,
+            metrics=self.requests, units=self.units, handlers=self.handlers,
         )
         self.legacy = LegacyEndpoint(
             app, config, table=self.table, peers=self.peers, codec=self.codec,
@@ -211,6 +216,7 @@ class Runtime:
             state_codec=codec,
             tasks=self.tasks,
             requests=self.requests,
+            handlers=self.handlers,
         )
         self.listeners = Listeners(
             app, config, spawn=self.spawn, stats=self.modern.stats, streams=self.streams,
@@ -517,6 +523,8 @@ class Runtime:
             tasks=self.tasks.statistics(),
             long_streams_open=len(self.streams),
             streams=self.streams.statistics(),
+            handlers_running=len(self.handlers),
+            handlers=self.handlers.statistics(),
             request_memory=self.ledger.statistics(),
             connections=sum(edges[1:], edges[0]) if edges else None,
         )

@@ -27,7 +27,7 @@ from ...protocol._auth import Principal
 from ...protocol._methods import UNCANCELLABLE
 from .._describe import DescribedSession, HandlerInfo, RoleKind, SessionRole
 from .._handler import outcome_of
-from .._pools import Charge
+from .._pools import Charge, Pool, pool_busy, preempted
 from ..backpressure._responder import Responder, watching_disconnect
 
 if TYPE_CHECKING:
@@ -57,6 +57,14 @@ class InFlight:
     """The handler's task, once it runs (for describe())."""
     charge: Charge | None = None
     """What the request is charged (TM-SEC-MEMORY), held until the handler's task ends."""
+    preempted: bool = False
+    """The handlers' pool ended it for another client (TM-SEC-FAIR): it answers so."""
+
+    def preempt(self) -> None:
+        """TM-SEC-FAIR: the handlers' pool gives this handler's room to a client holding
+        fewer. Its handler is cancelled; its client is answered -31002 naming the pool."""
+        self.preempted = True
+        self.scope.cancel()
 
 
 class Handlers:
@@ -72,8 +80,14 @@ class Handlers:
         metrics: RequestMetrics,
         ended: Callable[[], None],
         heard: Callable[[], None],
+        pool: Pool[Any] | None = None,
+        unit: str = "",
     ) -> None:
         self._config = config
+        #: TM-SEC-FAIR: every handler of the runtime, both eras, by client; and this
+        #: session's client there.
+        self._pool = pool
+        self._unit = unit
         self._out = out
         #: The session's method table (Session._handle), given the request's port.
         self._handle = handle
@@ -120,6 +134,9 @@ class Handlers:
                     request_id=req.id,
                 )
             seen.add(req.id)
+        # TM-SEC-FAIR: room among all the server's handlers, last, once nothing else refuses.
+        if self._pool is not None and not self._pool.admit(self._unit, len(requests)):
+            raise pool_busy("handlers", request_id=requests[0].id if requests else None)
 
     def start(
         self,
@@ -138,6 +155,8 @@ class Handlers:
             if charge is not None:
                 charge.hold()
             self.inflight[req.id] = flight
+            if self._pool is not None:
+                self._pool.add(self._unit, flight)
             self.started += 1
             self._spawn(run, flight, name=f"mcp:{req.method}")
             flights.append(flight)
@@ -196,9 +215,14 @@ class Handlers:
             with flight.scope:
                 outcome = await outcome_of(lambda: self._handle(flight), req, self._metrics)
         finally:
+            if self._pool is not None:
+                self._pool.discard(flight)
             if flight.charge is not None:
                 # TM-SEC-MEMORY: the handler's task, and what it held, is done.
                 flight.charge.drop()
+        if flight.preempted and not flight.cancelled_by_client:
+            code, message, data = preempted("handlers")
+            outcome = ErrorResponse(id=req.id, code=code, message=message, data=data)
         if self.inflight.get(req.id) is flight:
             del self.inflight[req.id]
         if flight.cancelled_by_client or outcome is None:

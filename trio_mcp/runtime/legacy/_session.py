@@ -21,7 +21,6 @@ from ...base._trace import TraceKind
 from ...protocol import (
     JSON,
     STANDALONE_STREAM,
-    Entry,
     ErrorCode,
     ErrorResponse,
     Message,
@@ -43,13 +42,13 @@ from ...protocol._logtext import LogLimiter
 from ...protocol._methods import SUBSCRIBED, declared
 from ...protocol._versions import revision_at_least
 from .._describe import Attention, SessionEnd, SessionInfo, SessionRole
-from .._pools import Charge, Meter
+from .._pools import Charge, Meter, Pool
 from ..store._store import ControlKind, SessionRecord, SharedState
 from ._handlers import Handlers, InFlight
 from ._hooks import ClientNotifications
 from ._legacyport import RequestPort, SessionPort
 from ._outbound import ClientRequests
-from ._sessionstats import SessionStatistics, SessionTotals
+from ._sessionstats import Received, SessionStatistics, SessionTotals, Started
 from ._streamout import Copies, StreamOut
 from ._subscriptions import Subscriptions
 
@@ -123,6 +122,8 @@ class SessionHost:
     outbound_base: int
     """The first id of the server requests this worker sends (TM-STORE-CONTROL)."""
     metrics: RequestMetrics
+    handlers: Pool[Any] | None = None
+    """TM-SEC-FAIR: the running handlers of the runtime, both eras (``max_handlers``)."""
     dropped_log: LogLimiter = attrs.field(factory=lambda: LogLimiter(interval=10.0))
     """TM-SEC-LOG: one line per interval for notifications dropped, whichever session."""
 
@@ -136,25 +137,6 @@ class Creator:
     peer: str | None
     principal: str
     unit: str = "ip:unknown"
-
-
-@attrs.frozen
-class Received:
-    """What a POST's messages asked of the session: its requests to answer, and whether
-    its record changed (notifications/initialized: stored before it is acknowledged)."""
-
-    requests: tuple[Request, ...]
-    changed: bool
-
-
-@attrs.frozen
-class Started:
-    """A POST's requests started: their handlers, and the stream their responses go to,
-    with its priming position (None and None when they are answered as JSON)."""
-
-    flights: tuple[InFlight, ...]
-    stream: int | None
-    priming: Entry | None
 
 
 class Session:
@@ -204,6 +186,7 @@ class Session:
         self.handlers = Handlers(
             config, self.out, handle=lambda f: self._handle(RequestPort(self, f), f.request),
             spawn=self.spawn, metrics=host.metrics, ended=self.touch, heard=self.heard,
+            pool=host.handlers, unit=unit,
         )
         self.outbound = ClientRequests(host.outbound_base, self.send)
         self.notifications = ClientNotifications(

@@ -1,12 +1,19 @@
-# The figures a legacy session reports (SessionStatistics, TM-BP-COUNTERS): its table sums
-# those of the sessions it holds, and keeps those of a session that ends (SessionTotals).
+# The records of a legacy session: the figures it reports (SessionStatistics, TM-BP-COUNTERS),
+# which its table sums over the sessions it holds and keeps for a session that ends
+# (SessionTotals); and what a POST asked of it and started (Received, Started).
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 import attrs
 
 from .._stats import counter, gauge
 
-__all__ = ["SessionStatistics", "SessionTotals"]
+if TYPE_CHECKING:
+    from ...protocol import Entry, Request
+    from ._handlers import InFlight
+
+__all__ = ["Received", "SessionStatistics", "SessionTotals", "Started"]
 
 
 @attrs.frozen
@@ -43,3 +50,22 @@ class SessionTotals:
 
     statistics: SessionStatistics
     held_bytes: int
+
+
+@attrs.frozen
+class Received:
+    """What a POST's messages asked of the session: its requests to answer, and whether
+    its record changed (notifications/initialized: stored before it is acknowledged)."""
+
+    requests: tuple[Request, ...]
+    changed: bool
+
+
+@attrs.frozen
+class Started:
+    """A POST's requests started: their handlers, and the stream their responses go to,
+    with its priming position (None and None when they are answered as JSON)."""
+
+    flights: tuple[InFlight, ...]
+    stream: int | None
+    priming: Entry | None

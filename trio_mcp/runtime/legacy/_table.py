@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
@@ -18,7 +18,7 @@ from ...protocol._fair import UnitPolicy
 from ...protocol._headers import Headers
 from .._describe import SessionEnd, TableInfo, ViewEnd
 from .._memory import MemoryReleaser
-from .._pools import Pool
+from .._pools import Pool, handler_pool
 from .._stats import counter, gauge
 from ._session import Session, SessionHost
 from ._sessionstats import SessionTotals
@@ -110,6 +110,7 @@ class SessionTable:
         codec: CursorCodec,
         metrics: RequestMetrics,
         units: UnitPolicy,
+        handlers: Pool[Any] | None = None,
     ) -> None:
         self.config = config
         self.peers = peers
@@ -117,6 +118,7 @@ class SessionTable:
         self.host = SessionHost(
             app, config, codec, owner=self, peers=peers, copies=peers.copies,
             outbound_base=peers.outbound_base, metrics=metrics,
+            handlers=handlers if handlers is not None else handler_pool(config.max_handlers),
         )
         #: TM-SEC-UNIT: whose share a session takes up from a shared store counts against,
         #: when its record does not say.

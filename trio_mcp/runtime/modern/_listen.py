@@ -147,7 +147,9 @@ class Listeners:
             self._stats.streams_cut += 1
             scope.cancel()
 
-        stream = EventStream(responder, self.config, spawn=self._spawn, on_cut=cut)
+        stream = EventStream(
+            responder, self.config, spawn=self._spawn, on_cut=cut, charge=charge
+        )
         listener = Listener(call, filter, stream, scope)
         # In the pool before anything waits: a slot admitted is a slot taken.
         self.streams.add(key, listener)

@@ -63,7 +63,7 @@ from ...protocol._tasks import (
 from ...protocol._transport import modern_reply
 from .._describe import ExchangeInfo
 from .._handler import outcome_of
-from .._pools import Charge
+from .._pools import Charge, Pool, handler_pool, pool_busy, preempted
 from .._reqstats import RequestMetrics
 from ..backpressure._responder import Responder, watching_disconnect
 from ..tasks._taskmanager import TaskManager
@@ -102,8 +102,11 @@ class ModernServer:
         state_codec: RequestStateCodec,
         tasks: TaskManager,
         requests: RequestMetrics | None = None,
+        handlers: Pool[Any] | None = None,
     ) -> None:
         self.app = app
+        #: TM-SEC-FAIR: the handlers running, both eras, by client.
+        self.handlers = handlers if handlers is not None else handler_pool(config.max_handlers)
         self.config = config
         self._spawn = spawn
         self.codec = state_codec
@@ -207,14 +210,19 @@ class ModernServer:
         if call.request.method in TASK_METHODS:
             await self.reply_task(call, self.tasks.answer(call.request, principal), responder)
             return
+        key = "" if unit is None else unit.key
+        if not self.handlers.admit(key):
+            raise pool_busy("handlers", request_id=call.request.id)
         exchange = ModernExchange(
             self, call, responder, principal=principal, peer=peer,
             unit=None if unit is None else unit.key, charge=charge,
         )
         self.running.add(exchange)
+        self.handlers.add(key, exchange)
         try:
             await exchange.run()
         finally:
+            self.handlers.discard(exchange)
             self.running.discard(exchange)
             if not self.running:
                 self._drained.set()
@@ -266,8 +274,9 @@ class ModernExchange(EnvelopePort):
         self._scope = trio.CancelScope()
         self._stream: EventStream | None = None
         self._finished = False
-        #: Set when the server, not the client, ended the request (shutdown).
-        self._stopped = False
+        #: The answer when the server, not the client, ended the request (shutdown, or the
+        #: handlers' pool).
+        self._ended_by: ErrorResponse | None = None
         #: The HTTP request's task that runs the handler, once it runs (describe()).
         self.task: trio.lowlevel.Task | None = None
 
@@ -289,7 +298,18 @@ class ModernExchange(EnvelopePort):
 
     def stop(self) -> None:
         """End the handler because the server shuts down: the client is told so."""
-        self._stopped = True
+        self._ended_by = ErrorResponse(
+            id=self._request.id,
+            code=ErrorCode.SERVER_BUSY,
+            message="Service Unavailable: the server is shutting down; retry the request.",
+        )
+        self._scope.cancel()
+
+    def preempt(self) -> None:
+        """TM-SEC-FAIR: the handlers' pool gives this handler's room to a client holding
+        fewer: it ends, and its client is told so (-31002 naming the pool)."""
+        code, message, data = preempted("handlers")
+        self._ended_by = ErrorResponse(id=self._request.id, code=code, message=message, data=data)
         self._scope.cancel()
 
     async def run(self) -> None:
@@ -320,15 +340,10 @@ class ModernExchange(EnvelopePort):
                     "cancelled" if outcome is None or self._scope.cancelled_caught
                     else _result_type(outcome)
                 ))
-        if self._stopped and self._scope.cancelled_caught:
-            # TM-SESS-SHUTDOWN: a request the server ends still gets an answer (MT-POST-7):
-            # an error that says to retry, 503 when nothing was sent yet.
-            refusal = ErrorResponse(
-                id=request.id,
-                code=ErrorCode.SERVER_BUSY,
-                message="Service Unavailable: the server is shutting down; retry the request.",
-            )
-            await self._answer(refusal)
+        if self._ended_by is not None and self._scope.cancelled_caught:
+            # TM-SESS-SHUTDOWN, TM-SEC-FAIR: a request the server ends still gets an answer
+            # (MT-POST-7): an error that says to retry, 503 when nothing was sent yet.
+            await self._answer(self._ended_by)
             return
         if outcome is None or self._scope.cancelled_caught:
             # MT-CANCEL-2: a cancelled request gets nothing more.

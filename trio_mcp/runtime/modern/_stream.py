@@ -11,13 +11,14 @@ from typing import TYPE_CHECKING, Final
 
 import trio
 
-from ...protocol import encode_comment
+from ...protocol import RemoteProtocolError, encode_comment
 from ...protocol._transport import SSE_HEADERS
 from ..backpressure._responder import Responder
 from ..backpressure._writer import ConnectionWriter, write_grain
 
 if TYPE_CHECKING:
     from ...base._config import ServerConfig
+    from .._pools import Charge
 
 __all__ = ["EventStream"]
 
@@ -41,6 +42,7 @@ class EventStream:
         spawn: Callable[..., bool],
         on_cut: Callable[[], None],
         max_pending: int = 64,
+        charge: Charge | None = None,
     ) -> None:
         self._responder = responder
         self._config = config
@@ -50,6 +52,9 @@ class EventStream:
         #: Events offered while the writer had no room: bounded, never a queue that grows
         #: with a slow reader (TM-BP-BOUNDED).
         self._pending: collections.deque[bytes] = collections.deque()
+        #: TM-SEC-MEMORY: the pending events' bytes are charged to the request (a listen's),
+        #: and a reader whose backlog its client's budget cannot hold is cut.
+        self._charge = charge
         self._writer: ConnectionWriter | None = None
         self._changed = trio.Event()
         self._opening = trio.Lock()
@@ -100,13 +105,28 @@ class EventStream:
             return False
         if not self._pending and writer.has_room:
             writer.submit(data)
-        elif len(self._pending) < self._max_pending:
+        elif len(self._pending) < self._max_pending and self._charged(len(data)):
             self._pending.append(data)
         else:
             self._cut()
             return False
         self._ring()
         return True
+
+    def _charged(self, nbytes: int) -> bool:
+        if self._charge is None:
+            return True
+        try:
+            self._charge.grow(nbytes)
+        except RemoteProtocolError:
+            return False
+        return True
+
+    def _take_pending(self) -> bytes:
+        data = self._pending.popleft()
+        if self._charge is not None:
+            self._charge.shrink(len(data))
+        return data
 
     async def send(self, data: bytes) -> bool:
         """Queue one event once the writer has room: a handler that sends faster than its
@@ -144,7 +164,8 @@ class EventStream:
             return
         self.closed = True
         self.lost = bool(self._pending) or (self._writer is not None and not self._writer.idle)
-        self._pending.clear()
+        while self._pending:
+            self._take_pending()
         if self._writer is not None:
             self._writer.close()
         self._ring()
@@ -162,7 +183,7 @@ class EventStream:
         cfg = self._config
         while not self.closed:
             while self._pending and writer.has_room:
-                writer.submit(self._pending.popleft())
+                writer.submit(self._take_pending())
             if writer.finished.is_set() or self._responder.disconnected.is_set():
                 self.close()
                 return

@@ -30,7 +30,7 @@ from ...protocol._tasks import (
     task_not_found,
 )
 from .._memory import MemoryReleaser
-from .._pools import Charge, Pool
+from .._pools import Charge, Pool, newest
 from .._reqstats import RequestMetrics
 from .._stats import counter, gauge
 from ._tasks import TASK_FOOTPRINT, Front, TaskRun
@@ -130,7 +130,7 @@ class TaskManager:
         #: TM-TASK-BOUND / TM-SEC-FAIR: the runs whose handler runs (deciding or published),
         #: by client; a full pool takes the newest of the client holding the most.
         self.running: Pool[TaskRun] = Pool(
-            "tasks_running", config.max_tasks, evict=self._preempt, pick=_newest
+            "tasks_running", config.max_tasks, evict=self._preempt, pick=newest
         )
         #: TM-TASK-BOUND / TM-SEC-FAIR: the ended tasks kept until their TTL, in bytes (their
         #: result and record), by client, oldest first; a full pool deletes the oldest of the
@@ -410,11 +410,6 @@ class TaskManager:
             running=len(self.running),
             result_bytes=self.retained.total,
         )
-
-
-def _newest(runs: dict[TaskRun, None]) -> TaskRun:
-    """The run of a client that the running pool takes: its newest, which has done least."""
-    return next(reversed(runs))
 
 
 def _oldest(runs: dict[TaskRun, None]) -> TaskRun | None:
