@@ -111,6 +111,23 @@ async def test_a_stream_without_ids_that_drops_fails_the_call(nursery: trio.Nurs
     assert [] == state.resumes
 
 
+@pytest.mark.spec("TM-CLIENT-GAP")
+async def test_a_dropped_2026_07_28_stream_fails_the_call(nursery: trio.Nursery) -> None:
+    """A 2026-07-28 call's stream (no ids: nothing to resume) that drops after 17 of 40
+    progress notifications fails the call with ConnectionLost at once; no resume is tried."""
+    state = await _serve(nursery, events=40, drops=(17,), modern=True)
+    seen: list[float] = []
+    with trio.fail_after(10):
+        async with Client(state.url) as client:
+            with pytest.raises(ConnectionLost):
+                await client.call_tool("count", on_progress=_append_to(seen))
+            era = client.era
+
+    assert "modern" == era.value
+    assert [float(i) for i in range(1, 18)] == seen
+    assert [] == state.resumes
+
+
 @pytest.mark.slow
 @pytest.mark.spec("TM-CLIENT-ONCE", "TM-CLIENT-RESUME")
 @pytest.mark.parametrize("resume", ["replay", "correct"])

@@ -38,6 +38,8 @@ class Replaying:
     answered: int = 0
     #: An event of this many bytes of data sent after the first progress (and on a resume).
     huge: int = 0
+    #: Speak 2026-07-28: server/discover lists it, and the call's stream has no ids.
+    modern: bool = False
     url: str = ""
     resumes: list[str] = attrs.field(factory=list)
     cancelled: list[Any] = attrs.field(factory=list)
@@ -193,6 +195,8 @@ async def _answer(state: Replaying, conn: h11.Connection, stream: trio.SocketStr
         await _json(conn, stream, 202, None)
         return
     if method == "tools/call":
+        if state.modern:
+            state.with_ids = False
         token = message["params"].get("_meta", {}).get("progressToken")
         state.call = (message["id"], token)
         cut_at = state.drops[0] if state.drops else None
@@ -207,6 +211,11 @@ async def _answer(state: Replaying, conn: h11.Connection, stream: trio.SocketStr
                    cut=cut_at is not None)
         return
     if method == "server/discover":
+        if state.modern:
+            await _json(conn, stream, 200, {"jsonrpc": "2.0", "id": message["id"], "result": {
+                "resultType": "complete", "supportedVersions": ["2026-07-28"],
+                "capabilities": {"tools": {}}, "ttlMs": 0, "cacheScope": "public"}})
+            return
         await _json(conn, stream, 400, {"jsonrpc": "2.0", "id": message["id"], "error": {
             "code": -32600, "message": "Bad Request: no session"}})
         return
