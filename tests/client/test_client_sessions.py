@@ -76,6 +76,19 @@ async def thing(name: str) -> str:
 
 
 @server.tool()
+async def flood(n: int, size: int, ctx: Context) -> str:
+    """Report progress n times, each with a message of size characters.
+
+    Args:
+        n: how many.
+        size: each message's length.
+    """
+    for i in range(n):
+        await ctx.report_progress(i + 1, n, "x" * size)
+    return "flooded"
+
+
+@server.tool()
 async def step(ctx: Context) -> str:
     """Report progress, then wait until the client has seen it."""
     STATE["seen"] = trio.Event()
@@ -198,3 +211,22 @@ async def test_a_session_the_server_ended_is_started_again(live_server: StartSer
     assert 204 == ended.status_code
     assert second is not None and first != second
     assert [{"type": "text", "text": "chatty 1"}] == result["content"]
+
+
+@pytest.mark.spec("TM-CLIENT-MEMORY", "TM-CLIENT-ONCE")
+async def test_in_process_a_slow_reader_holds_the_server_back_and_loses_nothing() -> None:
+    """In process, a progress callback that takes its time: the server's writes wait for
+    the reader (at most PIECES_HELD pieces ahead, as a socket's buffers would hold), and
+    every one of 300 notifications of 4 KB reaches the callback once, in order."""
+    seen: list[float] = []
+
+    async def slow(progress: float, total: float | None, message: str | None) -> None:
+        seen.append(progress)
+        await trio.sleep(0.001)
+
+    with trio.fail_after(60):
+        async with Client(server, mode="legacy") as client:
+            result = await client.call_tool("flood", {"n": 300, "size": 4096}, on_progress=slow)
+
+    assert [float(i) for i in range(1, 301)] == seen
+    assert [{"type": "text", "text": "flooded"}] == result["content"]

@@ -6,16 +6,17 @@
 # cancellation, resumption and backpressure take the same paths in the runtime as over HTTP.
 from __future__ import annotations
 
-import math
 from collections.abc import AsyncIterator, MutableMapping
-from typing import Any
+from typing import Any, Final
 
 import httpx2
 import trio
 
-__all__ = ["MemoryTransport"]
+__all__ = ["PIECES_HELD", "MemoryTransport"]
 
-_END = b""
+#: Body pieces the application may have written ahead of the client's reading.
+PIECES_HELD: Final = 64
+
 
 
 class _Exchange:
@@ -27,9 +28,9 @@ class _Exchange:
         self.started = trio.Event()
         self.status = 500
         self.headers: list[tuple[bytes, bytes]] = []
-        # Unbounded in count: the application's stream is paced by the runtime's own
-        # judges, which see the reader through `left`; the pieces are the server's.
-        self._send_pieces, self.pieces = trio.open_memory_channel[bytes](math.inf)
+        # Bounded: a client that reads slowly holds the application's writes back, as a
+        # socket's buffers would, and the runtime's judges see a slow reader (TM-BP-STALL).
+        self._send_pieces, self.pieces = trio.open_memory_channel[bytes](PIECES_HELD)
 
     async def receive(self) -> dict[str, Any]:
         if self._body is not None:
@@ -48,7 +49,10 @@ class _Exchange:
         elif message["type"] == "http.response.body":
             body = bytes(message.get("body", b""))
             if body:
-                self._send_pieces.send_nowait(body)
+                try:
+                    await self._send_pieces.send(body)
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    raise trio.BrokenResourceError("the client closed the response") from None
             if not message.get("more_body", False):
                 self.finish()
 
@@ -68,6 +72,7 @@ class _Body(httpx2.AsyncByteStream):
 
     async def aclose(self) -> None:
         self._exchange.left.set()
+        self._exchange.pieces.close()
 
 
 class MemoryTransport(httpx2.AsyncBaseTransport):
