@@ -224,6 +224,26 @@ async def test_in_process_the_servers_settings_are_the_clients_config() -> None:
     assert max(pages) == 3 and len(pages) > 1
 
 
+@pytest.mark.spec("TM-CLIENT-ERA")
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_server_answering_json_bodies_is_spoken_to_alike(
+    live_server: StartServer, mode: str
+) -> None:
+    """A server in JSON response mode (one application/json body a request, no stream)
+    answers the client's calls as a streaming one does, without progress."""
+    live = await live_server(config=trio_mcp.ServerConfig(
+        response_mode=trio_mcp.ResponseMode.JSON))
+    seen: list[float] = []
+    with trio.fail_after(30):
+        async with Client(live.url, mode=mode) as client:
+            result = await client.call_tool("countdown", {"n": 2, "interval": 0.01},
+                                            on_progress=lambda p, t, m: seen.append(p))
+            tools = await client.list_tools()
+
+    assert [{"type": "text", "text": "liftoff"}] == result["content"]
+    assert tools
+
+
 def test_client_is_a_public_name() -> None:
     """``trio_mcp.Client`` is the client, from the package's lazy exports."""
     from trio_mcp.client import Client as direct
