@@ -1,7 +1,6 @@
-# trio_mcp.Client with bearer tokens from a provider (spec/client.md TM-CLIENT-BEARER),
-# against trio-mcp as an OAuth 2.1 resource server (tests/support/oauth.py's authorization
-# server signs the tokens): the token goes on every request, and a 401 asks the provider
-# once more.
+# trio_mcp.Client against trio-mcp as an OAuth 2.1 resource server (tests/support/oauth.py's
+# authorization server signs the tokens): bearer tokens from a provider (TM-CLIENT-BEARER),
+# and the authorization code flow a 401 starts (TM-CLIENT-OAUTH).
 from __future__ import annotations
 
 import pytest
@@ -10,7 +9,7 @@ from support.fixtures import StartServer
 from support.oauth import start_protected
 
 from trio_mcp import Client
-from trio_mcp.client import HttpStatusError
+from trio_mcp.client import HttpStatusError, OAuth
 
 
 @pytest.mark.spec("TM-CLIENT-BEARER")
@@ -49,3 +48,34 @@ async def test_without_a_token_a_protected_server_is_a_401(
             pass
 
     assert 401 == caught.value.status
+
+
+@pytest.mark.spec("TM-CLIENT-OAUTH")
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_a_401_runs_the_authorization_flow_and_a_403_asks_for_more_scope(
+    live_server: StartServer, nursery: trio.Nursery, mode: str
+) -> None:
+    """Against trio-mcp as a resource server: the first request's 401 leads the client
+    through discovery, registration and the authorization code flow (the application's
+    authorize callback hands it the redirect); the tool sees the user; a tool that needs
+    mcp:admin answers 403 insufficient_scope, and the client authorizes again for it."""
+    import httpx2
+
+    live, _issuer = await start_protected(live_server, nursery)
+    asked: list[str] = []
+
+    async def authorize(url: str) -> str:
+        asked.append(url)
+        async with httpx2.AsyncClient() as browser:  # the user's browser, approving at once
+            answer = await browser.get(url)
+        return answer.headers["location"]
+
+    with trio.fail_after(30):
+        async with Client(live.url, mode=mode, oauth=OAuth(authorize=authorize)) as client:
+            me = await client.call_tool("whoami")
+            reset = await client.call_tool("reset")
+
+    assert "alice" in str(me)
+    assert "reset" == reset["content"][0]["text"]
+    assert 2 == len(asked)
+    assert "mcp%3Aadmin" in asked[1] and "resource=" in asked[1]

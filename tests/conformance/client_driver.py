@@ -9,12 +9,14 @@ checks is what a client does with the server's tools, so the driver does what a 
 application would: it lists the tools (the client leaves out those whose ``x-mcp-header``
 annotations are invalid) and calls each one, with arguments made from its schema,
 answering elicitations with the schema's defaults, sampling with a fixed message and roots
-with one root. Authorization scenarios (auth/*) need the OAuth client, which trio_mcp.Client
-does not have yet: they fail.
+with one root; a server that asks for authorization gets the OAuth flow (``OAuth``), with
+no user: the client follows the authorization endpoint's redirect itself. The scenario's
+context (``MCP_CONFORMANCE_CONTEXT``) may give a pre-registered client.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections.abc import Mapping
@@ -23,7 +25,11 @@ from typing import Any
 import trio
 
 from trio_mcp import Client, ClientError
+from trio_mcp.client import OAuth
 
+#: The client id metadata document the suite's authorization servers take as this client's
+#: id (SEP-991; they do not fetch it).
+CLIENT_METADATA_URL = "https://conformance-test.local/client-metadata.json"
 SAMPLES: dict[str, Any] = {"string": "test", "integer": 1, "number": 1.5, "boolean": True}
 
 
@@ -58,10 +64,17 @@ ENCODING_CASES: dict[str, Any] = {
 }
 
 
-def _call_arguments(scenario: str, tool: Mapping[str, Any]) -> dict[str, Any]:
+def _call_arguments(
+    scenario: str, tool: Mapping[str, Any], tools: list[dict[str, Any]]
+) -> dict[str, Any]:
     schema = tool.get("inputSchema")
     if not isinstance(schema, Mapping):
         return {}
+    if tool.get("name") == "json_schema_echo":
+        # json-schema-2020-12-preservation: echo another tool's schema as the client holds
+        # it (every keyword kept: the client keeps a tool's JSON as it came).
+        echoed = [t.get("inputSchema") for t in tools if t.get("name") != "json_schema_echo"]
+        return {"schema": echoed[0] if echoed else {}}
     arguments = _arguments(schema)
     if scenario == "http-custom-headers":
         if str(tool.get("name")).endswith("_null"):
@@ -86,13 +99,16 @@ async def on_sample(params: Mapping[str, Any]) -> dict[str, Any]:
 async def main(url: str) -> None:
     version = os.environ.get("MCP_CONFORMANCE_PROTOCOL_VERSION") or "auto"
     mode = version if version != "2025-11-25" else "legacy"
-    async with Client(url, mode=mode, on_elicit=on_elicit, on_sample=on_sample,
+    context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
+    oauth = OAuth(client_id=context.get("client_id"), client_secret=context.get("client_secret"),
+                  client_metadata_url=context.get("client_metadata_url", CLIENT_METADATA_URL))
+    async with Client(url, mode=mode, oauth=oauth, on_elicit=on_elicit, on_sample=on_sample,
                       roots=[{"uri": "file:///tmp/conformance", "name": "conformance"}],
                       on_log=lambda params: None) as client:
         tools = await client.list_tools()
         scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "")
         for tool in tools:
-            arguments = _call_arguments(scenario, tool)
+            arguments = _call_arguments(scenario, tool, tools)
             try:
                 with trio.move_on_after(30):
                     await client.call_tool(tool["name"], arguments,

@@ -5,8 +5,10 @@ from ._client import Client, ClientEra, Listening
 from ._errors import ClientError, ConnectionLost, HttpStatusError, McpError, ResumptionFailed
 from ._inbound import Notification
 from ._ledger import Tally
+from ._oauth import AuthorizationFailed, OAuth
 
 __all__ = [
+    "AuthorizationFailed",
     "Client",
     "ClientEra",
     "ClientError",
@@ -15,6 +17,7 @@ __all__ = [
     "Listening",
     "McpError",
     "Notification",
+    "OAuth",
     "ResumptionFailed",
     "Tally",
 ]

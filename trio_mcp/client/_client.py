@@ -30,6 +30,7 @@ from ._ledger import Ledger, ProgressCallback, Tally
 from ._legacy import DEFAULT_IDLE_REATTACH, LegacySession
 from ._memory import MemoryTransport
 from ._modern import ModernClient
+from ._oauth import OAuth
 
 if TYPE_CHECKING:
     from ..app._server import Server
@@ -108,6 +109,8 @@ class Client:
             (None: never), for servers that lose events while a resume attaches.
         token: ``await token()`` gives a bearer token for every request; asked again once
             when the server answers 401.
+        oauth: an ``OAuth``: on a 401, the authorization code flow of MCP's authorization
+            spec gets a token (and on a 403 insufficient_scope, one with more scope).
         config: for ``Client(server)``, the server's settings (its page size, its limits);
             the defaults otherwise.
     """
@@ -128,6 +131,7 @@ class Client:
         idle_reattach: float | None = DEFAULT_IDLE_REATTACH,
         token: TokenProvider | None = None,
         config: ServerConfig | None = None,
+        oauth: OAuth | None = None,
     ) -> None:
         if mode not in ("auto", "legacy", *LEGACY_VERSIONS, *MODERN_VERSIONS):
             raise ValueError(f"mode must be 'auto', 'legacy' or a protocol version, not {mode!r}")
@@ -140,7 +144,9 @@ class Client:
         self._given_http = http
         self._client_info = dict(client_info or _CLIENT_INFO)
         self._idle_reattach = idle_reattach
-        self._auth = BearerAuth(token) if token is not None else None
+        if token is not None and oauth is not None:
+            raise ValueError("give token or oauth, not both")
+        self._auth: httpx2.Auth | None = BearerAuth(token) if token is not None else oauth
         self._config = config
         self._ledger = Ledger()
         self._listeners: list[tuple[_Filter, trio.MemorySendChannel[Notification],
