@@ -46,11 +46,11 @@ FEATURES: Mapping[str, Feature] = {
                 "trio_mcp.cli._workers.WorkerPool"),
         Feature("cache-hints-per-method", "caching hints chosen method by method",
                 "ServerConfig.cache_hints"),
-        # To come.
+        Feature("rate-limit", "a limit over time on the requests of one client",
+                "trio_mcp.app._guards.RateLimit"),
         Feature("url-elicitation", "a Context method that asks the user in URL mode",
                 "trio_mcp.app._context.SessionContext.elicit_url"),
-        Feature("rate-limit", "a limit over time on the requests of one client",
-                "ServerConfig.rate_limit"),
+        # To come.
         Feature("unix-socket", "serving the endpoint on a Unix domain socket",
                 "ServerConfig.unix_socket"),
         Feature("ping", "pinging a session's client on a schedule",

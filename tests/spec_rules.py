@@ -144,6 +144,7 @@ AREAS: Mapping[str, tuple[str, ...]] = {
     "modern.md": (r"M[TLJU]-[A-Z]+-\d+", _tm("MOD", "ERA", "MRTR", "CACHE")),
     "tasks.md": (_TK_ID, _tm("TASK")),
     "workers.md": (_tm("WORK", "STORE"),),
+    "handlers.md": (_tm("HAND"),),
     "client.md": (_tm("CLIENT"),),
 }
 

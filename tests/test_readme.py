@@ -6,6 +6,7 @@ CI runs."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import shlex
@@ -56,7 +57,7 @@ def test_readme_is_under_300_lines_with_the_quick_start_first() -> None:
     assert sections[0].startswith("Quick start")
     quick = _quick_start()
     for step in ("pip install -e .", "hello.py", "trio-mcp serve hello:server",
-                 "from mcp import Client", "@modelcontextprotocol/inspector"):
+                 "from trio_mcp import Client", "@modelcontextprotocol/inspector"):
         assert step in quick, step
 
 
@@ -112,7 +113,8 @@ def test_readme_quick_start_client_prints_what_the_readme_shows(
     """The quick start's client.py, run against the served hello.py, prints exactly the
     output the README shows."""
     client = tmp_path / "client.py"
-    client.write_text(_block("python", "from mcp import Client").replace(SHOWN_URL, served_hello))
+    client.write_text(
+        _block("python", "from trio_mcp import Client").replace(SHOWN_URL, served_hello))
 
     done = subprocess.run(
         [sys.executable, str(client)], capture_output=True, text=True, timeout=TIMEOUT,
@@ -123,12 +125,15 @@ def test_readme_quick_start_client_prints_what_the_readme_shows(
     assert _block("text", "Hello, Ada!") == done.stdout
 
 
-def test_readme_client_test_runs_the_server_in_process(tmp_path: Path) -> None:
-    """The README's test of hello.py with trio_mcp.Client runs the server in process (no
-    serving, no socket) and prints the greeting its comment shows."""
+def test_readme_client_runs_the_server_in_process(tmp_path: Path) -> None:
+    """The quick start's client with `Client(server)` and `from hello import server`, as the
+    README says, runs hello.py in process (nothing served, no socket) and prints the same."""
     (tmp_path / "hello.py").write_text(_block("python", 'Server("hello")'))
+    client = _block("python", "from trio_mcp import Client")
+    assert f'Client("{SHOWN_URL}")' in client
     test = tmp_path / "test_hello.py"
-    test.write_text(_block("python", "from trio_mcp import Client"))
+    test.write_text("from hello import server\n"
+                    + client.replace(f'Client("{SHOWN_URL}")', "Client(server)"))
 
     done = subprocess.run(
         [sys.executable, str(test)], capture_output=True, text=True, timeout=TIMEOUT,
@@ -136,7 +141,8 @@ def test_readme_client_test_runs_the_server_in_process(tmp_path: Path) -> None:
     )
 
     assert 0 == done.returncode, done.stderr
-    assert "Hello, Ada.\n" == done.stdout
+    assert _block("text", "Hello, Ada!") == done.stdout
+    assert "`Client(server)`, with `from hello import server`, runs it in process" in README
 
 
 @pytest.mark.slow
@@ -231,3 +237,45 @@ def test_readme_links_into_spec_name_existing_rules() -> None:
 
     assert links, "the README links no rule"
     assert [] == [link for link in links if link not in anchors]
+
+
+_SHOP_PRELUDE = '''
+import contextlib, dataclasses, logging, time
+from collections.abc import AsyncIterator, Mapping
+from typing import Annotated, Any
+import pydantic
+from trio_mcp import CallNext, Context, Depends, Server
+
+class Order(pydantic.BaseModel):
+    sku: str = pydantic.Field(pattern=r"^[A-Z]{3}-[0-9]+$")
+    quantity: int = pydantic.Field(ge=1)
+
+@dataclasses.dataclass
+class Receipt:
+    sku: str
+    total: float
+'''
+
+
+@pytest.mark.spec("TM-HAND-LIFESPAN", "TM-HAND-DEPENDS", "TM-HAND-MIDDLEWARE",
+                  "TM-HAND-THREAD", "TM-HAND-PYDANTIC")
+async def test_readme_shop_runs_as_written_in_both_eras(caplog: pytest.LogCaptureFixture) -> None:
+    """The "Writing a server" shop block (with the Order model and Receipt dataclass it
+    names) serves: its def tool, fed by the lifespan through a dependency, prices an order
+    in both eras, and the middleware times each call."""
+    from support.eras import ERAS, tool_call
+
+    namespace: dict[str, Any] = {}
+    source = _SHOP_PRELUDE + _block("python", 'Server("shop"')
+    exec(compile(source, "README.md", "exec"), namespace)
+    shop = namespace["shop"]
+    with caplog.at_level(logging.INFO), trio.fail_after(TIMEOUT):
+        async with trio.open_nursery() as nursery:
+            [url] = await nursery.start(partial(shop.serve, port=0, announce=False))
+            results = [await tool_call(url, era, "price",
+                                       {"order": {"sku": "ABC-1", "quantity": 4}})
+                       for era in ERAS]
+            nursery.cancel_scope.cancel()
+    for result in results:
+        assert {"sku": "ABC-1", "total": 10.0} == result["structuredContent"]
+    assert 2 == sum("tools/call took" in r.getMessage() for r in caplog.records)

@@ -27,7 +27,7 @@ _EXPORTS: dict[str, str] = {
     "Client": ".client",
     "ClientError": ".client",
     "ConnectionLost": ".client",
-    "McpError": ".client",
+    "ErrorAnswer": ".client",
     "ResumptionFailed": ".client",
     "Completion": ".app._completion",
     "CompletionRef": ".app._completion",
@@ -49,6 +49,16 @@ _EXPORTS: dict[str, str] = {
     "Text": ".app._content",
     "ToolResult": ".app._content",
     "UserMessage": ".app._content",
+    "Depends": ".app._depends",
+    "Icon": ".app._display",
+    "ToolAnnotations": ".app._display",
+    "RateLimit": ".app._guards",
+    "AuditLog": ".app._guards",
+    "McpError": ".app._middleware",
+    "Middleware": ".app._middleware",
+    "CallNext": ".app._middleware",
+    "ThreadContext": ".app._context",
+    "UrlElicitationRequired": ".app._context",
     "ClientCapabilityError": ".app._context",
     "ClientTimeoutError": ".app._context",
     "Context": ".app._context",
@@ -108,9 +118,19 @@ if TYPE_CHECKING:
     from .app._context import Root as Root
     from .app._context import SamplingResult as SamplingResult
     from .app._context import SessionContext as SessionContext
+    from .app._context import ThreadContext as ThreadContext
+    from .app._context import UrlElicitationRequired as UrlElicitationRequired
     from .app._context import elicitation_request as elicitation_request
     from .app._context import roots_request as roots_request
     from .app._context import sampling_request as sampling_request
+    from .app._depends import Depends as Depends
+    from .app._display import Icon as Icon
+    from .app._display import ToolAnnotations as ToolAnnotations
+    from .app._guards import AuditLog as AuditLog
+    from .app._guards import RateLimit as RateLimit
+    from .app._middleware import CallNext as CallNext
+    from .app._middleware import McpError as McpError
+    from .app._middleware import Middleware as Middleware
     from .app._prompts import PromptResult as PromptResult
     from .app._resources import ResourceNotFound as ResourceNotFound
     from .app._server import Server as Server
@@ -125,7 +145,7 @@ if TYPE_CHECKING:
     from .client import Client as Client
     from .client import ClientError as ClientError
     from .client import ConnectionLost as ConnectionLost
-    from .client import McpError as McpError
+    from .client import ErrorAnswer as ErrorAnswer
     from .client import ResumptionFailed as ResumptionFailed
     from .edges._serve import serve as serve
     from .protocol import CacheHint as CacheHint

@@ -16,7 +16,7 @@ from support.docs import code_blocks
 from support.fixtures import StartServer
 
 import trio_mcp
-from trio_mcp import Client, McpError
+from trio_mcp import Client, ErrorAnswer
 from trio_mcp.client import ClientEra
 from trio_mcp.demo import server as demo
 
@@ -111,10 +111,10 @@ async def test_concurrent_calls_each_get_their_own_answer_and_progress(client: C
 
 
 async def test_an_error_answer_raises_mcp_error(client: Client) -> None:
-    """A JSON-RPC error answer is raised as McpError with its code; a tool's own failure is
+    """A JSON-RPC error answer is raised as ErrorAnswer with its code; a tool's own failure is
     a result with isError."""
     with trio.fail_after(30):
-        with pytest.raises(McpError) as caught:
+        with pytest.raises(ErrorAnswer) as caught:
             await client.get_prompt("no_such_prompt")
         failed = await client.call_tool("test_error_handling")
 

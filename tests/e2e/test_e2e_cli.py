@@ -195,6 +195,23 @@ def test_workers_stop_at_once_on_a_module_that_is_not_there(tmp_path: Path) -> N
     assert time.monotonic() - started < TIMEOUT / 2
 
 
+@pytest.mark.spec("TM-WORK-PROCESSES")
+def test_workers_stop_when_the_module_is_there_but_fails_to_import(tmp_path: Path) -> None:
+    """With --workers, a module that is found but raises on import makes each worker say
+    why and exit with CANNOT_LOAD; the parent stops them all and exits 1 at once, saying
+    a worker could not load the server, instead of starting them again forever."""
+    (tmp_path / "broken.py").write_text("import no_such_module_here\n")
+    started = time.monotonic()
+    done = _run(["serve", "broken:server", "--port", "0", "--workers", "2"], tmp_path)
+
+    assert 1 == done.returncode
+    lines = _lines(done.stderr)
+    assert any("importing 'broken' raised ModuleNotFoundError" in line for line in lines), lines
+    assert "could not load the server; stopped" in lines[-1], lines
+    assert "starting it again" not in done.stderr
+    assert time.monotonic() - started < TIMEOUT / 2
+
+
 @pytest.mark.parametrize("workers", [1, 2])
 def test_a_port_in_use_is_one_line_naming_it_and_the_option(
     hello_dir: Path, workers: int

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import re
+from collections.abc import Iterator
 from typing import Any, Literal
 
 import pytest
@@ -238,11 +239,11 @@ def test_prompt_arguments_must_be_strings():
         async def counted(n: int) -> str:
             return str(n)
 
-    with pytest.raises(TypeError, match="async"):
+    with pytest.raises(TypeError, match="generator"):
 
         @server.prompt()
-        def sync() -> str:  # type: ignore[type-var]
-            return "x"
+        def sync() -> Iterator[str]:
+            yield "x"
 
 
 MIME_TYPE = re.compile(r"[a-z]+/[a-z0-9][a-z0-9.+-]*")

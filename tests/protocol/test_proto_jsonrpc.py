@@ -302,10 +302,12 @@ def test_error_codes_are_plain_integers() -> None:
 
 @pytest.mark.spec("TM-RPC-CODES")
 def test_own_error_codes_are_outside_the_reserved_range() -> None:
-    """trio-mcp's own codes, -31001, -31002 and -31004, lie outside -32768..-32000."""
-    own = [ErrorCode.RESUMPTION_FAILED, ErrorCode.SERVER_BUSY, ErrorCode.STORE_UNAVAILABLE]
+    """trio-mcp's own codes, -31001, -31002, -31004 and -31005, lie outside
+    -32768..-32000."""
+    own = [ErrorCode.RESUMPTION_FAILED, ErrorCode.SERVER_BUSY, ErrorCode.STORE_UNAVAILABLE,
+           ErrorCode.RATE_LIMITED]
 
-    assert [-31001, -31002, -31004] == [int(c) for c in own]
+    assert [-31001, -31002, -31004, -31005] == [int(c) for c in own]
     assert [] == [c for c in own if -32768 <= c <= -32000]
 
 
@@ -327,7 +329,8 @@ def test_every_code_of_our_own_lies_outside_the_reserved_range() -> None:
     own = [code for code in ErrorCode if code not in SPEC_CODES]
 
     assert {
-        ErrorCode.RESUMPTION_FAILED, ErrorCode.SERVER_BUSY, ErrorCode.STORE_UNAVAILABLE
+        ErrorCode.RESUMPTION_FAILED, ErrorCode.SERVER_BUSY, ErrorCode.STORE_UNAVAILABLE,
+        ErrorCode.RATE_LIMITED,
     } == set(own)
     assert [] == [code for code in own if -32768 <= code <= -32000]
 

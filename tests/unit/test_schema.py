@@ -539,9 +539,9 @@ def test_positional_only_is_rejected() -> None:
 def test_unsupported_annotation_is_rejected() -> None:
     """An annotation with no JSON mapping raises TypeError naming the parameter."""
 
-    def f(data: bytes) -> None: ...
+    def f(data: complex) -> None: ...
 
-    with pytest.raises(TypeError, match="unsupported annotation bytes for parameter 'data'"):
+    with pytest.raises(TypeError, match="unsupported annotation complex for parameter 'data'"):
         derive_signature(f)
 
 
@@ -800,7 +800,7 @@ def test_structured_output_false_disables_output_schema() -> None:
 def test_unsupported_return_is_ignored_in_auto_mode_but_rejected_when_requested() -> None:
     """Auto mode skips structured output for unmappable returns; True raises TypeError."""
 
-    def f() -> bytes:
+    def f() -> complex:
         raise NotImplementedError
 
     assert derive_signature(f).output_schema is None

@@ -12,18 +12,20 @@ from __future__ import annotations
 import itertools
 import logging
 import math
+import secrets
+import urllib.parse
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 import attrs
 
 from ..base._ports import ClientCapabilityError, ClientTimeoutError, RequestPort, SessionPort
-from ..protocol import Notification, RemoteProtocolError, Request, RequestId
+from ..protocol import ErrorCode, Notification, RemoteProtocolError, Request, RequestId
 from ..protocol._auth import Principal
 from ..protocol._logging import LOG_LEVELS, log_allows
 from ..protocol._methods import INPUT_CAPABILITY, METHODS, named
 from ..protocol._mrtr import InputRequest
-from ..protocol._versions import revision_at_least
+from ..protocol._versions import Era, is_modern, revision_at_least
 from ._content import message_dict
 
 _log = logging.getLogger("trio_mcp.server")
@@ -37,6 +39,8 @@ __all__ = [
     "Root",
     "SamplingResult",
     "SessionContext",
+    "ThreadContext",
+    "UrlElicitationRequired",
 ]
 
 
@@ -82,6 +86,8 @@ class ElicitationResult:
 
     action: Literal["accept", "decline", "cancel"]
     content: Mapping[str, Any] | None = None
+    elicitation_id: str | None = None
+    """A URL-mode elicitation's id (``elicit_url``), for its completion notice."""
 
     @property
     def accepted(self) -> bool:
@@ -168,6 +174,35 @@ def elicitation_request(message: str, requested_schema: Mapping[str, Any]) -> In
     return InputRequest(
         "elicitation/create", {"message": message, "requestedSchema": dict(requested_schema)}
     )
+
+
+def url_elicitation(message: str, url: str, elicitation_id: str) -> dict[str, Any]:
+    """The params of a URL-mode ``elicitation/create`` (and of one entry of a -32042 error's
+    ``elicitations``), checked: an https URL (http only for a loopback host), an id."""
+    parts = urllib.parse.urlsplit(url)
+    loopback = parts.hostname in ("localhost", "127.0.0.1", "::1")
+    if parts.scheme != "https" and not (parts.scheme == "http" and loopback):
+        raise ValueError(f"a URL-mode elicitation sends the user to an https URL, not {url[:60]!r}")
+    if not elicitation_id:
+        raise ValueError("a URL-mode elicitation needs an elicitation id")
+    return {"mode": "url", "message": message, "url": url, "elicitationId": elicitation_id}
+
+
+class UrlElicitationRequired(RemoteProtocolError):
+    """Raise from a handler to answer -32042 (URLElicitationRequiredError, 2025-11-25): the
+    request cannot go on until the user completes these URL-mode elicitations, given as
+    ``(message, url, elicitation_id)``; the client retries after their completion notices.
+    A 2026-07-28 request cannot be answered so (TM-MOD-URLELICIT): ask with
+    ``ctx.elicit_url`` there."""
+
+    def __init__(self, elicitations: Sequence[tuple[str, str, str]], message: str = "") -> None:
+        if not elicitations:
+            raise ValueError("-32042 lists at least one URL-mode elicitation (J-ERR-7)")
+        super().__init__(
+            message or "This request requires more information.",
+            code=ErrorCode.URL_ELICITATION_REQUIRED,
+            data={"elicitations": [url_elicitation(*e) for e in elicitations]},
+        )
 
 
 def roots_request() -> InputRequest:
@@ -357,6 +392,38 @@ class SessionContext:
             question = InputRequest(question.method, {"mode": "form", **(question.params or {})})
         return ElicitationResult.from_result(await self._ask_one(key, question, timeout))
 
+    async def elicit_url(
+        self,
+        message: str,
+        url: str,
+        *,
+        elicitation_id: str | None = None,
+        timeout: float | None = None,
+        key: str | None = None,
+    ) -> ElicitationResult:
+        """Send the user to ``url`` (``elicitation/create`` in URL mode): for what must not
+        pass through the client, such as credentials or a payment (MU-ELIC-3).
+
+        Needs the client's ``elicitation.url`` capability; ``url`` is an https URL (http
+        only for loopback). The answer says whether the user agreed to open it
+        (``accepted``); what happens there is out of band, and when it is done the server
+        says so with :meth:`elicitation_complete` and the result's ``elicitation_id``
+        (made here unless given). TM-HAND-URLELICIT.
+        """
+        self._require("elicitation", "url")
+        eid = elicitation_id if elicitation_id is not None else secrets.token_urlsafe(16)
+        question = InputRequest("elicitation/create", url_elicitation(message, url, eid))
+        answer = ElicitationResult.from_result(await self._ask_one(key, question, timeout))
+        return attrs.evolve(answer, content=None, elicitation_id=eid)
+
+    async def elicitation_complete(self, elicitation_id: str) -> bool:
+        """Tell the client that the URL-mode elicitation ``elicitation_id`` is done
+        (``notifications/elicitation/complete``), so it may retry what waited for it.
+        Returns whether the notice went out."""
+        return await self.send_notification(
+            "notifications/elicitation/complete", {"elicitationId": elicitation_id}
+        )
+
     async def list_roots(
         self, *, timeout: float | None = None, key: str | None = None
     ) -> list[Root]:
@@ -391,10 +458,12 @@ class Context(SessionContext):
     (T-PSSE-8, MT-SSE-7).
     """
 
-    def __init__(self, port: RequestPort, request: Request) -> None:
+    def __init__(self, port: RequestPort, request: Request, state: Any = None) -> None:
         super().__init__(port)
         self._request_port = port
         self._request = request
+        # The server's ServerState (_invoke.py): its lifespan's value and thread limiter.
+        self._state = state
         self._last_progress = -math.inf
         self._warned_progress = False
         meta = (request.params or {}).get("_meta")
@@ -409,6 +478,29 @@ class Context(SessionContext):
     @property
     def method(self) -> str:
         return self._request.method
+
+    @property
+    def params(self) -> Mapping[str, Any]:
+        """The request's params (empty when it has none)."""
+        return self._request.params or {}
+
+    @property
+    def era(self) -> Era:
+        """``Era.MODERN`` for a 2026-07-28 request, ``Era.LEGACY`` in a session."""
+        return Era.MODERN if is_modern(self.protocol_version) else Era.LEGACY
+
+    @property
+    def lifespan(self) -> Any:
+        """What the server's lifespan yielded (``Server(lifespan=...)``, TM-HAND-LIFESPAN);
+        None when it has none."""
+        return None if self._state is None else self._state.lifespan
+
+    @property
+    def sync(self) -> ThreadContext:
+        """This context for a plain ``def`` handler running in a worker thread: the same
+        methods, called without ``await`` (each runs in trio's thread through
+        ``trio.from_thread.run``, TM-HAND-THREAD)."""
+        return ThreadContext(self)
 
     @property
     def meta(self) -> Mapping[str, Any]:
@@ -485,3 +577,30 @@ class Context(SessionContext):
         Last-Event-ID and the response arrives there (SEP-1699 polling, T-PSSE-2). Legacy
         sessions only: a 2026-07-28 stream cannot be resumed (MT-SSE-6), so it stays open."""
         return self._request_port.close_stream()
+
+
+class ThreadContext:
+    """A Context seen from a worker thread (``ctx.sync``): its properties as they are, and
+    each of its async methods as a plain call that runs the coroutine in trio's thread
+    (``trio.from_thread.run``), so a ``def`` handler can log, report progress or ask the
+    client. Calls raise ``trio.Cancelled`` once the request is cancelled; calling one from
+    trio's own thread is a RuntimeError (use the Context there)."""
+
+    def __init__(self, ctx: Context) -> None:
+        self._ctx = ctx
+
+    def __getattr__(self, name: str) -> Any:
+        import inspect
+
+        value = getattr(self._ctx, name)
+        if not inspect.iscoroutinefunction(value):
+            return value
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            import functools
+
+            import trio
+
+            return trio.from_thread.run(functools.partial(value, *args, **kwargs))
+
+        return call

@@ -7,6 +7,7 @@
 # server/discover in the modern era) belong to that era's runtime, not here.
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Mapping
@@ -19,6 +20,8 @@ from ..protocol._methods import METHOD_CAPABILITY, ScopeKind, check_served, name
 from ..protocol._tasks import TaskSupport, tasks_requirement
 from ._completion import CompletionRegistry
 from ._context import Context, SessionContext
+from ._invoke import DEFAULT_THREADS, ServerState
+from ._middleware import Middleware, check_middleware, run_chain
 from ._prompts import PromptRegistry
 from ._resources import ResourceRegistry
 from ._tools import ToolRegistry
@@ -34,10 +37,14 @@ NotificationHook = Callable[[SessionContext, Mapping[str, Any]], Awaitable[None]
 class Dispatcher:
     """The registries of one server and the methods that serve them."""
 
-    def __init__(self) -> None:
-        self.tools = ToolRegistry()
-        self.resources = ResourceRegistry()
-        self.prompts = PromptRegistry()
+    def __init__(self, max_threads: int = DEFAULT_THREADS) -> None:
+        #: What every handler of this server shares: the thread limiter, the lifespan.
+        self.state = ServerState(max_threads)
+        #: Wrapping every request the registries answer, the first outermost.
+        self.middleware: list[Middleware] = []
+        self.tools = ToolRegistry(self.state)
+        self.resources = ResourceRegistry(self.state)
+        self.prompts = PromptRegistry(self.state)
         self.completions = CompletionRegistry(self.prompts, self.resources)
         #: TM-SEC-LOG: a client can make a hook fail as often as it sends its
         #: notification: one traceback per interval, the rest counted in the next one.
@@ -53,6 +60,10 @@ class Dispatcher:
         check_served(self._methods)
         #: Hooks for notifications from the client, by method.
         self._hooks: dict[str, list[NotificationHook]] = {}
+
+    def add_middleware(self, fn: Middleware) -> None:
+        """Wrap every request in ``fn``, inside those added before it (TM-HAND-MW-ORDER)."""
+        self.middleware.append(check_middleware(fn))
 
     def capabilities(self) -> dict[str, Any]:
         # U-TOOL-1 / L-CAP-1 / MU-TOOL-1: declare exactly what is served.
@@ -96,7 +107,11 @@ class Dispatcher:
             raise RemoteProtocolError(
                 f"Method not found: {request.method}", code=ErrorCode.METHOD_NOT_FOUND
             )
-        return await method(Context(port, request), request.params or {})
+        ctx = Context(port, request, self.state)
+        params = request.params or {}
+        if not self.middleware:
+            return await method(ctx, params)
+        return await run_chain(self.middleware, ctx, functools.partial(method, ctx, params))
 
     def has_resource(self, uri: str) -> bool:
         return self.resources.find(uri) is not None

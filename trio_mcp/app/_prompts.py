@@ -2,9 +2,8 @@
 # from their signatures, and the prompts/* methods that serve it.
 from __future__ import annotations
 
-import inspect
 import typing
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 import attrs
@@ -13,6 +12,8 @@ from ..protocol import ErrorCode, RemoteProtocolError
 from . import _schema
 from ._content import CONTENT_TYPES, _Message, message_dict
 from ._context import Context
+from ._display import Icon, icons_list
+from ._invoke import ServerState, call_handler, handler_kind
 from ._pagination import list_result
 
 __all__ = ["PromptDef", "PromptRegistry", "PromptResult"]
@@ -31,9 +32,12 @@ class PromptDef:
     name: str
     title: str | None
     description: str
-    fn: Callable[..., Awaitable[Any]]
+    fn: Callable[..., Any]
     signature: _schema.Signature
     meta: Mapping[str, Any] | None
+    is_async: bool = True
+    """An ``async def``, or a plain ``def`` run in a worker thread (TM-HAND-THREAD)."""
+    icons: tuple[Mapping[str, Any], ...] = ()
 
     def arguments(self) -> list[dict[str, Any]]:
         out = []
@@ -54,6 +58,8 @@ class PromptDef:
         arguments = self.arguments()
         if arguments:
             d["arguments"] = arguments
+        if self.icons:
+            d["icons"] = [dict(i) for i in self.icons]
         if self.meta:
             d["_meta"] = dict(self.meta)
         return d
@@ -82,15 +88,15 @@ def _accepts_text(schema: Mapping[str, Any]) -> bool:
 
 
 def make_prompt(
-    fn: Callable[..., Awaitable[Any]],
+    fn: Callable[..., Any],
     *,
     name: str | None,
     title: str | None,
     description: str | None,
     meta: Mapping[str, Any] | None,
+    icons: Iterable[Icon] = (),
 ) -> PromptDef:
-    if not inspect.iscoroutinefunction(fn):
-        raise TypeError(f"prompt {fn!r} must be an async function (it runs as a trio task)")
+    is_async = handler_kind(fn, "prompt")
     sig = _schema.derive_signature(
         fn, name=name, description=description, context_type=Context, structured_output=False
     )
@@ -101,7 +107,8 @@ def make_prompt(
                 "arguments are strings); annotate it str, str | None or Literal[...]"
             )
     return PromptDef(
-        name=sig.name, title=title, description=sig.description, fn=fn, signature=sig, meta=meta
+        name=sig.name, title=title, description=sig.description, fn=fn, signature=sig, meta=meta,
+        is_async=is_async, icons=tuple(icons_list(icons)),
     )
 
 
@@ -111,10 +118,16 @@ Method = Callable[[Context, Mapping[str, Any]], Awaitable[Mapping[str, Any]]]
 class PromptRegistry:
     """The prompts of one server, and the prompts/* methods that serve them."""
 
-    def __init__(self) -> None:
+    def __init__(self, state: ServerState) -> None:
         self.prompts: dict[str, PromptDef] = {}
+        self._state = state
         #: Set at the first registration (the capability stays declared after that).
         self.enabled = False
+
+    @property
+    def limiter(self) -> Any:
+        """The worker threads' limiter of the server (TM-HAND-THREAD)."""
+        return self._state.limiter
 
     def add(self, prompt: PromptDef, *, replace: bool = False) -> None:
         """Register ``prompt``; a name already taken is refused unless ``replace``."""
@@ -182,7 +195,10 @@ async def render(
         raise _invalid(f"prompt {name}: {exc}.") from None
     if prompt.signature.context_param is not None:
         kwargs[prompt.signature.context_param] = ctx
-    value = await prompt.fn(**kwargs)
+    value = await call_handler(
+        prompt.fn, kwargs, is_async=prompt.is_async, injections=prompt.signature.injections,
+        ctx=ctx, limiter=registry.limiter,
+    )
     description = prompt.description or None
     if isinstance(value, PromptResult):
         description = value.description if value.description is not None else description

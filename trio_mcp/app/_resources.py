@@ -6,18 +6,22 @@ from __future__ import annotations
 import inspect
 import re
 import typing
-import urllib.parse
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
 
 from ..protocol import ErrorCode, RemoteProtocolError
 from ..protocol._errors import resource_not_found
+from ..protocol._modern import CacheHint
 from . import _schema
 from ._content import Audio, Blob, EmbeddedResource, Image, Text, check_uri, json_text
 from ._context import Context
+from ._depends import Injection
+from ._display import Icon, icons_list
+from ._invoke import ServerState, call_handler, handler_kind
 from ._pagination import list_result
+from ._uritemplate import UriTemplate
 
 __all__ = ["ResourceDef", "ResourceNotFound", "ResourceRegistry", "UriTemplate"]
 
@@ -30,74 +34,9 @@ class ResourceNotFound(Exception):
 not_found = resource_not_found
 
 
-# -- URI templates (RFC 6570 level 1) ----------------------------------------------------------
+# -- URI templates (RFC 6570, _uritemplate.py) -------------------------------------------------
 
 _EXPRESSION = re.compile(r"\{([^{}]*)\}")
-_VARNAME = re.compile(r"[A-Za-z0-9_]+\Z")
-
-
-@attrs.frozen
-class UriTemplate:
-    """An RFC 6570 level 1 template: ``{var}`` is a simple string expansion.
-
-    A value is percent-encoded when expanded, so it never holds ``/``; matching takes one
-    path segment (without ``/``, ``?`` or ``#``) per variable and percent-decodes it.
-    """
-
-    template: str
-    variables: tuple[str, ...]
-    pattern: re.Pattern[str]
-
-    @classmethod
-    def parse(cls, template: str) -> UriTemplate:
-        parts: list[str] = []
-        variables: list[str] = []
-        pos = 0
-        for m in _EXPRESSION.finditer(template):
-            name = m.group(1)
-            if not _VARNAME.match(name):
-                raise ValueError(
-                    f"URI template {template!r}: {{{name}}} is not a level 1 expression "
-                    "(a plain {name} of letters, digits and _)"
-                )
-            if name in variables:
-                raise ValueError(f"URI template {template!r}: {{{name}}} appears twice")
-            variables.append(name)
-            parts.append(re.escape(template[pos : m.start()]))
-            parts.append(f"(?P<{name}>[^/?#]+)")
-            pos = m.end()
-        rest = template[pos:]
-        if "{" in rest or "}" in rest or any("{" in p or "}" in p for p in parts[::2]):
-            raise ValueError(f"URI template {template!r}: unbalanced braces")
-        parts.append(re.escape(rest))
-        return cls(template, tuple(variables), re.compile("".join(parts)))
-
-    def match(self, uri: str) -> dict[str, str] | None:
-        """The variables of ``uri`` if it matches this template, else None."""
-        m = self.pattern.fullmatch(uri)
-        if m is None:
-            return None
-        values = {k: urllib.parse.unquote(v) for k, v in m.groupdict().items()}
-        if any(_unsafe_segment(v) for v in values.values()):
-            # U-RES-3 / MU-RES-4 (MUST): a variable that decodes to an absolute path or a
-            # step up could walk a file-backed resource out of its directory, so such a URI
-            # names nothing.
-            return None
-        return values
-
-    def expand(self, **values: object) -> str:
-        """The URI for ``values`` (each percent-encoded, RFC 6570 §3.2.2)."""
-        missing = set(self.variables) - values.keys()
-        if missing:
-            raise KeyError(f"missing template variables: {', '.join(sorted(missing))}")
-        return _EXPRESSION.sub(
-            lambda m: urllib.parse.quote(str(values[m.group(1)]), safe=""), self.template
-        )
-
-
-def _unsafe_segment(value: str) -> bool:
-    steps = value.replace("\\", "/").split("/")
-    return "\0" in value or value.startswith(("/", "\\")) or ".." in steps
 
 
 def is_template(uri: str) -> bool:
@@ -119,10 +58,22 @@ class ResourceDef:
     mime_type: str | None
     annotations: Mapping[str, Any] | None
     meta: Mapping[str, Any] | None
-    fn: Callable[..., Awaitable[Any]]
+    fn: Callable[..., Any]
     template: UriTemplate | None
     context_param: str | None
     converters: Mapping[str, Callable[[str], Any]]
+    is_async: bool = True
+    """An ``async def``, or a plain ``def`` run in a worker thread (TM-HAND-THREAD)."""
+    screen: bool = True
+    """Whether a template's values are screened for a walk out of a directory
+    (TM-HAND-TEMPLATE); ``screen_paths=False`` at registration opts out."""
+    required: frozenset[str] = frozenset()
+    """The template variables the function needs (the others have defaults)."""
+    icons: tuple[Mapping[str, Any], ...] = ()
+    cache: CacheHint | None = None
+    """The caching hints of a 2026-07-28 read of it (TM-HAND-CACHE); None: the server's."""
+    injections: tuple[Injection, ...] = ()
+    """Parameters a ``Depends`` fills (TM-HAND-DEPENDS)."""
 
     def to_dict(self) -> dict[str, Any]:
         key = "uriTemplate" if self.template is not None else "uri"
@@ -135,14 +86,24 @@ class ResourceDef:
             d["mimeType"] = self.mime_type
         if self.annotations:
             d["annotations"] = dict(self.annotations)
+        if self.icons:
+            d["icons"] = [dict(i) for i in self.icons]
         if self.meta:
             d["_meta"] = dict(self.meta)
         return d
 
 
-def _converter(annotation: Any) -> Callable[[str], Any]:
-    """How a template variable's text becomes the parameter's value (str, int or float)."""
+def _converter(annotation: Any, explode: bool = False) -> Callable[[Any], Any]:
+    """How a template variable's text becomes the parameter's value (str, int or float; for
+    an exploded ``{/var*}``, ``list[str]`` or the segments joined with ``/``)."""
     tp = annotation
+    if explode:
+        bare = typing.get_args(tp)[0] if typing.get_origin(tp) is typing.Annotated else tp
+        if typing.get_origin(bare) in (list, typing.get_origin(Sequence[str])):
+            return list
+        if bare in (str, Any, inspect.Parameter.empty):
+            return "/".join
+        raise TypeError(f"an exploded URI template variable is a list[str] or a str, not {tp!r}")
     if typing.get_origin(tp) is typing.Annotated:
         tp = typing.get_args(tp)[0]
     args = [a for a in typing.get_args(tp) if a is not type(None)]
@@ -158,7 +119,7 @@ def _converter(annotation: Any) -> Callable[[str], Any]:
 
 
 def make_resource(
-    fn: Callable[..., Awaitable[Any]],
+    fn: Callable[..., Any],
     uri: str,
     *,
     name: str | None,
@@ -167,10 +128,12 @@ def make_resource(
     mime_type: str | None,
     annotations: Mapping[str, Any] | None,
     meta: Mapping[str, Any] | None,
+    screen_paths: bool = True,
+    icons: Iterable[Icon] = (),
+    cache: CacheHint | None = None,
 ) -> ResourceDef:
     """Check ``fn`` against ``uri`` and describe it (raises TypeError/ValueError)."""
-    if not inspect.iscoroutinefunction(fn):
-        raise TypeError(f"resource {fn!r} must be an async function (it runs as a trio task)")
+    is_async = handler_kind(fn, "resource")
     sig = _schema.derive_signature(
         fn, name=name, description=description, context_type=Context, structured_output=False
     )
@@ -204,7 +167,16 @@ def make_resource(
         fn=fn,
         template=template,
         context_param=sig.context_param,
-        converters={v: _converter(params[v].annotation) for v in variables},
+        converters={
+            v: _converter(params[v].annotation, explode=template.explodes(v))
+            for v in variables
+        } if template is not None else {},
+        is_async=is_async,
+        screen=screen_paths,
+        required=frozenset(required),
+        icons=tuple(icons_list(icons)),
+        cache=cache,
+        injections=sig.injections,
     )
 
 
@@ -215,7 +187,8 @@ class ResourceRegistry:
     """The resources and templates of one server, and the resources/* methods that serve
     them."""
 
-    def __init__(self) -> None:
+    def __init__(self, state: ServerState) -> None:
+        self._state = state
         self.fixed: dict[str, ResourceDef] = {}
         self.templates: dict[str, ResourceDef] = {}
         #: Set at the first registration: the capability stays declared after that, so a
@@ -272,15 +245,15 @@ class ResourceRegistry:
         uri = uri_param(params)
         return {"contents": await self.read(uri, ctx)}
 
-    def find(self, uri: str) -> tuple[ResourceDef, dict[str, str]] | None:
+    def find(self, uri: str) -> tuple[ResourceDef, dict[str, Any]] | None:
         """The resource ``uri`` names: a fixed one first, then the first matching template."""
         fixed = self.fixed.get(uri)
         if fixed is not None:
             return fixed, {}
         for resource in self.templates.values():
             assert resource.template is not None
-            variables = resource.template.match(uri)
-            if variables is not None:
+            variables = resource.template.match(uri, screen=resource.screen)
+            if variables is not None and resource.required <= variables.keys():
                 return resource, variables
         return None
 
@@ -299,7 +272,10 @@ class ResourceRegistry:
         if resource.context_param is not None:
             kwargs[resource.context_param] = ctx
         try:
-            value = await resource.fn(**kwargs)
+            value = await call_handler(
+                resource.fn, kwargs, is_async=resource.is_async,
+                injections=resource.injections, ctx=ctx, limiter=self._state.limiter,
+            )
         except ResourceNotFound:
             raise not_found(uri) from None
         return to_contents(uri, value, resource.mime_type)

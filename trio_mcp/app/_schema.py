@@ -25,6 +25,9 @@ from typing import Any
 import attrs
 
 from ..protocol._jsonschema import ProblemKind, Schema, json_type
+from . import _models
+from ._depends import Injection, find_depends, plan_dependency
+from ._models import ConversionError, UnknownConstraint
 
 __all__ = [
     "SUPPORTED_TYPES",
@@ -55,6 +58,8 @@ class Param:
     default: Any
     # The resolved type hint (``typing.Any`` when the parameter has none).
     annotation: Any
+    # Makes the default of each call (a pydantic ``Field(default_factory=...)``), or None.
+    factory: Callable[[], Any] | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -68,6 +73,8 @@ class Signature:
     context_param: str | None
     params: tuple[Param, ...]
     wrap_output: bool
+    injections: tuple[Injection, ...] = ()
+    """Parameters a ``Depends`` fills (TM-HAND-DEPENDS): not in the schema."""
     input_check: Schema = attrs.field(
         default=attrs.Factory(lambda self: Schema(self.input_schema), takes_self=True),
         init=False, eq=False, repr=False,
@@ -114,8 +121,9 @@ def _strip(tp: Any) -> Any:
 #: What a parameter may be annotated with, for the messages that refuse the rest.
 SUPPORTED_TYPES = (
     "str, int, float, bool, None, Literal[...], Enum, list[T], tuple[...], dict[str, T], "
-    "unions (X | Y, Optional[X]), TypedDict and attrs classes; Annotated[T, \"a description\"] "
-    "or Annotated[T, Field(description=...)] describes one"
+    "unions (X | Y, Optional[X]), TypedDict, attrs classes, dataclasses, pydantic models, "
+    "datetime, date, time, UUID, Path, Decimal and bytes (base64); Annotated[T, ...] with a "
+    "description string, pydantic's Field or annotated-types' constraints describes one"
 )
 
 
@@ -123,50 +131,39 @@ class UnsupportedType(TypeError):
     """An annotation trio-mcp cannot turn into a JSON Schema it enforces."""
 
 
-def _is_dataclass_type(tp: Any) -> bool:
-    return isinstance(tp, type) and dataclasses.is_dataclass(tp)
-
-
-def _is_pydantic_model(tp: Any) -> bool:
-    """A pydantic model class, told without importing pydantic."""
-    return isinstance(tp, type) and any(
-        base.__name__ == "BaseModel" and base.__module__.startswith("pydantic")
-        for base in tp.__mro__
-    )
+_is_dataclass_type = _models.is_dataclass_type
+_is_pydantic_model = _models.is_pydantic_model
 
 
 def _unsupported(tp: Any, where: str, why: str = "") -> UnsupportedType:
     name = _type_repr(tp)
-    if _is_dataclass_type(tp):
-        why = (
-            f"dataclasses are not supported (yet): make {name} an attrs class "
-            "(@attrs.define, whose fields become the object's properties) or a TypedDict"
-        )
-    elif _is_pydantic_model(tp):
-        why = (
-            f"pydantic models are not supported (yet): describe {name} as a TypedDict or an "
-            "attrs class, or give the tool input_schema= and take a dict"
-        )
     return UnsupportedType(
         f"unsupported annotation {name} for {where}: {why + '; ' if why else ''}"
         f"supported are {SUPPORTED_TYPES}"
     )
 
 
-#: The pydantic ``Field`` arguments whose meaning the schema carries; any other would be
-#: silently dropped, so it is refused.
-_FIELD_KEYWORDS = frozenset({"description", "title"})
+#: The pydantic ``Field`` arguments the schema carries besides constraints (which
+#: ``FieldInfo.metadata`` holds); any other (an alias, strict, a default inside Annotated)
+#: would be silently dropped, so it is refused.
+_FIELD_KEYWORDS = frozenset({"description", "title", "examples", "deprecated"})
 
 
-def _annotated_keywords(tp: Any, where: str) -> dict[str, str]:
-    """The schema keywords an ``Annotated`` type's metadata gives: a string is the
-    description, and so is a pydantic ``Field(description=...)`` or a ``Doc(...)``
-    (PEP 727), ``Field`` may give a title too. Metadata that asks for more (constraints,
-    defaults, aliases) is refused rather than dropped: the schema would promise what no one
-    checks."""
+def _annotated_keywords(
+    tp: Any, where: str, inner: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The schema keywords an ``Annotated`` type's metadata gives (TM-HAND-CONSTRAINTS): a
+    string is the description, and so is a pydantic ``Field(description=...)`` or a
+    ``Doc(...)`` (PEP 727); ``Field`` may give a title and examples too. Constraints of
+    annotated-types and of ``Field`` (``ge``, ``max_length``, ``pattern``...) become the
+    JSON Schema keywords that say them, for a value of schema ``inner``. Metadata that asks
+    for more than a schema can say (a predicate, aliases, a default inside Annotated) is
+    refused rather than dropped: the schema would promise what no one checks."""
     if typing.get_origin(tp) is not typing.Annotated:
         return {}
-    found: dict[str, str] = {}
+    found: dict[str, Any] = {}
+    inner = inner if inner is not None else {}
+    constraints: list[Any] = []
     for meta in tp.__metadata__:
         if isinstance(meta, str):
             found.setdefault("description", meta)
@@ -175,37 +172,66 @@ def _annotated_keywords(tp: Any, where: str) -> dict[str, str]:
         module = kind.__module__ or ""
         if kind.__name__ == "Doc" and isinstance(getattr(meta, "documentation", None), str):
             found.setdefault("description", meta.documentation)
-        elif module.startswith("pydantic") and kind.__name__ == "FieldInfo":
-            given = getattr(meta, "_attributes_set", None)
-            keys = set(given) if isinstance(given, dict) else set()
-            extra = sorted(keys - _FIELD_KEYWORDS) + [_constraint(m) for m in meta.metadata]
-            if extra:
-                raise UnsupportedType(
-                    f"Field({', '.join(extra)}) on {where}: trio-mcp takes only description= "
-                    "and title= from Field; give a default in the signature, and check "
-                    "constraints in the tool (raise ToolError)"
-                )
-            for key in ("description", "title"):
-                value = getattr(meta, key, None)
-                if isinstance(value, str):
-                    found.setdefault(key, value)
+        elif _models.is_field_info(meta):
+            for key, value in _field_keywords(meta, where, _FIELD_KEYWORDS).items():
+                found.setdefault(key, value)
+            constraints.extend(meta.metadata)
         elif module.startswith(("pydantic", "annotated_types")):
+            constraints.append(meta)
+    if constraints:
+        try:
+            found.update(_models.constraint_keywords(constraints, inner))
+        except UnknownConstraint as exc:
             raise UnsupportedType(
-                f"{meta!r} on {where}: constraints in Annotated are not enforced by trio-mcp; "
-                "check the value in the tool (raise ToolError)"
-            )
+                f"{exc} (on {where}): check the value in the handler (raise ToolError)"
+            ) from None
     return found
 
 
-def _constraint(meta: Any) -> str:
-    """``ge=0`` for annotated_types' ``Ge(ge=0)``, as it was written in ``Field``."""
-    if dataclasses.is_dataclass(meta) and not isinstance(meta, type):
-        return ", ".join(f"{f.name}={getattr(meta, f.name)!r}" for f in dataclasses.fields(meta))
-    return repr(meta)
+def _field_keywords(field: Any, where: str, allowed: frozenset[str]) -> dict[str, Any]:
+    """The description, title, examples and deprecation a pydantic ``Field`` gives."""
+    given = getattr(field, "_attributes_set", None)
+    keys = set(given) if isinstance(given, dict) else set()
+    extra = sorted(keys - allowed)
+    if extra:
+        raise UnsupportedType(
+            f"Field({', '.join(extra)}) on {where}: trio-mcp takes description=, title=, "
+            "examples=, deprecated= and constraints from Field; give a default in the "
+            "signature (or as the parameter's default: x: int = Field(3, ge=0))"
+        )
+    found: dict[str, Any] = {}
+    for key in ("description", "title"):
+        value = getattr(field, key, None)
+        if isinstance(value, str):
+            found[key] = value
+    if getattr(field, "examples", None) is not None:
+        found["examples"] = _json_examples(field.examples, where)
+    if getattr(field, "deprecated", None):
+        found["deprecated"] = True
+    return found
+
+
+def _json_examples(examples: Any, where: str) -> list[Any]:
+    dumped = dump_value(list(examples))
+    if not _is_jsonable(dumped):
+        raise UnsupportedType(f"Field(examples=...) on {where}: examples must be JSON values")
+    return typing.cast(list[Any], dumped)
 
 
 def _annotated_description(tp: Any, where: str = "a parameter") -> str | None:
-    return _annotated_keywords(tp, where).get("description")
+    if typing.get_origin(tp) is not typing.Annotated:
+        return None
+    description = _annotated_keywords(tp, where, _annotated_inner(tp)).get("description")
+    return description if isinstance(description, str) else None
+
+
+def _annotated_inner(tp: Any) -> dict[str, Any]:
+    """The schema of an Annotated type's own type, for the kind of value its constraints
+    apply to (no definitions: only its ``type`` is read)."""
+    try:
+        return _SchemaBuilder().schema(typing.get_args(tp)[0], "an annotated type")
+    except TypeError:
+        return {}
 
 
 def _is_union(origin: Any) -> bool:
@@ -217,8 +243,11 @@ def _is_typeddict(tp: Any) -> bool:
 
 
 def _is_named_object(tp: Any) -> bool:
-    """attrs classes and TypedDicts get their own entry in ``$defs``."""
-    return isinstance(tp, type) and (attrs.has(tp) or _is_typeddict(tp))
+    """attrs classes, dataclasses, pydantic models and TypedDicts get their own entry in
+    ``$defs``."""
+    return isinstance(tp, type) and (
+        attrs.has(tp) or _is_typeddict(tp) or _is_dataclass_type(tp) or _is_pydantic_model(tp)
+    )
 
 
 def _class_hints(cls: type) -> dict[str, Any]:
@@ -262,9 +291,13 @@ def _homogeneous_type(values: Sequence[Any]) -> str | None:
 class _SchemaBuilder:
     """Builds schemas for one document, collecting attrs/TypedDict classes into ``$defs``."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self, mode: typing.Literal["validation", "serialization"] = "validation"
+    ) -> None:
         self.defs: dict[str, dict[str, Any]] = {}
         self._names: dict[type, str] = {}
+        #: pydantic's two schemas of a model: what it accepts, or what it dumps.
+        self._mode = mode
 
     def schema(self, tp: Any, where: str) -> dict[str, Any]:
         if tp is Any or tp is object or tp is inspect.Parameter.empty:
@@ -275,7 +308,10 @@ class _SchemaBuilder:
         args = typing.get_args(tp)
         if origin is typing.Annotated:
             inner = self.schema(args[0], where)
-            return {**inner, **_annotated_keywords(tp, where)}
+            keywords = _annotated_keywords(tp, where, inner)
+            if "$ref" in inner and set(keywords) - {"description", "title", "examples"}:
+                raise UnsupportedType(f"constraints on {where} apply to no object")
+            return {**inner, **keywords}
         if origin in (typing.Required, typing.NotRequired):
             return self.schema(args[0], where)
         if isinstance(tp, typing.NewType):
@@ -289,6 +325,9 @@ class _SchemaBuilder:
             return {"type": "number"}
         if tp is str:
             return {"type": "string"}
+        scalar = _models.scalar_for(tp)
+        if scalar is not None:
+            return dict(scalar.schema)
         if origin is typing.Literal:
             return self._literal(args, tp, where)
         if _is_union(origin):
@@ -359,9 +398,48 @@ class _SchemaBuilder:
         self.defs[name] = {}
         if attrs.has(cls):
             self.defs[name] = self._attrs_object(cls)
+        elif _is_dataclass_type(cls):
+            self.defs[name] = self._dataclass_object(cls)
+        elif _is_pydantic_model(cls):
+            self.defs[name] = self._pydantic_object(cls, name)
         else:
             self.defs[name] = self._typeddict_object(cls)
         return name
+
+    def _pydantic_object(self, cls: type, name: str) -> dict[str, Any]:
+        # TM-HAND-PYDANTIC: the model's own schema, as its users know it; the models it
+        # holds join this document's definitions, under pydantic's names.
+        schema = _models.pydantic_schema(cls, self._mode)
+        for key, definition in schema.pop("$defs", {}).items():
+            if key == name and definition == schema:
+                continue
+            known = self.defs.get(key)
+            if known is not None and known != definition:
+                raise UnsupportedType(
+                    f"two different models are both named {key!r} in one schema; rename one"
+                )
+            self.defs[key] = definition
+        return schema
+
+    def _dataclass_object(self, cls: type) -> dict[str, Any]:
+        hints = _class_hints(cls)
+        properties: dict[str, Any] = {}
+        required: list[str] = []
+        metadata = {f.name: f.metadata for f in dataclasses.fields(cls)}
+        for field in _models.dataclass_fields(cls):
+            where = f"field {cls.__qualname__}.{field.name}"
+            prop = self.schema(hints.get(field.name, Any), where)
+            meta_desc = metadata[field.name].get("description")
+            if isinstance(meta_desc, str) and "description" not in prop:
+                prop = {**prop, "description": meta_desc}
+            if field.required:
+                required.append(field.name)
+            elif field.default is not dataclasses.MISSING:
+                ok, dumped = _json_default(field.default)
+                if ok:
+                    prop = {**prop, "default": dumped}
+            properties[field.name] = prop
+        return self._object(cls, properties, required)
 
     def _attrs_object(self, cls: type) -> dict[str, Any]:
         hints = _class_hints(cls)
@@ -410,6 +488,9 @@ class _SchemaBuilder:
         }
         # Only a docstring written on the class itself, not one inherited or generated.
         doc = cls.__dict__.get("__doc__")
+        if _is_dataclass_type(cls) and isinstance(doc, str) and doc.startswith(f"{cls.__name__}("):
+            # The docstring @dataclass generates is the signature, not a description.
+            doc = None
         if isinstance(doc, str) and doc.strip():
             schema["description"] = inspect.cleandoc(doc)
         return schema
@@ -569,7 +650,7 @@ def _output_schema(
         return None, False
     if structured_output is None and _is_text_annotation(annotation):
         return None, False
-    builder = _SchemaBuilder()
+    builder = _SchemaBuilder("serialization")
     try:
         top = builder.schema(annotation, "return annotation")
     except TypeError:
@@ -581,7 +662,7 @@ def _output_schema(
             return None, False
         raise
     defs = builder.defs
-    if _is_object_annotation(annotation):
+    if _is_object_annotation(annotation) and _describes_object(top, defs):
         ref = top.get("$ref")
         if isinstance(ref, str) and ref.startswith("#/$defs/"):
             name = ref.removeprefix("#/$defs/")
@@ -605,6 +686,14 @@ def _output_schema(
     if defs:
         wrapped["$defs"] = defs
     return wrapped, True
+
+
+def _describes_object(top: Mapping[str, Any], defs: Mapping[str, Any]) -> bool:
+    """Whether a schema is an object's (a pydantic RootModel of a list is not)."""
+    ref = top.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/"):
+        return bool(defs.get(ref.removeprefix("#/$defs/"), {}).get("type") == "object")
+    return True
 
 
 def _names_a_model(tp: Any) -> bool:
@@ -640,6 +729,7 @@ def derive_signature(
     required: list[str] = []
     params: list[Param] = []
     context_param: str | None = None
+    injections: list[Injection] = []
     for param in sig.parameters.values():
         if param.kind is inspect.Parameter.VAR_POSITIONAL:
             raise TypeError(f"{fn_name}: *{param.name} is not supported; use named parameters")
@@ -651,6 +741,15 @@ def derive_signature(
                 "arguments are passed by name"
             )
         annotation = hints.get(param.name, Any)
+        marker = find_depends(annotation)
+        if marker is not None:
+            def is_context(tp: Any) -> bool:
+                return context_type is not None and _is_context(tp, context_type)
+
+            injections.append(Injection(
+                name=param.name, dependency=plan_dependency(marker, is_context)
+            ))
+            continue
         if context_type is not None and _is_context(annotation, context_type):
             if context_param is not None:
                 raise TypeError(
@@ -662,16 +761,37 @@ def derive_signature(
         where = f"parameter {param.name!r} of {fn_name}"
         prop = builder.schema(annotation, where)
         param_desc = _annotated_description(annotation, where)
+        default = param.default
+        factory: Callable[[], Any] | None = None
+        if _models.is_field_info(default):
+            # x: int = Field(3, ge=0, description=...), as FastMCP and pydantic users write.
+            field = default
+            prop = {
+                **prop,
+                **_field_keywords(
+                    field, where, _FIELD_KEYWORDS | {"default", "default_factory"}
+                ),
+            }
+            try:
+                prop.update(_models.constraint_keywords(field.metadata, prop))
+            except UnknownConstraint as exc:
+                raise UnsupportedType(f"{exc} (on {where})") from None
+            if param_desc is None and isinstance(field.description, str):
+                param_desc = field.description
+            factory = field.default_factory
+            default = field.default if factory is None else None
+            if factory is None and type(default).__name__ == "PydanticUndefinedType":
+                default = inspect.Parameter.empty
         if param_desc is None:
             param_desc = doc_params.get(param.name, "")
         if param_desc:
             prop = {**prop, "description": param_desc}
-        has_default = param.default is not inspect.Parameter.empty
-        if has_default:
-            ok, dumped = _json_default(param.default)
+        has_default = default is not inspect.Parameter.empty or factory is not None
+        if has_default and factory is None:
+            ok, dumped = _json_default(default)
             if ok:
                 prop = {**prop, "default": dumped}
-        else:
+        elif not has_default:
             required.append(param.name)
         properties[param.name] = prop
         params.append(
@@ -679,8 +799,9 @@ def derive_signature(
                 name=param.name,
                 description=param_desc,
                 required=not has_default,
-                default=param.default if has_default else None,
+                default=default if has_default else None,
                 annotation=annotation,
+                factory=factory,
             )
         )
 
@@ -704,6 +825,7 @@ def derive_signature(
         context_param=context_param,
         params=tuple(params),
         wrap_output=wrap_output,
+        injections=tuple(injections),
     )
 
 
@@ -747,7 +869,7 @@ def convert_arguments(sig: Signature, arguments: Mapping[str, Any] | None) -> di
         if param.name in arguments:
             result[param.name] = _convert(arguments[param.name], param.annotation, [param.name])
         elif not param.required:
-            result[param.name] = param.default
+            result[param.name] = param.factory() if param.factory else param.default
     return result
 
 
@@ -780,6 +902,12 @@ def _convert(value: Any, tp: Any, path: list[str | int]) -> Any:
         return int(value) if isinstance(value, float) else value
     if tp is str or tp is bool:
         return value
+    scalar = _models.scalar_for(tp)
+    if scalar is not None:
+        try:
+            return scalar.load(value)
+        except ConversionError as exc:
+            raise ArgumentError(f"invalid argument {_dotted(path)!r}: {exc}") from None
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
     if origin is typing.Literal:
@@ -788,9 +916,17 @@ def _convert(value: Any, tp: Any, path: list[str | int]) -> Any:
                 return candidate
         return value
     if _is_union(origin):
+        # The first member the value fits and converts to: "2026-01-01" is a datetime in
+        # datetime | str, and "hello" (which the schema of datetime lets through) a str.
+        failure: ArgumentError | None = None
         for arg in args:
             if _conforms(value, arg):
-                return _convert(value, arg, path)
+                try:
+                    return _convert(value, arg, path)
+                except ArgumentError as exc:
+                    failure = failure or exc
+        if failure is not None:
+            raise failure
         return value
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
         for member in tp:
@@ -799,6 +935,14 @@ def _convert(value: Any, tp: Any, path: list[str | int]) -> Any:
         return value
     if isinstance(tp, type) and attrs.has(tp):
         return _build_attrs(tp, value, path)
+    if _is_pydantic_model(tp):
+        try:
+            return _models.validate_pydantic(tp, value)
+        except ConversionError as exc:
+            # TM-HAND-PATH: pydantic's own paths, under the argument's.
+            raise ArgumentError(f"invalid argument {_dotted(path)!r}: {exc}") from None
+    if _is_dataclass_type(tp):
+        return _build_dataclass(tp, value, path)
     if _is_typeddict(tp):
         hints = _class_hints(tp)
         return {k: _convert(v, hints.get(k, Any), [*path, k]) for k, v in value.items()}
@@ -834,6 +978,20 @@ def _build_attrs(cls: type, value: Mapping[str, Any], path: list[str | int]) -> 
         raise ArgumentError(f"invalid argument {_dotted(path)!r}: {exc}") from exc
 
 
+def _build_dataclass(cls: type, value: Mapping[str, Any], path: list[str | int]) -> Any:
+    hints = _class_hints(cls)
+    kwargs = {
+        field.name: _convert(value[field.name], hints.get(field.name, Any), [*path, field.name])
+        for field in _models.dataclass_fields(cls)
+        if field.name in value
+    }
+    try:
+        return cls(**kwargs)
+    except (TypeError, ValueError) as exc:
+        # __post_init__ (or a pydantic dataclass) can still refuse a schema-valid value.
+        raise ArgumentError(f"invalid argument {_dotted(path)!r}: {str(exc)[:300]}") from exc
+
+
 def _json_equal(a: Any, b: Any) -> bool:
     """JSON equality: booleans differ from numbers, 1 equals 1.0, containers compare deeply."""
     if isinstance(a, bool) or isinstance(b, bool):
@@ -866,6 +1024,13 @@ def dump_value(value: Any) -> Any:
         return value
     if attrs.has(type(value)):
         return {f.name: dump_value(getattr(value, f.name)) for f in attrs.fields(type(value))}
+    if _is_pydantic_model(type(value)):
+        return _models.dump_pydantic(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return _models.dump_dataclass(value, dump_value)
+    known, dumped = _models.dump_scalar(value)
+    if known:
+        return dumped
     if isinstance(value, Mapping):
         return {_dump_key(k): dump_value(v) for k, v in value.items()}
     if isinstance(value, list | tuple | set | frozenset):

@@ -4,21 +4,27 @@
 # what concerns all of them: list changes, resource updates, log messages.
 from __future__ import annotations
 
+import contextlib
 import typing
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from ..base._ports import Hub, NotificationHandler, RequestPort
-from ..protocol import Notification, Request
+from ..protocol import CacheHint, CacheScope, Notification, Request
 from ..protocol._jsonschema import preload as preload_schemas
 from ..protocol._methods import BROADCASTS, METHODS, ScopeKind, named
 from ..protocol._tasks import TaskSupport
+from ..protocol._transport import Reply
 from . import _prompts, _resources
 from ._completion import GenericHandler, SpecificHandler
 from ._context import SessionContext, log_params
 from ._dispatch import Dispatcher, NotificationHook
+from ._display import Icon, ToolAnnotations, check_website, icons_list
+from ._invoke import DEFAULT_THREADS
+from ._middleware import Middleware
 from ._prompts import PromptDef
 from ._resources import ResourceDef
+from ._routes import RouteHandler, Routes
 from ._tools import ToolDef, ToolError, make_tool
 
 if TYPE_CHECKING:
@@ -31,6 +37,11 @@ if TYPE_CHECKING:
 __all__ = ["Server", "ToolError"]
 
 F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
+#: A tool: an ``async def``, or a plain ``def`` that runs in a worker thread.
+T = TypeVar("T", bound=Callable[..., Any])
+M = TypeVar("M", bound=Middleware)
+#: ``lifespan=``: called with the server, an async context manager around serving.
+Lifespan = Callable[["Server"], contextlib.AbstractAsyncContextManager[Any]]
 G = TypeVar("G", bound=GenericHandler)
 
 
@@ -42,6 +53,18 @@ class Server:
         version: the ``serverInfo.version``.
         instructions: optional usage hints for the client's model.
         title: optional display name.
+        lifespan: ``fn(server)``, an async context manager factory (an
+            ``@asynccontextmanager``): entered once per process before the first request is
+            served and left after the last (per worker with ``--workers``; in the ASGI
+            lifespan under hypercorn); what it yields is ``ctx.lifespan`` in every handler
+            (TM-HAND-LIFESPAN).
+        middleware: ``async def mw(ctx, call_next)`` functions wrapping every request, the
+            first outermost (more with ``@server.middleware``, TM-HAND-MIDDLEWARE).
+        max_threads: how many plain ``def`` handlers run at once, each in a worker thread
+            (TM-HAND-THREAD); the others wait for a thread.
+        website_url: the ``serverInfo.websiteUrl`` (TM-HAND-DISPLAY).
+        icons: the ``serverInfo.icons``, ``Icon`` values (tools, resources and prompts take
+            ``icons=`` too).
     """
 
     def __init__(
@@ -51,12 +74,25 @@ class Server:
         version: str = "0.1.0",
         instructions: str | None = None,
         title: str | None = None,
+        lifespan: Lifespan | None = None,
+        middleware: Sequence[Middleware] = (),
+        max_threads: int = DEFAULT_THREADS,
+        website_url: str | None = None,
+        icons: Iterable[Icon] = (),
     ) -> None:
         self._name = name
+        self._website_url = check_website(website_url)
+        self._icons = icons_list(icons)
         self.version = version
         self._instructions = instructions
         self.title = title
-        self._dispatcher = Dispatcher()
+        self._dispatcher = Dispatcher(max_threads)
+        self._routes = Routes()
+        self._lifespan = lifespan
+        #: Whether a runtime serves this server now (with a lifespan, only one may).
+        self._serving = False
+        for mw in middleware:
+            self._dispatcher.add_middleware(mw)
         self._hubs: list[Hub] = []
         #: The OAuth scopes of each tool, prompt and resource that has any (T-AUTH-STEPUP).
         self._scopes: dict[tuple[ScopeKind, str], frozenset[str]] = {}
@@ -72,7 +108,7 @@ class Server:
     # -- registration -------------------------------------------------------------------
 
     @typing.overload
-    def tool(self, fn: F, /) -> F: ...
+    def tool(self, fn: T, /) -> T: ...
 
     @typing.overload
     def tool(
@@ -81,7 +117,7 @@ class Server:
         *,
         title: str | None = None,
         description: str | None = None,
-        annotations: Mapping[str, Any] | None = None,
+        annotations: Mapping[str, Any] | ToolAnnotations | None = None,
         structured_output: bool | None = None,
         input_schema: Mapping[str, Any] | None = None,
         meta: Mapping[str, Any] | None = None,
@@ -90,15 +126,16 @@ class Server:
         scopes: Iterable[str] = (),
         task: TaskSupport | str = TaskSupport.FORBIDDEN,
         replace: bool = False,
-    ) -> Callable[[F], F]: ...
+        icons: Iterable[Icon] = (),
+    ) -> Callable[[T], T]: ...
 
     def tool(
         self,
-        name: str | F | None = None,
+        name: str | T | None = None,
         *,
         title: str | None = None,
         description: str | None = None,
-        annotations: Mapping[str, Any] | None = None,
+        annotations: Mapping[str, Any] | ToolAnnotations | None = None,
         structured_output: bool | None = None,
         input_schema: Mapping[str, Any] | None = None,
         meta: Mapping[str, Any] | None = None,
@@ -107,8 +144,13 @@ class Server:
         scopes: Iterable[str] = (),
         task: TaskSupport | str = TaskSupport.FORBIDDEN,
         replace: bool = False,
-    ) -> F | Callable[[F], F]:
-        """Register an async function as a tool: ``@server.tool`` or ``@server.tool(...)``.
+        icons: Iterable[Icon] = (),
+    ) -> T | Callable[[T], T]:
+        """Register a function as a tool: ``@server.tool`` or ``@server.tool(...)``. An
+        ``async def`` runs as a trio task; a plain ``def`` runs in a worker thread, at most
+        ``max_threads`` at once (TM-HAND-THREAD: a cancelled call stops waiting for its
+        thread at once, and the thread runs on to its end, its result dropped; it can poll
+        ``trio.from_thread.check_cancelled()``, and reach the context as ``ctx.sync``).
 
         The name, description and ``inputSchema`` come from the function's name, docstring
         and signature unless given. A parameter annotated ``Context`` receives the context.
@@ -135,7 +177,7 @@ class Server:
             self.add_tool(name)
             return name
 
-        def decorate(fn: F) -> F:
+        def decorate(fn: T) -> T:
             self.add_tool(
                 fn,
                 name=name,
@@ -150,6 +192,7 @@ class Server:
                 scopes=scopes,
                 task=task,
                 replace=replace,
+                icons=icons,
             )
             return fn
 
@@ -157,12 +200,12 @@ class Server:
 
     def add_tool(
         self,
-        fn: Callable[..., Awaitable[Any]],
+        fn: Callable[..., Any],
         *,
         name: str | None = None,
         title: str | None = None,
         description: str | None = None,
-        annotations: Mapping[str, Any] | None = None,
+        annotations: Mapping[str, Any] | ToolAnnotations | None = None,
         structured_output: bool | None = None,
         input_schema: Mapping[str, Any] | None = None,
         meta: Mapping[str, Any] | None = None,
@@ -171,6 +214,7 @@ class Server:
         scopes: Iterable[str] = (),
         task: TaskSupport | str = TaskSupport.FORBIDDEN,
         replace: bool = False,
+        icons: Iterable[Icon] = (),
     ) -> None:
         """Register ``fn`` as a tool (the arguments of :meth:`tool`)."""
         tool = make_tool(
@@ -185,6 +229,7 @@ class Server:
             requires=requires,
             headers=headers,
             task=task,
+            icons=icons,
         )
         self._dispatcher.tools.add(tool, replace=replace)
         self._set_scopes(ScopeKind.TOOL, tool.name, scopes)
@@ -211,12 +256,22 @@ class Server:
         meta: Mapping[str, Any] | None = None,
         scopes: Iterable[str] = (),
         replace: bool = False,
-    ) -> Callable[[F], F]:
-        """Register an async function as the resource at ``uri``:
+        screen_paths: bool = True,
+        icons: Iterable[Icon] = (),
+        cache: CacheHint | None = None,
+    ) -> Callable[[T], T]:
+        """Register a function (async, or a plain ``def`` run in a worker thread) as the
+        resource at ``uri``:
         ``@server.resource("file:///notes.txt")``.
 
-        A ``{var}`` in ``uri`` makes it a URI template (RFC 6570 level 1): the function's
-        parameters are the variables (str, int or float), taken from the URI being read.
+        An expression in ``uri`` makes it a URI template (RFC 6570, TM-HAND-TEMPLATE):
+        ``{var}`` (one segment), ``{+var}`` (a path, with ``/``), ``{#var}``, ``{.var}``,
+        ``{/var}``, ``{/var*}`` (segments: a ``list[str]``, or a str joined with ``/``) and
+        ``{?a,b}`` / ``{&c}`` (query parameters, optional unless the function needs them).
+        The function's parameters are the variables (str, int or float), percent-decoded
+        from the URI being read. A value decoding to an absolute path, a ``..`` step or a
+        NUL makes the URI name nothing, unless ``screen_paths=False``. ``cache`` gives a
+        2026-07-28 read of it its own caching hints (TM-HAND-CACHE).
         It returns a str (text), bytes (a base64 blob), a ``Blob``/``EmbeddedResource``, a
         list of these, or any JSON value. Raise ``ResourceNotFound`` for a URI that names
         nothing. A parameter annotated ``Context`` receives the context. A URI already
@@ -230,7 +285,7 @@ class Server:
                 '@server.resource("notes://{name}")'
             )
 
-        def decorate(fn: F) -> F:
+        def decorate(fn: T) -> T:
             self.add_resource(
                 fn,
                 uri,
@@ -242,6 +297,9 @@ class Server:
                 meta=meta,
                 scopes=scopes,
                 replace=replace,
+                screen_paths=screen_paths,
+                icons=icons,
+                cache=cache,
             )
             return fn
 
@@ -249,7 +307,7 @@ class Server:
 
     def add_resource(
         self,
-        fn: Callable[..., Awaitable[Any]],
+        fn: Callable[..., Any],
         uri: str,
         *,
         name: str | None = None,
@@ -260,8 +318,16 @@ class Server:
         meta: Mapping[str, Any] | None = None,
         scopes: Iterable[str] = (),
         replace: bool = False,
+        screen_paths: bool = True,
+        icons: Iterable[Icon] = (),
+        cache: CacheHint | None = None,
     ) -> None:
         """Register ``fn`` as the resource at ``uri`` (the arguments of :meth:`resource`)."""
+        scopes = scopes if isinstance(scopes, str) else tuple(scopes)
+        if cache is not None and cache.scope is CacheScope.PUBLIC and scopes:
+            # MU-CACHE-7: a public result may be given to any caller; one that needs scopes
+            # would reach callers without them from a shared cache.
+            raise ValueError(f"resource {uri!r} needs scopes, so its cache scope is private")
         self._dispatcher.resources.add(
             _resources.make_resource(
                 fn,
@@ -272,6 +338,9 @@ class Server:
                 mime_type=mime_type,
                 annotations=annotations,
                 meta=meta,
+                screen_paths=screen_paths,
+                icons=icons,
+                cache=cache,
             ),
             replace=replace,
         )
@@ -299,7 +368,7 @@ class Server:
         return self._broadcast("notifications/resources/updated", {"uri": uri})
 
     @typing.overload
-    def prompt(self, fn: F, /) -> F: ...
+    def prompt(self, fn: T, /) -> T: ...
 
     @typing.overload
     def prompt(
@@ -311,21 +380,23 @@ class Server:
         meta: Mapping[str, Any] | None = None,
         scopes: Iterable[str] = (),
         replace: bool = False,
-    ) -> Callable[[F], F]: ...
+        icons: Iterable[Icon] = (),
+    ) -> Callable[[T], T]: ...
 
     def prompt(
         self,
-        name: str | F | None = None,
+        name: str | T | None = None,
         *,
         title: str | None = None,
         description: str | None = None,
         meta: Mapping[str, Any] | None = None,
         scopes: Iterable[str] = (),
         replace: bool = False,
-    ) -> F | Callable[[F], F]:
-        """Register an async function as a prompt: ``@server.prompt`` or
-        ``@server.prompt(...)``. A name already registered is refused (ValueError) unless
-        ``replace``.
+        icons: Iterable[Icon] = (),
+    ) -> T | Callable[[T], T]:
+        """Register a function (async, or a plain ``def`` run in a worker thread) as a
+        prompt: ``@server.prompt`` or ``@server.prompt(...)``. A name already registered is
+        refused (ValueError) unless ``replace``.
 
         Its arguments come from the signature (they are strings; a default makes one
         optional) and their descriptions from the docstring's ``Args:``. It returns a str
@@ -337,10 +408,10 @@ class Server:
             self.add_prompt(name)
             return name
 
-        def decorate(fn: F) -> F:
+        def decorate(fn: T) -> T:
             self.add_prompt(
                 fn, name=name, title=title, description=description, meta=meta, scopes=scopes,
-                replace=replace,
+                replace=replace, icons=icons,
             )
             return fn
 
@@ -348,7 +419,7 @@ class Server:
 
     def add_prompt(
         self,
-        fn: Callable[..., Awaitable[Any]],
+        fn: Callable[..., Any],
         *,
         name: str | None = None,
         title: str | None = None,
@@ -356,10 +427,11 @@ class Server:
         meta: Mapping[str, Any] | None = None,
         scopes: Iterable[str] = (),
         replace: bool = False,
+        icons: Iterable[Icon] = (),
     ) -> None:
         """Register ``fn`` as a prompt (the arguments of :meth:`prompt`)."""
         prompt = _prompts.make_prompt(
-            fn, name=name, title=title, description=description, meta=meta
+            fn, name=name, title=title, description=description, meta=meta, icons=icons
         )
         self._dispatcher.prompts.add(prompt, replace=replace)
         self._set_scopes(ScopeKind.PROMPT, prompt.name, scopes)
@@ -404,6 +476,68 @@ class Server:
             return fn
 
         return decorate
+
+    # -- middleware and the lifespan ----------------------------------------------------
+
+    def middleware(self, fn: M) -> M:
+        """Register ``async def mw(ctx, call_next)`` to wrap every request the server's
+        tools, resources, prompts and completions answer, in both eras (TM-HAND-MIDDLEWARE).
+        It reads the request from ``ctx`` (``ctx.method``, ``ctx.params``,
+        ``ctx.principal``, ``ctx.era``), returns ``await call_next()`` (the result), or
+        answers in the handler's place: a result of its own, or ``raise McpError(...)``.
+        Middleware registered earlier wraps middleware registered later
+        (TM-HAND-MW-ORDER)."""
+        self._dispatcher.add_middleware(fn)
+        return fn
+
+    def route(
+        self, path: str, *, methods: Iterable[str] = ("GET",)
+    ) -> Callable[[RouteHandler], RouteHandler]:
+        """Answer HTTP requests for ``path`` beside the MCP endpoint, on either HTTP server:
+        ``@server.route("/health")`` on ``async def health()``, which returns a str
+        (text/plain), bytes, a dict or list (JSON), or ``(status, body)``; a method not in
+        ``methods`` gets 405 with ``Allow``. Routes are served without
+        authorization, after the Origin and Host checks (TM-HAND-ROUTE)."""
+
+        def decorate(fn: RouteHandler) -> RouteHandler:
+            self._routes.add(path, fn, methods)
+            return fn
+
+        return decorate
+
+    def cache_hint(self, method: str, params: Mapping[str, Any]) -> CacheHint | None:
+        """The App port's ``cache_hint``: a read resource's own hints (TM-HAND-CACHE)."""
+        # The method's row says whether it names a resource and is cacheable (a read).
+        spec = METHODS.get(method)
+        if spec is None or spec.scope is not ScopeKind.RESOURCE or not spec.cacheable:
+            return None
+        uri = named(method, params, ScopeKind.RESOURCE)
+        found = self._dispatcher.resources.find(uri) if uri is not None else None
+        return found[0].cache if found is not None else None
+
+    async def http_route(self, method: str, path: str) -> Reply | None:
+        """The App port's ``http_route``: the reply of the route at ``path``, or None."""
+        return await self._routes.answer(method, path)
+
+    @contextlib.asynccontextmanager
+    async def serving(self) -> AsyncIterator[None]:
+        """Around a runtime serving this server (the runtime enters it): the lifespan, once
+        (TM-HAND-LIFESPAN)."""
+        if self._lifespan is None:
+            yield
+            return
+        if self._serving:
+            raise RuntimeError(
+                f"server {self._name!r} is already served in this process: its lifespan runs "
+                "once per process, around one runtime (serve it once, or make two servers)"
+            )
+        self._serving = True
+        try:
+            async with self._lifespan(self) as value:
+                with self._dispatcher.state.lifespan_value(value):
+                    yield
+        finally:
+            self._serving = False
 
     # -- notifications from the client, and messages to every client -----------------------
 
@@ -550,6 +684,10 @@ class Server:
         info: dict[str, Any] = {"name": self._name, "version": self.version}
         if self.title is not None:
             info["title"] = self.title
+        if self._website_url is not None:
+            info["websiteUrl"] = self._website_url
+        if self._icons:
+            info["icons"] = [dict(i) for i in self._icons]
         return info
 
     def capabilities(self) -> dict[str, Any]:

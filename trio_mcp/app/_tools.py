@@ -3,11 +3,10 @@
 # serve it. Era-neutral: a tool runs the same for a legacy session and a modern request.
 from __future__ import annotations
 
-import inspect
 import logging
 import secrets
 import typing
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 import attrs
@@ -20,6 +19,8 @@ from ..protocol._tasks import TaskSupport
 from . import _schema
 from ._content import CONTENT_TYPES, ToolResult, is_content, json_text, to_content_list
 from ._context import Context
+from ._display import Icon, ToolAnnotations, annotations_dict, icons_list
+from ._invoke import ServerState, call_handler, handler_kind
 from ._pagination import list_result
 
 __all__ = ["ToolDef", "ToolError", "ToolRegistry", "make_tool"]
@@ -41,7 +42,7 @@ class ToolDef:
     name: str
     title: str | None
     description: str
-    fn: Callable[..., Awaitable[Any]]
+    fn: Callable[..., Any]
     signature: _schema.Signature
     annotations: Mapping[str, Any] | None
     meta: Mapping[str, Any] | None
@@ -52,6 +53,11 @@ class ToolDef:
     """Parameters mirrored into Mcp-Param headers, by header name: their paths (MT-HDR-7)."""
     task: TaskSupport = TaskSupport.FORBIDDEN
     """Whether a call may run as a task (TM-TASK-DECIDE)."""
+    is_async: bool = True
+    """An ``async def`` (awaited) or a plain ``def`` (run in a worker thread,
+    TM-HAND-THREAD)."""
+    icons: tuple[Mapping[str, Any], ...] = ()
+    """The ``icons`` listed with the tool (TM-HAND-DISPLAY)."""
     explicit_schema: bool = False
     """Whether ``input_schema`` was given as written (arguments are validated against it,
     besides the conversion the signature asks for)."""
@@ -77,29 +83,31 @@ class ToolDef:
             d["outputSchema"] = self.signature.output_schema
         if self.annotations:
             d["annotations"] = dict(self.annotations)
+        if self.icons:
+            d["icons"] = [dict(i) for i in self.icons]
         if self.meta:
             d["_meta"] = dict(self.meta)
         return d
 
 
 def make_tool(
-    fn: Callable[..., Awaitable[Any]],
+    fn: Callable[..., Any],
     *,
     name: str | None,
     title: str | None,
     description: str | None,
-    annotations: Mapping[str, Any] | None,
+    annotations: Mapping[str, Any] | ToolAnnotations | None,
     structured_output: bool | None,
     input_schema: Mapping[str, Any] | None,
     meta: Mapping[str, Any] | None,
     requires: Mapping[str, Any] | None,
     headers: Mapping[str, str] | None = None,
     task: TaskSupport | str = TaskSupport.FORBIDDEN,
+    icons: Iterable[Icon] = (),
 ) -> ToolDef:
     """Check ``fn`` and describe it as a tool (raises TypeError/ValueError)."""
     task = TaskSupport(task)
-    if not inspect.iscoroutinefunction(fn):
-        raise TypeError(f"tool {fn!r} must be an async function (it runs as a trio task)")
+    is_async = handler_kind(fn, "tool")
     if structured_output is None and _returns_content(fn):
         # Content blocks are the result itself, not structured data with a schema.
         structured_output = False
@@ -132,14 +140,17 @@ def make_tool(
         description=sig.description,
         fn=fn,
         signature=sig,
-        annotations=annotations,
+        annotations=annotations_dict(annotations),
         meta=meta,
         input_schema=schema,
         requires=dict(requires or {}),
         mirrored=mirrored,
         task=task,
+        is_async=is_async,
+        icons=tuple(icons_list(icons)),
         explicit_schema=input_schema is not None,
     )
+
 
 
 def _with_headers(
@@ -157,8 +168,9 @@ def _with_headers(
 class ToolRegistry:
     """The tools of one server, and the tools/* methods that serve them."""
 
-    def __init__(self) -> None:
+    def __init__(self, state: ServerState) -> None:
         self.tools: dict[str, ToolDef] = {}
+        self._state = state
 
     def add(self, tool: ToolDef, *, replace: bool = False) -> None:
         """Register ``tool``; a name already taken is refused unless ``replace`` (U-TOOL-13)."""
@@ -218,7 +230,10 @@ class ToolRegistry:
         if tool.signature.context_param is not None:
             kwargs[tool.signature.context_param] = ctx
         try:
-            value = await tool.fn(**kwargs)
+            value = await call_handler(
+                tool.fn, kwargs, is_async=tool.is_async, injections=tool.signature.injections,
+                ctx=ctx, limiter=self._state.limiter,
+            )
         except ToolError as exc:
             return {"content": to_content_list(str(exc)), "isError": True}
         except (LocalProtocolError, RemoteProtocolError):

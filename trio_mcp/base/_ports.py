@@ -12,13 +12,16 @@
 #                change announced to everyone subscribed.
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
 from ..protocol import JSON, LocalProtocolError, Notification, RemoteProtocolError, Request
 from ..protocol._auth import Principal
+from ..protocol._modern import CacheHint
 from ..protocol._mrtr import InputRequest
 from ..protocol._tasks import TaskSupport
+from ..protocol._transport import Reply
 
 __all__ = [
     "App",
@@ -206,6 +209,18 @@ class App(Protocol):
 
     def notification_handler(self, method: str) -> NotificationHandler | None:
         """What to run for a notification from a legacy client, if anything."""
+
+    def cache_hint(self, method: str, params: Mapping[str, Any]) -> CacheHint | None:
+        """The caching hints the application gives a cacheable request's result (a
+        resource's own, TM-HAND-CACHE); None leaves them to the configuration."""
+
+    async def http_route(self, method: str, path: str) -> Reply | None:
+        """The application's answer to ``method`` on ``path``, a path outside the MCP
+        endpoint; None when it has no route there (TM-HAND-ROUTE)."""
+
+    def serving(self) -> contextlib.AbstractAsyncContextManager[None]:
+        """Entered around a runtime serving the App, before its first request and after its
+        last: the application's lifespan (TM-HAND-LIFESPAN)."""
 
     def attach(self, hub: Hub) -> None:
         """A runtime starts serving this App."""

@@ -353,14 +353,23 @@ def main(argv: Sequence[str] | None = None, *, own_command_line: bool | None = N
 
     from ..base._config import HttpParser, ResponseMode, ServerConfig
     from ..edges._serve import user_timeout
-    from ._workers import secret_from_env
+    from ._workers import CANNOT_LOAD, secret_from_env
 
     if args.workers < 1:
         raise SystemExit("trio-mcp: --workers must be at least 1")
     if args.workers > 1 and args.worker_port is None:
         _run_pool(args, argv)
         return
-    server = load_server(args.server, app_dir=args.app_dir)
+    try:
+        server = load_server(args.server, app_dir=args.app_dir)
+    except SystemExit as exc:
+        if args.worker_port is None:
+            raise
+        # TM-WORK-PROCESSES: a worker that cannot load the server says why and tells its
+        # parent so, which stops instead of starting it again forever.
+        if exc.code is not None and not isinstance(exc.code, int):
+            print(exc.code, file=sys.stderr, flush=True)
+        raise SystemExit(CANNOT_LOAD) from None
     config = ServerConfig(
         path=args.path,
         response_mode=ResponseMode.JSON if args.json_response else ResponseMode.SSE,
@@ -516,7 +525,7 @@ def _run_pool(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
     import trio
 
     from ..base._config import ServerConfig
-    from ._workers import WorkerPool, child_command, secret_from_env
+    from ._workers import ServerNotLoaded, WorkerPool, child_command, secret_from_env
 
     config = ServerConfig(
         **({} if args.shutdown_grace is None else {"shutdown_grace": args.shutdown_grace}),
@@ -567,9 +576,16 @@ def _run_pool(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
                     break
                 nursery.cancel_scope.cancel()
 
-    with contextlib.suppress(KeyboardInterrupt):
-        trio.run(run)
-    sock.close()
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            trio.run(run)
+    except* ServerNotLoaded as failed:
+        first: BaseException = failed
+        while isinstance(first, BaseExceptionGroup):
+            first = first.exceptions[0]
+        raise SystemExit(f"trio-mcp: {first}; stopped") from None
+    finally:
+        sock.close()
 
 
 def _kill(pids: Iterable[int]) -> None:

@@ -20,7 +20,8 @@ import trio
 from ..base._config import SECRET_ENV
 
 __all__ = [
-    "SECRET_ENV", "WorkerExit", "WorkerPool", "child_command", "restart_delay", "secret_from_env",
+    "CANNOT_LOAD", "SECRET_ENV", "ServerNotLoaded", "WorkerExit", "WorkerPool", "child_command",
+    "restart_delay", "secret_from_env",
 ]
 
 logger = logging.getLogger("trio_mcp.workers")
@@ -31,6 +32,13 @@ FIRST_BACKOFF = 0.5
 MAX_BACKOFF = 30.0
 #: A worker that ran this long before dying is not counted as failing in a row.
 STEADY_AFTER = 60.0
+#: The exit status of a worker that could not load the server (sysexits' EX_CONFIG): every
+#: worker would fail the same way, so the pool stops rather than start it again.
+CANNOT_LOAD = 78
+
+
+class ServerNotLoaded(Exception):
+    """A worker could not load the server (it said why on stderr): the pool stopped."""
 
 
 def restart_delay(last: float | None, ran: float) -> float:
@@ -118,6 +126,8 @@ class WorkerPool:
             ran = trio.current_time() - started
             assert process.returncode is not None
             self.exits.append(WorkerExit(index, process.pid, process.returncode, ran))
+            if process.returncode == CANNOT_LOAD:
+                raise ServerNotLoaded(f"worker {index} could not load the server")
             logger.warning(
                 "worker %d (pid %d) exited with %d after %.1f s; starting it again",
                 index, process.pid, process.returncode, ran,

@@ -2,7 +2,7 @@
 ``trio_mcp.Server`` in this process (``Client(server)``, no socket). See ``Client``."""
 
 from ._client import Client, ClientEra, Listening
-from ._errors import ClientError, ConnectionLost, HttpStatusError, McpError, ResumptionFailed
+from ._errors import ClientError, ConnectionLost, ErrorAnswer, HttpStatusError, ResumptionFailed
 from ._inbound import Notification
 from ._ledger import Tally
 from ._oauth import AuthorizationFailed, OAuth
@@ -13,9 +13,9 @@ __all__ = [
     "ClientEra",
     "ClientError",
     "ConnectionLost",
+    "ErrorAnswer",
     "HttpStatusError",
     "Listening",
-    "McpError",
     "Notification",
     "OAuth",
     "ResumptionFailed",

@@ -280,7 +280,7 @@ class Client:
         *,
         on_progress: ProgressCallback | None = None,
     ) -> dict[str, Any]:
-        """Send any request; its result object. Raises McpError for an error answer,
+        """Send any request; its result object. Raises ErrorAnswer for an error answer,
         ResumptionFailed or ConnectionLost when the answer can no longer come."""
         try:
             return await self._open.request(method, params, on_progress)

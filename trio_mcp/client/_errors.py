@@ -8,8 +8,8 @@ from typing import Any
 __all__ = [
     "ClientError",
     "ConnectionLost",
+    "ErrorAnswer",
     "HttpStatusError",
-    "McpError",
     "ResumptionFailed",
 ]
 
@@ -18,7 +18,7 @@ class ClientError(Exception):
     """The base of everything trio_mcp.Client raises about a call or a connection."""
 
 
-class McpError(ClientError):
+class ErrorAnswer(ClientError):
     """The server answered the request with a JSON-RPC error."""
 
     def __init__(self, code: int, message: str, data: Any = None) -> None:

@@ -11,7 +11,7 @@ from typing import Any, Final, TypeAlias
 
 import attrs
 
-from ._errors import McpError
+from ._errors import ErrorAnswer
 
 __all__ = [
     "Answerer",
@@ -81,7 +81,7 @@ class Answerer:
         return caps
 
     async def answer(self, method: str, params: Mapping[str, Any]) -> JSONObject:
-        """The result of the server's request; raises McpError for one the client cannot
+        """The result of the server's request; raises ErrorAnswer for one the client cannot
         answer (a capability it did not declare, a method it does not know)."""
         cb = self._callbacks
         if method == "ping":
@@ -94,7 +94,7 @@ class Answerer:
             roots = cb.roots
             listed = await roots() if callable(roots) else roots
             return {"roots": [dict(root) for root in listed]}
-        raise McpError(METHOD_NOT_FOUND, f"Method not found: {method}")
+        raise ErrorAnswer(METHOD_NOT_FOUND, f"Method not found: {method}")
 
     async def answer_message(self, request: Mapping[str, Any]) -> JSONObject:
         """The JSON-RPC response to a server request (a result or an error)."""
@@ -103,14 +103,14 @@ class Answerer:
             result = await self.answer(
                 str(request.get("method")), params if isinstance(params, Mapping) else {}
             )
-        except McpError as error:
+        except ErrorAnswer as error:
             return {"jsonrpc": "2.0", "id": request.get("id"),
                     "error": {"code": error.code, "message": error.message}}
         return {"jsonrpc": "2.0", "id": request.get("id"), "result": result}
 
     async def input_responses(self, requests: Mapping[str, Any]) -> JSONObject:
         """The inputResponses for an input_required result's inputRequests, by key; a
-        request the client cannot answer raises McpError."""
+        request the client cannot answer raises ErrorAnswer."""
         out: JSONObject = {}
         for key, request in requests.items():
             if not isinstance(request, Mapping):

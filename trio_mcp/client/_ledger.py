@@ -15,7 +15,7 @@ from typing import Any, Final, TypeAlias
 import attrs
 import trio
 
-from ._errors import McpError, ResumptionFailed
+from ._errors import ErrorAnswer, ResumptionFailed
 
 __all__ = ["Call", "CallState", "EventIds", "Ledger", "ProgressCallback", "Tally"]
 
@@ -81,7 +81,7 @@ class Call:
             if code == -31001:
                 self._error = ResumptionFailed(text, code=code, data=error.get("data"))
             else:
-                self._error = McpError(code if isinstance(code, int) else 0, text,
+                self._error = ErrorAnswer(code if isinstance(code, int) else 0, text,
                                        error.get("data"))
             self.state = CallState.FAILED
         else:

@@ -16,7 +16,7 @@ import httpx2
 import trio
 
 from ..protocol._versions import LATEST_LEGACY_VERSION, LEGACY_VERSIONS
-from ._errors import ConnectionLost, HttpStatusError, McpError, ResumptionFailed
+from ._errors import ConnectionLost, ErrorAnswer, HttpStatusError, ResumptionFailed
 from ._events import Incoming, is_sse, read_incoming
 from ._inbound import Answerer
 from ._ledger import Call, Ledger, ProgressCallback
@@ -122,7 +122,7 @@ class LegacySession:
         })
         version = result.get("protocolVersion")
         if version not in LEGACY_VERSIONS:
-            raise McpError(-32602, f"the server chose a protocol version this client does "
+            raise ErrorAnswer(-32602, f"the server chose a protocol version this client does "
                                    f"not speak: {version!r}")
         self.version = str(version)
         self.server_info = dict(result.get("serverInfo") or {})

@@ -22,7 +22,7 @@ from ..protocol._era import (
 )
 from ..protocol._modern import META_SUBSCRIPTION_ID, param_headers
 from ..protocol._versions import MODERN_VERSIONS
-from ._errors import ConnectionLost, HttpStatusError, McpError
+from ._errors import ConnectionLost, ErrorAnswer, HttpStatusError
 from ._events import read_incoming
 from ._inbound import Answerer, Notification
 from ._ledger import Call, Ledger, ProgressCallback
@@ -166,7 +166,7 @@ class ModernClient:
         network errors are raised."""
         try:
             result = await self.request("server/discover", {})
-        except McpError:
+        except ErrorAnswer:
             return Probe(None)
         except HttpStatusError as error:
             if 400 <= error.status < 500 and error.status not in (401, 403):
@@ -198,7 +198,7 @@ class ModernClient:
                 await self._exchange(call, {"jsonrpc": "2.0", "id": call.id, "method": method,
                                             "params": body_params})
                 result = call.outcome()
-            except McpError as error:
+            except ErrorAnswer as error:
                 # TM-CLIENT-ERA: -32022 naming a version both sides speak: once, again in it.
                 mutual = self._mutual(error)
                 if renegotiated or mutual is None:
@@ -215,10 +215,10 @@ class ModernClient:
                 requests if isinstance(requests, Mapping) else {})
             state = result.get("requestState")
             previous = call
-        raise McpError(-32603, f"{method}: more than {MAX_ROUNDS} input_required rounds")
+        raise ErrorAnswer(-32603, f"{method}: more than {MAX_ROUNDS} input_required rounds")
 
     @staticmethod
-    def _mutual(error: McpError) -> str | None:
+    def _mutual(error: ErrorAnswer) -> str | None:
         """The version a -32022 error's ``data.supported`` shares with this client."""
         if error.code != -32022 or not isinstance(error.data, Mapping):
             return None
@@ -310,7 +310,7 @@ def _raise_in_band(text: str) -> None:
         return
     error = value.get("error") if isinstance(value, dict) else None
     if isinstance(error, dict) and isinstance(error.get("code"), int):
-        raise McpError(error["code"], str(error.get("message", "")), error.get("data"))
+        raise ErrorAnswer(error["code"], str(error.get("message", "")), error.get("data"))
 
 
 def _dumps(body: Mapping[str, Any]) -> bytes:

@@ -273,10 +273,23 @@ class ASGIApp:
         message = await receive()
         if message["type"] != "lifespan.startup":
             return
-        async with self.running():
-            await send({"type": "lifespan.startup.complete"})
-            while (await receive())["type"] != "lifespan.shutdown":
-                pass
+        started = False
+        try:
+            async with self.running():
+                started = True
+                await send({"type": "lifespan.startup.complete"})
+                while (await receive())["type"] != "lifespan.shutdown":
+                    pass
+        except Exception as exc:
+            # TM-HAND-LIFESPAN: an application whose lifespan failed to start is not served
+            # (hypercorn stops on startup.failed); one that failed to stop says so.
+            logger.exception("the application's lifespan failed")
+            failed = "lifespan.shutdown.failed" if started else "lifespan.startup.failed"
+            cause: BaseException = exc
+            while isinstance(cause, BaseExceptionGroup) and len(cause.exceptions) == 1:
+                cause = cause.exceptions[0]
+            await send({"type": failed, "message": f"{type(cause).__name__}: {cause}"[:500]})
+            return
         await send({"type": "lifespan.shutdown.complete"})
 
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -331,6 +344,10 @@ class ASGIApp:
         local_host = str(server_addr[0]) if server_addr else None
         raw_path = scope.get("raw_path")
         target = raw_path.decode("latin-1") if raw_path else scope.get("path", "")
+        root = scope.get("root_path", "")
+        if root and target.startswith(root):
+            # TM-HAND-ROUTE: mounted under a prefix, the endpoint is the path below it.
+            target = target[len(root):]
         plan = plan_head(
             http_version=scope.get("http_version", "1.1"),
             method=scope["method"],
@@ -344,7 +361,7 @@ class ASGIApp:
             await self._refuse(responder, receive, plan.reply, close=plan.close)
             return
         if isinstance(plan, Elsewhere):
-            known = self.runtime.well_known(plan.method, plan.path)
+            known = await self.runtime.well_known(plan.method, plan.path)
             await self._refuse(responder, receive, known or error_reply(not_found(cfg.path)))
             return
         limit = plan.limit

@@ -711,7 +711,7 @@ class HttpServer:
             await responder.reply(plan.reply)
             return
         if isinstance(plan, Elsewhere):
-            known = self.runtime.well_known(plan.method, plan.path)
+            known = await self.runtime.well_known(plan.method, plan.path)
             await responder.reply(known or error_reply(not_found(cfg.path)))
             return
         body = head.body if head.body is not None else await self._read_body(

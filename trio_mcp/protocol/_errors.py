@@ -49,6 +49,9 @@ class ErrorCode(IntEnum):
     SERVER_BUSY = -31002
     #: trio-mcp: the shared session store did not answer (TM-STORE-DOWN); retry later.
     STORE_UNAVAILABLE = -31004
+    #: trio-mcp: the caller's rate limit is spent (TM-HAND-RATE); ``data.retryAfterMs`` says
+    #: when a request will be let through.
+    RATE_LIMITED = -31005
 
 
 #: TM-RPC-CODES: trio-mcp's codes that are no longer sent and are never given another

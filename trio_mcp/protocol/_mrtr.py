@@ -248,7 +248,8 @@ def check_input_response(key: str, request: InputRequest, response: JSON) -> Map
         if action not in ("accept", "decline", "cancel"):
             raise _malformed(key, 'needs an action of "accept", "decline" or "cancel"')
         content = response.get("content")
-        if action == "accept":
+        # A URL-mode answer has no content: the interaction happens at the URL.
+        if action == "accept" and (request.params or {}).get("mode") != "url":
             if not isinstance(content, Mapping):
                 raise _malformed(key, "accepts without a content object")
             schema = (request.params or {}).get("requestedSchema")

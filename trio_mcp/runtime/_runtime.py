@@ -247,7 +247,7 @@ class Runtime:
         the App."""
         self.run_task = trio.lowlevel.current_task()
         try:
-            async with trio.open_nursery() as nursery:
+            async with self.app.serving(), trio.open_nursery() as nursery:  # TM-HAND-LIFESPAN
                 await nursery.start(self.table.run)
                 await nursery.start(self.tasks.run)
                 await nursery.start(self.peers.run, self.table, self.tasks, self.modern)
@@ -444,10 +444,10 @@ class Runtime:
             principal.key if principal is not None else None, request.peer_host, request.headers
         )
 
-    def well_known(self, method: str, path: str) -> Reply | None:
+    async def well_known(self, method: str, path: str) -> Reply | None:
         """The answer to a request outside the MCP endpoint that the server serves anyway:
-        its Protected Resource Metadata (T-AUTH-PRM), when it has authorization."""
-        return self.auth.well_known(method, path) if self.auth is not None else None
+        its Protected Resource Metadata (T-AUTH-PRM), the application's routes."""
+        return await _elsewhere(self, method, path)
 
     async def serve_guarded(
         self, request: HttpRequest, responder: Responder, *, relay_port: bool = False
@@ -533,3 +533,10 @@ class Runtime:
         """An HTTP edge's pool (the own server's connections, TM-SEC-FAIR): its refusals and
         evictions are among the statistics, summed over the edges that keep one."""
         self._edge_pools.append(pool)
+
+
+async def _elsewhere(runtime: Runtime, method: str, path: str) -> Reply | None:
+    """Runtime.well_known: the Protected Resource Metadata with authorization (T-AUTH-PRM),
+    else the application's own route at ``path`` (TM-HAND-ROUTE)."""
+    known = runtime.auth.well_known(method, path) if runtime.auth is not None else None
+    return known if known is not None else await runtime.app.http_route(method, path)

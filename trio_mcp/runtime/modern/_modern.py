@@ -130,7 +130,9 @@ class ModernServer:
         depends on answers no cache key holds (MU-CACHE-6)."""
         if is_retry(request.params or {}):
             return NOT_CACHEABLE
-        return self.config.cache_hints.get(request.method, self.config.cache_hint)
+        # TM-HAND-CACHE: the hint of the resource read, when the application gave it one.
+        own = self.app.cache_hint(request.method, request.params or {})
+        return own or self.config.cache_hints.get(request.method, self.config.cache_hint)
 
     def _serves(self, method: str) -> bool:
         if method in TASK_METHODS:
