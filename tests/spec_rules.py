@@ -73,7 +73,9 @@ BEGIN = "<!-- rules:begin -->"
 END = "<!-- rules:end -->"
 
 LEVELS = ("MUST", "MUST NOT", "SHOULD", "SHOULD NOT", "MAY", "STATEMENT", "CHOICE")
-APPLIES = ("server", "client", "both")
+#: "trio-mcp client": a rule trio_mcp.Client keeps (spec/client.md); "client" is a rule that
+#: binds other clients, recorded for what it makes the server receive (client-only).
+APPLIES = ("server", "client", "both", "trio-mcp client")
 STATUSES = ("implemented", "partial", "planned", "deviation", "not-implemented", "client-only")
 REVISIONS = ("2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28")
 
@@ -81,7 +83,7 @@ REVISIONS = ("2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28")
 #: proved by at least one test. CHOICE is here on purpose: trio-mcp's own decisions are
 #: behaviour clients rely on, so they are tested like the spec's.
 TESTED_LEVELS = ("MUST", "MUST NOT", "SHOULD", "SHOULD NOT", "CHOICE")
-TESTED_APPLIES = ("server", "both")
+TESTED_APPLIES = ("server", "both", "trio-mcp client")
 TESTED_STATUSES = ("implemented", "partial", "deviation")
 #: Statuses that must say why.
 REASON_STATUSES = ("planned", "not-implemented")
@@ -143,6 +145,7 @@ AREAS: Mapping[str, tuple[str, ...]] = {
     "tasks.md": (_TK_ID, _tm("TASK")),
     "workers.md": (_tm("WORK", "STORE"),),
     "handlers.md": (_tm("HAND"),),
+    "client.md": (_tm("CLIENT"),),
 }
 
 _HEADING_RE = re.compile(r"^### (?P<id>\S+) — (?P<title>\S.*)$")

@@ -213,6 +213,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("runtime", ("trio_mcp.runtime",)),
     ("http edges", ("trio_mcp.edges",)),
     ("user API", ("trio_mcp.app",)),
+    # The client: Client(server) runs a Server's ASGI application; the command line may call.
+    ("client", ("trio_mcp.client",)),
     ("command line", ("trio_mcp.cli", "trio_mcp.__main__", "trio_mcp.demo", "trio_mcp")),
 )
 

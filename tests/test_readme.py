@@ -57,7 +57,7 @@ def test_readme_is_under_300_lines_with_the_quick_start_first() -> None:
     assert sections[0].startswith("Quick start")
     quick = _quick_start()
     for step in ("pip install -e .", "hello.py", "trio-mcp serve hello:server",
-                 "from mcp import Client", "@modelcontextprotocol/inspector"):
+                 "from trio_mcp import Client", "@modelcontextprotocol/inspector"):
         assert step in quick, step
 
 
@@ -113,7 +113,8 @@ def test_readme_quick_start_client_prints_what_the_readme_shows(
     """The quick start's client.py, run against the served hello.py, prints exactly the
     output the README shows."""
     client = tmp_path / "client.py"
-    client.write_text(_block("python", "from mcp import Client").replace(SHOWN_URL, served_hello))
+    client.write_text(
+        _block("python", "from trio_mcp import Client").replace(SHOWN_URL, served_hello))
 
     done = subprocess.run(
         [sys.executable, str(client)], capture_output=True, text=True, timeout=TIMEOUT,
@@ -122,6 +123,26 @@ def test_readme_quick_start_client_prints_what_the_readme_shows(
 
     assert 0 == done.returncode, done.stderr
     assert _block("text", "Hello, Ada!") == done.stdout
+
+
+def test_readme_client_runs_the_server_in_process(tmp_path: Path) -> None:
+    """The quick start's client with `Client(server)` and `from hello import server`, as the
+    README says, runs hello.py in process (nothing served, no socket) and prints the same."""
+    (tmp_path / "hello.py").write_text(_block("python", 'Server("hello")'))
+    client = _block("python", "from trio_mcp import Client")
+    assert f'Client("{SHOWN_URL}")' in client
+    test = tmp_path / "test_hello.py"
+    test.write_text("from hello import server\n"
+                    + client.replace(f'Client("{SHOWN_URL}")', "Client(server)"))
+
+    done = subprocess.run(
+        [sys.executable, str(test)], capture_output=True, text=True, timeout=TIMEOUT,
+        cwd=tmp_path,
+    )
+
+    assert 0 == done.returncode, done.stderr
+    assert _block("text", "Hello, Ada!") == done.stdout
+    assert "`Client(server)`, with `from hello import server`, runs it in process" in README
 
 
 @pytest.mark.slow

@@ -10,6 +10,7 @@ Layers, each importing only the ones before it:
 - ``trio_mcp.edges._asgi`` and ``trio_mcp.edges._serve``: the HTTP edges (the ASGI adapter,
   hypercorn);
 - the user API: ``Server``, ``Context``, the method table (``_dispatch``), schemas, content;
+- ``trio_mcp.client``: ``Client``, an MCP client (over HTTP, or in process for a Server);
 - ``trio_mcp.cli._cli``: the command line.
 """
 
@@ -23,6 +24,11 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 _EXPORTS: dict[str, str] = {
+    "Client": ".client",
+    "ClientError": ".client",
+    "ConnectionLost": ".client",
+    "ErrorAnswer": ".client",
+    "ResumptionFailed": ".client",
     "Completion": ".app._completion",
     "CompletionRef": ".app._completion",
     "AuthConfig": ".base._config",
@@ -136,6 +142,11 @@ if TYPE_CHECKING:
     from .base._config import ResponseMode as ResponseMode
     from .base._config import ServerConfig as ServerConfig
     from .base._ports import TokenVerifier as TokenVerifier
+    from .client import Client as Client
+    from .client import ClientError as ClientError
+    from .client import ConnectionLost as ConnectionLost
+    from .client import ErrorAnswer as ErrorAnswer
+    from .client import ResumptionFailed as ResumptionFailed
     from .edges._serve import serve as serve
     from .protocol import CacheHint as CacheHint
     from .protocol import CacheScope as CacheScope

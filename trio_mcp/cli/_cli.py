@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING
 
 from ..base._allocator import ALLOCATORS, DEFAULT_ALLOCATOR, running_allocator, use_allocator
 from ..base._collector import YOUNG_THRESHOLD, use_collector_threshold
+from ._calls import COMMANDS as CLIENT_COMMANDS
+from ._calls import add_client_commands, run_client_command
 
 if TYPE_CHECKING:
     from ..app._server import Server
@@ -223,6 +225,7 @@ def build_parser() -> argparse.ArgumentParser:
         f"than freed (default: {YOUNG_THRESHOLD}; CPython's own is 700; 0 keeps the "
         "interpreter's)",
     )
+    add_client_commands(sub)
     tree = sub.add_parser(
         "tree", help="print the live task tree of a server run with --inspect"
     )
@@ -329,6 +332,8 @@ def main(argv: Sequence[str] | None = None, *, own_command_line: bool | None = N
     the interpreter run under the chosen allocator (TM-SESS-ALLOCATOR), which may start it
     again; a caller passing its own ``argv`` keeps its process as it is."""
     args = build_parser().parse_args(argv)
+    if args.command in CLIENT_COMMANDS:
+        sys.exit(run_client_command(args))
     if args.command == "tree":
         _print_tree(args.url)
         return

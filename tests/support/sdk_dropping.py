@@ -1,0 +1,77 @@
+"""The official Python SDK's server (mcp 2.3.0, MCPServer under uvicorn) with resumability on
+(the bounded in-memory event store of benchmarks/servers/sdk_bench.py) and a tool that closes
+its request's SSE stream at given points (SEP-1699 polling, ``ctx.close_sse_stream``), for
+the client's exactly-once test against it (tests/client/test_client_drops.py).
+
+    python tests/support/sdk_dropping.py PORT
+
+``running()`` starts a server script so, in the tests.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import subprocess
+import sys
+import time
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+import uvicorn
+from mcp.server.mcpserver import Context, MCPServer
+
+SERVERS = Path(__file__).resolve().parents[2] / "benchmarks" / "servers"
+
+mcp = MCPServer("sdk-dropping")
+
+
+@mcp.tool()
+async def chatty(ctx: Context, n: int, closes: list[int]) -> str:
+    """Report progress 1..n, closing the request's stream after each count in closes."""
+    for i in range(n):
+        await ctx.report_progress(i + 1, n)
+        if i + 1 in closes:
+            await ctx.close_sse_stream()
+    return f"chatty {n}"
+
+
+def main() -> None:
+    sys.path.insert(0, str(SERVERS))
+    from sdk_bench import BoundedEventStore
+
+    logging.basicConfig(level=logging.WARNING)
+    warnings.simplefilter("ignore")
+    app = mcp.streamable_http_app(event_store=BoundedEventStore(), retry_interval=5,
+                                  host="127.0.0.1")
+    uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning",
+                access_log=False)
+
+
+if __name__ == "__main__":
+    main()
+
+
+def running(script: Path, *args: str) -> Iterator[str]:
+    """Run a server script in a process of its own on a free port of 127.0.0.1 (the port
+    its last argument, after ``args``) until the generator is closed; yields its MCP URL."""
+    from support.fixtures import free_port
+
+    port = free_port()
+    cmd = [sys.executable, str(script), *args, str(port)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+                assert time.monotonic() < deadline, f"{script.name} did not start"
+                time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
