@@ -21,6 +21,8 @@ from trio_mcp import (
     Image,
     Server,
     SessionContext,
+    Skill,
+    Skills,
     Text,
     ToolError,
     UserMessage,
@@ -697,3 +699,47 @@ async def test_input_required_result_prompt(ctx: Context) -> str:
         key="user_context",
     )
     return f"Write about: {(answer.content or {}).get('context', 'anything')}"
+
+
+# -- skills (SEP-2640): two skills made in code, served as skill:// resources ----------------
+
+server.add_extension(Skills(
+    Skill.from_files("structured-concurrency", {
+        "SKILL.md": (
+            "---\n"
+            "name: structured-concurrency\n"
+            "description: Write trio code whose tasks live in nurseries and end with them\n"
+            "license: MIT\n"
+            "metadata:\n"
+            "  version: \"1.0\"\n"
+            "---\n\n"
+            "# Structured concurrency\n\n"
+            "Open a nursery for every group of tasks; read references/cancellation.md before\n"
+            "cancelling, and run examples/echo.py to see one.\n"
+        ),
+        "references/cancellation.md": (
+            "# Cancellation\n\nA cancel scope ends every task inside it; a nursery waits for\n"
+            "its children, so nothing outlives the block that started it.\n"
+        ),
+        "examples/echo.py": (
+            "import trio\n\n\nasync def main() -> None:\n"
+            "    async with trio.open_nursery() as nursery:\n"
+            "        nursery.start_soon(trio.sleep, 0.1)\n\n\ntrio.run(main)\n"
+        ),
+    }),
+    Skill.from_files("resume-a-stream", {
+        "SKILL.md": (
+            "---\n"
+            "name: resume-a-stream\n"
+            "description: Resume a dropped MCP SSE stream with Last-Event-ID, never replaying\n"
+            "---\n\n"
+            "# Resuming a stream\n\n"
+            "Send the last event id you applied; see references/cursors.md for what the\n"
+            "server answers when the cursor is older than its retention.\n"
+        ),
+        "references/cursors.md": (
+            "# Cursors\n\nA cursor names its stream. One outside retention is an explicit\n"
+            "failure, never a silent gap.\n"
+        ),
+    }),
+))

@@ -20,6 +20,7 @@ from ._completion import GenericHandler, SpecificHandler
 from ._context import SessionContext, log_params
 from ._dispatch import Dispatcher, NotificationHook
 from ._display import Icon, ToolAnnotations, check_website, icons_list
+from ._extension import Extension
 from ._invoke import DEFAULT_THREADS
 from ._middleware import Middleware
 from ._prompts import PromptDef
@@ -65,6 +66,7 @@ class Server:
         website_url: the ``serverInfo.websiteUrl`` (TM-HAND-DISPLAY).
         icons: the ``serverInfo.icons``, ``Icon`` values (tools, resources and prompts take
             ``icons=`` too).
+        extensions: ``Extension`` objects to install (SEP-2133; ``add_extension``).
     """
 
     def __init__(
@@ -79,6 +81,7 @@ class Server:
         max_threads: int = DEFAULT_THREADS,
         website_url: str | None = None,
         icons: Iterable[Icon] = (),
+        extensions: Iterable[Extension] = (),
     ) -> None:
         self._name = name
         self._website_url = check_website(website_url)
@@ -96,6 +99,19 @@ class Server:
         self._hubs: list[Hub] = []
         #: The OAuth scopes of each tool, prompt and resource that has any (T-AUTH-STEPUP).
         self._scopes: dict[tuple[ScopeKind, str], frozenset[str]] = {}
+        for extension in extensions:
+            self.add_extension(extension)
+
+    def add_extension(self, extension: Extension) -> None:
+        """Install an extension (SEP-2133, docs/extensions.md): declare it under
+        ``capabilities.extensions``, serve its methods, add its tools, resources and prompts,
+        and put its wrapper around ``tools/call``."""
+        self._dispatcher.install(extension)
+        extension.contribute(self)
+
+    @property
+    def extensions(self) -> Mapping[str, Extension]:
+        return dict(self._dispatcher.extensions.installed)
 
     @property
     def name(self) -> str:
