@@ -26,6 +26,7 @@ __all__ = [
     "BROADCASTS",
     "CACHEABLE_METHODS",
     "CLIENT_REQUESTS",
+    "CORE_METHODS",
     "INPUT_CAPABILITY",
     "INPUT_METHODS",
     "LISTEN_FLAGS",
@@ -318,6 +319,8 @@ def _table(rows: Iterable[Method]) -> dict[str, Method]:
 
 
 _TABLE: Final = _table(_ROWS)
+#: The core's methods: the table before any extension added its rows.
+CORE_METHODS: Final = frozenset(_TABLE)
 #: Every method, by name (the core's and those extensions registered).
 METHODS: Final[Mapping[str, Method]] = types.MappingProxyType(_TABLE)
 
