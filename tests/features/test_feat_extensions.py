@@ -40,6 +40,7 @@ class Stamps(Extension):
         return [
             ExtensionMethod.make(STAMPS, "stamps/now", self.now, cacheable=True),
             ExtensionMethod.make(STAMPS, "stamps/old", self.now, eras="legacy"),
+            ExtensionMethod.make(STAMPS, "stamps/new", self.now, eras="modern"),
             ExtensionMethod.make(STAMPS, "stamps/fancy", self.now, feature="fancy"),
         ]
 
@@ -121,13 +122,16 @@ async def test_an_extension_method_follows_its_row_in_both_eras(autojump_clock, 
         session = await ms.open_session()
         legacy_now = await session.result("stamps/now")
         legacy_old = await session.result("stamps/old")
+        legacy_new = await session.error("stamps/new")
+        modern_new = await modern(ms, "stamps/new")
         fancy = await session.error("stamps/fancy")
         modern_now = await modern(ms, "stamps/now")
         modern_old = await modern(ms, "stamps/old")
         other = await (await bare.open_session()).error("stamps/now")
 
     assert {"now": "2026-01-01T00:00:00Z"} == legacy_now == legacy_old
-    assert -32601 == fancy["code"] == other["code"]
+    assert -32601 == fancy["code"] == other["code"] == legacy_new["code"]
+    assert {"now": "2026-01-01T00:00:00Z"} == {"now": modern_new["result"]["now"]}
     assert "complete" == modern_now["result"]["resultType"]
     assert {"ttlMs", "cacheScope"} <= set(modern_now["result"])
     assert -32601 == modern_old["error"]["code"]

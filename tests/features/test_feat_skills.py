@@ -54,6 +54,8 @@ def tree(tmp_path: Path) -> Path:
         "pdf-processing/scripts/blob.bin": b"\x00\xff\xfe",
         "acme/billing/refunds/SKILL.md": skill_md("refunds", "Process refunds"),
         "acme/billing/refunds/examples/email.md": "Dear customer,\n",
+        "acme/billing/refunds/.git/config": "[core]\n",
+        "acme/billing/refunds/.DS_Store": b"\0",
     })
 
 
@@ -74,8 +76,9 @@ def skills_tree(tmp_path: Path) -> Path:
 @pytest.mark.spec("TM-SKILL-TREE", "SK-ENTRY", "SK-DIGEST", "SK-FRONTMATTER", "TM-SKILL-YAML")
 def test_a_tree_loads_every_skill_with_its_files_digested(skills_tree: Path) -> None:
     """Each folder with a SKILL.md is a skill at its path under the root; its entry lists
-    every file once, SKILL.md first, with the SHA-256 of its raw bytes and their count; the
-    frontmatter is every field as YAML 1.2 reads it (yes and dates stay strings)."""
+    every file once, SKILL.md first, with the SHA-256 of its raw bytes and their count (no
+    dotfile or dot-folder); the frontmatter is every field as YAML 1.2 reads it (yes and
+    dates stay strings)."""
     skills = Skills(skills_tree).skills
     pdf = skills["skill://pdf-processing/SKILL.md"].entry()
     refunds = skills["skill://acme/billing/refunds/SKILL.md"].entry()
@@ -207,6 +210,10 @@ async def test_directory_read_lists_direct_children_and_refuses_the_rest(
     ({"a/SKILL.md": skill_md("a", extra="x: [unclosed\n")}, r"a/SKILL.md: frontmatter is not"),
     ({"a/SKILL.md": b"---\nname: a\xff\n---\n"}, r"a/SKILL.md: not UTF-8"),
     ({"a/SKILL.md": skill_md("a", "d" * 1025)}, r"field 'description': more than 1024"),
+    ({"a/SKILL.md": skill_md("a"), "a/my notes.md": "x"},
+     r"my notes.md: file path segment 'my notes.md' is not a plain URI segment"),
+    ({"a/SKILL.md": skill_md("a", extra="x: " + "[" * 5000 + "]" * 5000 + "\n")},
+     r"a/SKILL.md: frontmatter nested too deeply"),
 ])
 def test_a_bad_skill_is_refused_at_load_naming_file_and_field(
     tmp_path: Path, files: Mapping[str, str | bytes], message: str | None
@@ -288,3 +295,20 @@ async def test_the_demo_serves_two_skills(autojump_clock, mem):
 
     assert 2 == len(listed["skills"])
     assert all(any(r["uri"].count("/") > 3 for r in s["resources"]) for s in listed["skills"])
+
+
+@pytest.mark.spec("SK-CAPABILITY", "SK-LIST")
+async def test_a_server_with_no_skill_yet_declares_resources_and_lists_none(autojump_clock, mem):
+    """Skills() with no skill still declares the extension and the resources capability its
+    files are read through, and skills/list answers an empty list."""
+    ms = await mem(Server("empty", extensions=[Skills()]))
+    with trio.fail_after(10):
+        session = await ms.open_session()
+        listed = await session.result("skills/list")
+        discovered = (await modern(ms, "server/discover"))["result"]
+
+    assert "resources" in session.initialize_result["capabilities"]
+    assert "resources" in discovered["capabilities"]
+    assert {"directoryRead": True} == discovered["capabilities"]["extensions"][
+        "io.modelcontextprotocol/skills"]
+    assert [] == listed["skills"]

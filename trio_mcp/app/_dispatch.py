@@ -96,6 +96,10 @@ class Dispatcher:
 
     def _declares(self, capability: str) -> bool:
         """Whether ``capability`` is declared, without building the whole declaration."""
+        if capability in self.extensions.capabilities:
+            # SK-CAPABILITY: an extension's methods that need a core capability declare it,
+            # even before anything of it is registered (skills with no skill yet).
+            return True
         if capability == "resources":
             return self.resources.enabled
         if capability == "prompts":

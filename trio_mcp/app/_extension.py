@@ -150,12 +150,40 @@ class Extension:
         return type(self).call_tool is not Extension.call_tool
 
 
+def _guarded(extension: Extension, method: ExtensionMethod) -> MethodHandler:
+    """The method's handler, behind what its row and its extension ask of the request: an
+    era of the row (a 2026-07-28 request of another is refused before it gets here,
+    MT-HDR-4; a session's is refused here), and, for a mandatory extension, the client's
+    declaration of it (TM-EXT-DEGRADE)."""
+    row, handler = method.row, method.handler
+    if not extension.mandatory and len(row.eras) == len(_ERAS["both"]):
+        return handler
+
+    async def guarded(ctx: Context, params: Mapping[str, Any]) -> Mapping[str, Any]:
+        if ctx.era not in row.eras:
+            raise RemoteProtocolError(
+                f"Method not found: {row.name}", code=ErrorCode.METHOD_NOT_FOUND
+            )
+        if extension.mandatory and not client_declares(
+            ctx.client_capabilities, extension.identifier
+        ):
+            raise RemoteProtocolError(
+                f"{row.name} needs the {extension.identifier} extension declared in the "
+                "client's capabilities", code=ErrorCode.MISSING_CLIENT_CAPABILITY,
+                data={"requiredCapabilities": {"extensions": {extension.identifier: {}}}},
+            )
+        return await handler(ctx, params)
+
+    return guarded
+
+
 class ExtensionRegistry:
     """The extensions one server installed, and what they serve."""
 
     def __init__(self) -> None:
         self._installed: dict[str, Extension] = {}
-        self._methods: dict[str, tuple[Extension, MethodHandler]] = {}
+        self._methods: dict[str, MethodHandler] = {}
+        self._capabilities: frozenset[str] = frozenset()
 
     def install(self, extension: Extension, core: Iterable[str]) -> None:
         """Record ``extension`` and register its method rows (process-wide, as the table is).
@@ -184,7 +212,13 @@ class ExtensionRegistry:
         register(m.row for m in methods)
         self._installed[identifier] = extension
         for method in methods:
-            self._methods[method.row.name] = (extension, method.handler)
+            self._methods[method.row.name] = _guarded(extension, method)
+        self._capabilities |= {m.row.capability for m in methods if m.row.capability}
+
+    @property
+    def capabilities(self) -> frozenset[str]:
+        """The core capabilities the installed extensions' methods need declared."""
+        return self._capabilities
 
     @property
     def installed(self) -> Mapping[str, Extension]:
@@ -195,24 +229,7 @@ class ExtensionRegistry:
         return {i: dict(e.settings()) for i, e in self._installed.items()}
 
     def handler(self, method: str) -> MethodHandler | None:
-        found = self._methods.get(method)
-        if found is None:
-            return None
-        extension, handler = found
-        if not extension.mandatory:
-            return handler
-
-        async def checked(ctx: Context, params: Mapping[str, Any]) -> Mapping[str, Any]:
-            # TM-EXT-DEGRADE: a mandatory extension is refused to a client without it.
-            if not client_declares(ctx.client_capabilities, extension.identifier):
-                raise RemoteProtocolError(
-                    f"{method} needs the {extension.identifier} extension declared in the "
-                    "client's capabilities", code=ErrorCode.MISSING_CLIENT_CAPABILITY,
-                    data={"requiredCapabilities": {"extensions": {extension.identifier: {}}}},
-                )
-            return await handler(ctx, params)
-
-        return checked
+        return self._methods.get(method)
 
     def wrap_tool_call(self, core: MethodHandler) -> MethodHandler:
         """``tools/call`` inside the wrappers of the extensions that have one, the first

@@ -269,14 +269,17 @@ def parse_frontmatter(data: bytes, where: str, limit: int) -> tuple[dict[str, An
         raise SkillError(f"{where}: frontmatter of more than {limit} bytes")
     try:
         value = yaml.load(block, Loader=_FrontmatterLoader)  # a SafeLoader: no Python objects
+        if not isinstance(value, dict):
+            raise SkillError(f"{where}: frontmatter is not a mapping of fields")
+        _check_json(value, where, "")
+    except RecursionError:
+        # PyYAML's composer and the check recurse: [[[[...]]]] within the size limit.
+        raise SkillError(f"{where}: frontmatter nested too deeply") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f" (frontmatter line {mark.line + 1})" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc)
         raise SkillError(f"{where}: frontmatter is not valid YAML{line}: {problem}") from None
-    if not isinstance(value, dict):
-        raise SkillError(f"{where}: frontmatter is not a mapping of fields")
-    _check_json(value, where, "")
     return value, text[match.end():]
 
 
@@ -365,7 +368,8 @@ def _json_copy(value: Any) -> Any:
 def load_tree(root: Path, limits: SkillLimits) -> list[Skill]:
     """TM-SKILL-TREE: every folder under ``root`` holding a SKILL.md is a skill, its skill-path
     the folder's path under ``root`` (``root`` itself, if it holds one, is a skill named for
-    it); a skill's files are every file under its folder, those of skills nested in it too.
+    it); a skill's files are every file under its folder, those of skills nested in it too,
+    but dotfiles and dot-folders (``.git``), which are skipped.
 
     Raises:
         SkillError: naming the file: a symlink out of the tree, a special file, a tree over
@@ -401,6 +405,9 @@ def load_tree(root: Path, limits: SkillLimits) -> list[Skill]:
         if rel:
             folders.append(rel)
         for child in children:
+            if child.name.startswith("."):
+                # A dotfile or dot-folder (.git, .DS_Store) is no part of a skill.
+                continue
             child_rel = f"{rel}/{child.name}" if rel else child.name
             where = root / child_rel
             if child.is_symlink():
@@ -495,6 +502,8 @@ class Skills(Extension):
                     f"{skill.uri}: the skills hold more than {self._limits.total_bytes} bytes"
                 )
             self._skills[skill.uri] = skill
+        #: skills/list's items, made once: the skills do not change while served.
+        self._entries = [(uri, skill.entry()) for uri, skill in self._skills.items()]
         self._files: dict[str, SkillFile] = {}
         #: Each directory resource and its direct children, as resources/list shows them.
         self._directories: dict[str, dict[str, dict[str, Any]]] = {}
@@ -562,8 +571,10 @@ class Skills(Extension):
 
     async def _list(self, ctx: Context, params: Mapping[str, Any]) -> Mapping[str, Any]:
         """SK-LIST: the skills, a page at a time, an entry never split over pages."""
-        items = [(uri, skill.entry()) for uri, skill in self._skills.items()]
-        return list_result("skills", "skills", items, params, ctx.page_size)
+        result = list_result("skills", "skills", self._entries, params, ctx.page_size)
+        # Copies: what a middleware does to a result is not the next client's.
+        result["skills"] = [_json_copy(entry) for entry in result["skills"]]
+        return result
 
     async def _get(self, ctx: Context, params: Mapping[str, Any]) -> Mapping[str, Any]:
         """SK-GET: one skill's entry by its SKILL.md URI; -32602 for any other."""
