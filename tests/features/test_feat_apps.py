@@ -6,13 +6,15 @@ sockets, on both HTTP servers, in both eras."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
 from support.client import open_session
+from support.docs import code_blocks
 from support.eras import ERAS, LEGACY, rpc
-from support.fixtures import StartServer
+from support.fixtures import HTTP_SERVERS, StartServer, start_live
 from support.modern import MODERN
 
 from trio_mcp import AppCsp, AppPermissions, Server, ToolResult, apps_supported
@@ -20,6 +22,7 @@ from trio_mcp._demo_page import DICE_PAGE
 from trio_mcp.app._apps import APP_MIME_TYPE, APPS_EXTENSION, MAX_APP_HTML
 
 DICE = "ui://trio-mcp-demo/dice.html"
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "apps.md"
 #: What a host with MCP Apps declares (the extension's settings: the MIME types it renders).
 UI_CAPS: dict[str, Any] = {"extensions": {APPS_EXTENSION: {"mimeTypes": [APP_MIME_TYPE]}}}
 
@@ -267,10 +270,19 @@ async def test_a_page_near_the_bound_is_read_whole(live_server: StartServer, era
     assert answer["result"]["contents"][0]["text"] == page
 
 
+def leaves(exc: BaseException) -> list[BaseException]:
+    """The exceptions inside ``exc``, through any exception groups."""
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for sub in exc.exceptions for leaf in leaves(sub)]
+    return [exc]
+
+
 @pytest.mark.spec("UI-TOOL-EXISTS")
-async def test_an_app_tool_whose_page_is_missing_stops_serving(nursery: trio.Nursery) -> None:
+@pytest.mark.parametrize("http_server", HTTP_SERVERS)
+async def test_an_app_tool_whose_page_is_missing_stops_serving(http_server: str) -> None:
     """An app tool naming a ``ui://`` page that is not registered is a mistake found when
-    serving starts, with the tool and URI named, rather than a -32002 a host meets later."""
+    serving starts, with the tool and URI named, rather than a not-found a host meets later;
+    once the page is registered, the same server serves."""
     server = Server("x")
 
     @server.app_tool(resource_uri="ui://x/missing.html")
@@ -278,11 +290,28 @@ async def test_an_app_tool_whose_page_is_missing_stops_serving(nursery: trio.Nur
         """Show."""
         return "shown"
 
-    with pytest.raises(ValueError, match=r"show -> ui://x/missing.html"):
-        server.attach(None)  # type: ignore[arg-type]
+    errors: list[BaseException] = []
+    with trio.fail_after(30):
+        try:
+            async with trio.open_nursery() as nursery:
+                await start_live(nursery, server, http_server=http_server)
+                nursery.cancel_scope.cancel()
+        except BaseExceptionGroup as group:
+            errors = leaves(group)
+        except ValueError as exc:
+            errors = [exc]
+    assert [str(e) for e in errors if isinstance(e, ValueError)] == [
+        "app tool(s) name a ui:// resource that is not registered: show -> ui://x/missing.html "
+        "(register it with server.add_app_resource)"
+    ], errors
+
     server.add_app_resource("ui://x/missing.html", PAGE)
-    server.attach(None)  # type: ignore[arg-type]
-    server.detach(None)  # type: ignore[arg-type]
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            live = await start_live(nursery, server, http_server=http_server)
+            result = await rpc(live.url, MODERN, "tools/call", {"name": "show", "arguments": {}})
+            assert result["result"]["content"] == [{"type": "text", "text": "shown"}]
+            nursery.cancel_scope.cancel()
 
 
 @pytest.mark.spec("UI-TOOL-META")
@@ -302,9 +331,10 @@ def test_app_tool_arguments_are_checked() -> None:
         return "shown"
 
     assert server.tools["show"].to_dict()["_meta"]["x-other"] == 1
+    assert server.capabilities()["extensions"] == {APPS_EXTENSION: {}}
     server.remove_tool("show")
-    server.attach(None)  # type: ignore[arg-type]  # no app tool left to miss its page
-    server.detach(None)  # type: ignore[arg-type]
+    # No app tool is left to miss its page, and nothing of the extension is declared.
+    assert "extensions" not in server.capabilities()
 
 
 def test_apps_supported_reads_the_declared_extension() -> None:
@@ -315,3 +345,32 @@ def test_apps_supported_reads_the_declared_extension() -> None:
     assert not apps_supported({"extensions": {APPS_EXTENSION: {}}})
     assert not apps_supported({"extensions": {APPS_EXTENSION: {"mimeTypes": "text/html"}}})
     assert not apps_supported({"extensions": []})
+
+
+@pytest.mark.spec("UI-FALLBACK", "UI-RES-META")
+@pytest.mark.parametrize("era", ERAS)
+async def test_the_docs_example_serves_what_the_page_says(
+    live_server: StartServer, era: str
+) -> None:
+    """docs/apps.md's example, run as written (its page given), lists the tool with its page,
+    serves the page with the CSP and permission it shows, and answers in text with and
+    without the extension."""
+    [block] = [b for b in code_blocks(DOCS.read_text("utf-8"), "python") if "app_tool" in b]
+    scope: dict[str, Any] = {"DASHBOARD_HTML": PAGE}
+    exec(block, scope)
+    url = (await live_server(scope["server"])).url
+    [tool] = (await rpc(url, era, "tools/list"))["result"]["tools"]
+    assert tool["_meta"]["ui"] == {"resourceUri": "ui://weather/dashboard.html"}
+    read = await rpc(url, era, "resources/read", {"uri": "ui://weather/dashboard.html"})
+    [contents] = read["result"]["contents"]
+    assert contents["_meta"]["ui"] == {
+        "csp": {"connectDomains": ["https://api.weather.example"]},
+        "permissions": {"geolocation": {}},
+        "prefersBorder": True,
+    }
+    call = {"name": "forecast", "arguments": {"city": "Lyon"}}
+    plain = (await rpc(url, era, "tools/call", call))["result"]
+    ui = (await rpc(url, era, "tools/call", call, capabilities=UI_CAPS))["result"]
+    assert plain["content"][0]["text"].startswith("Lyon: high 21, low 12. (A host")
+    assert ui["content"] == [{"type": "text", "text": "Lyon: high 21, low 12."}]
+    assert ui["structuredContent"] == {"city": "Lyon", "high": 21, "low": 12}
