@@ -17,7 +17,7 @@ from support.eras import ERAS, LEGACY, rpc
 from support.fixtures import HTTP_SERVERS, StartServer, start_live
 from support.modern import MODERN
 
-from trio_mcp import AppCsp, AppPermissions, Server, ToolResult, apps_supported
+from trio_mcp import AppCsp, AppPermissions, Context, Server, ToolResult, apps_supported
 from trio_mcp._demo_page import DICE_PAGE
 from trio_mcp.app._apps import APP_MIME_TYPE, APPS_EXTENSION, MAX_APP_HTML
 
@@ -201,6 +201,7 @@ def test_a_page_uri_that_is_not_one_ui_name_is_refused(uri: str) -> None:
     "https://a.example.com/path", "https://a.example.com?q", "ftp://a.example.com",
     "https://a.example.com:99999", "https://-a.example.com", "https://a..example.com",
     "https://a.example.com\n", "https://*", "https://a.*.example.com", "",
+    "https://" + "a." * 200 + "example.com", "https://" + "a" * 64 + ".example.com",
 ])
 def test_a_csp_entry_that_is_not_an_origin_is_refused(entry: str) -> None:
     """Each CSP entry is an origin (scheme, host with an optional leading ``*.`` label,
@@ -226,6 +227,8 @@ def test_csp_and_permissions_are_checked_as_a_whole() -> None:
         AppPermissions.of(["camera", "usb"])
     with pytest.raises(ValueError):
         AppPermissions.of({"camera": "yes"})
+    with pytest.raises(ValueError, match="unknown"):
+        AppPermissions.of({"usb": None})
     with pytest.raises(ValueError, match="host name"):
         Server("x").add_app_resource("ui://x/p.html", PAGE, domain="a.example.com/evil")
     good = AppCsp.of({"connect_domains": ["wss://rt.example.com:8443", "http://localhost:3000"],
@@ -374,3 +377,35 @@ async def test_the_docs_example_serves_what_the_page_says(
     assert plain["content"][0]["text"].startswith("Lyon: high 21, low 12. (A host")
     assert ui["content"] == [{"type": "text", "text": "Lyon: high 21, low 12."}]
     assert ui["structuredContent"] == {"city": "Lyon", "high": 21, "low": 12}
+
+
+@pytest.mark.spec("UI-TOOL-META", "UI-FALLBACK")
+@pytest.mark.parametrize("era", ERAS)
+async def test_one_decorator_on_two_plain_functions_binds_each(
+    live_server: StartServer, era: str
+) -> None:
+    """An ``app_tool`` decorator applied to two functions registers both with their page,
+    and a plain ``def`` app tool, run in a worker thread, reads ``apps_supported(ctx)``."""
+    server = Server("x")
+    shows = server.app_tool(resource_uri="ui://x/p.html", visibility=["model"])
+
+    @shows
+    def first(ctx: Context) -> str:
+        """First."""
+        return f"first {apps_supported(ctx)}"
+
+    @shows
+    def second(ctx: Context) -> str:
+        """Second."""
+        return f"second {apps_supported(ctx)}"
+
+    server.add_app_resource("ui://x/p.html", PAGE)
+    url = (await live_server(server)).url
+    tools = (await rpc(url, era, "tools/list"))["result"]["tools"]
+    assert [(t["name"], t["_meta"]["ui"]["resourceUri"]) for t in tools] == [
+        ("first", "ui://x/p.html"), ("second", "ui://x/p.html"),
+    ]
+    for name, caps, said in [("first", UI_CAPS, "first True"), ("second", {}, "second False")]:
+        call = {"name": name, "arguments": {}}
+        result = (await rpc(url, era, "tools/call", call, capabilities=caps))["result"]
+        assert result["content"] == [{"type": "text", "text": said}]

@@ -14,7 +14,7 @@ from typing import Any, ClassVar, Final, Literal
 import attrs
 
 from ._content import EmbeddedResource, check_uri
-from ._context import Context
+from ._context import Context, ThreadContext
 
 __all__ = [
     "APPS_EXTENSION",
@@ -36,6 +36,8 @@ APP_MIME_TYPE: Final = "text/html;profile=mcp-app"
 MAX_APP_HTML: Final = 2 * 1024 * 1024
 #: TM-APPS-CSP: how many origins one CSP list may name, and how long a URI may be.
 MAX_CSP_DOMAINS: Final = 64
+#: The longest origin: a scheme, a 253-character host and a port.
+MAX_ORIGIN: Final = 270
 MAX_UI_URI: Final = 2048
 
 Visibility = Literal["model", "app"]
@@ -54,7 +56,7 @@ _DOT_STEP = re.compile(r"(?:\.|%2e){1,2}", re.IGNORECASE)
 
 
 def _origin(value: object, field: str) -> str:
-    if not isinstance(value, str) or not _ORIGIN.fullmatch(value):
+    if not isinstance(value, str) or len(value) > MAX_ORIGIN or not _ORIGIN.fullmatch(value):
         raise ValueError(
             f"csp {field}: {value!r} is not an origin: a scheme (https, http, wss, ws), a "
             "host (its first label may be *), an optional port, and nothing else"
@@ -160,6 +162,7 @@ class AppPermissions:
             return value
         names = {**cls._WIRE, **{v: v for v in cls._WIRE.values()}}
         if isinstance(value, Mapping):
+            named = list(value)
             asked = [k for k, v in value.items() if v is not None and v is not False]
             for k, v in value.items():
                 if not (v is None or isinstance(v, bool) or v == {}):
@@ -167,8 +170,8 @@ class AppPermissions:
         elif isinstance(value, str):
             raise TypeError("permissions is a list of feature names, not one string")
         else:
-            asked = list(value)
-        unknown = sorted(str(k) for k in asked if k not in names)
+            named = asked = list(value)
+        unknown = sorted(str(k) for k in named if k not in names)
         if unknown:
             raise ValueError(f"permissions: unknown feature(s) {', '.join(unknown)}")
         return cls(**{names[k]: True for k in asked})
@@ -229,8 +232,8 @@ def _check_html(uri: str, html: object, max_bytes: int) -> str:
 def _check_domain(value: str | None) -> str | None:
     if value is None:
         return None
-    bare = value.removeprefix("https://")
-    if not isinstance(value, str) or len(bare) > 253 or not _HOSTNAME.fullmatch(bare):
+    bare = value.removeprefix("https://") if isinstance(value, str) else ""
+    if len(bare) > 253 or not _HOSTNAME.fullmatch(bare):
         raise ValueError(f"domain: {value!r} is not a host name (or an https origin)")
     return value
 
@@ -360,12 +363,12 @@ class AppRegistry:
             )
 
 
-def apps_supported(client: Context | Mapping[str, Any]) -> bool:
+def apps_supported(client: Context | ThreadContext | Mapping[str, Any]) -> bool:
     """Whether the client of ``ctx`` (or these client capabilities) declared MCP Apps with the
     HTML profile (UI-CAP-CLIENT): ``extensions["io.modelcontextprotocol/ui"].mimeTypes`` holds
     ``text/html;profile=mcp-app``, in the legacy ``initialize`` or in a 2026-07-28 request's
     ``_meta``. A host that did not sees an app tool's text alone (UI-FALLBACK)."""
-    capabilities = client.client_capabilities if isinstance(client, Context) else client
+    capabilities = client if isinstance(client, Mapping) else client.client_capabilities
     extensions = capabilities.get("extensions")
     if not isinstance(extensions, Mapping):
         return False

@@ -503,8 +503,11 @@ class Server:
         app_meta = _apps.tool_meta(resource_uri, visibility, meta)
 
         def decorate(fn: T) -> T:
-            self.add_tool(fn, name=name, meta=app_meta, **options)
-            tool = next(t for t in self._dispatcher.tools.tools.values() if t.meta is app_meta)
+            # A copy per function: its identity finds the tool registered (under whatever
+            # name it took), even when one decorator is applied twice.
+            own = dict(app_meta)
+            self.add_tool(fn, name=name, meta=own, **options)
+            tool = next(t for t in self._dispatcher.tools.tools.values() if t.meta is own)
             self._apps.bind(tool.name, resource_uri)
             return fn
 
