@@ -87,6 +87,8 @@ async def test_discover_names_versions_capabilities_instructions_and_cache_hints
         "extensions": {
             "io.modelcontextprotocol/tasks": {},
             "io.modelcontextprotocol/skills": {"directoryRead": True},
+            # and has an app (spec/apps.md UI-CAP).
+            "io.modelcontextprotocol/ui": {},
         },
     } == result["capabilities"]
     assert (
@@ -876,10 +878,11 @@ async def test_an_extension_the_client_declares_changes_nothing(live_server: Sta
 
     assert answers[0] == answers[1] == answers[2]
     discover, _, echo = answers[0]
-    # The demo declares its extensions, tasks and skills, whatever the client declares; echo
+    # The demo declares its extensions, tasks, skills and apps, whatever the client declares; echo
     # is no task tool, so declaring tasks does not change its call (spec/tasks.md TK-OPTIN).
     assert {
         "io.modelcontextprotocol/tasks": {},
         "io.modelcontextprotocol/skills": {"directoryRead": True},
+        "io.modelcontextprotocol/ui": {},
     } == discover["result"]["capabilities"]["extensions"]
     assert [{"type": "text", "text": "core"}] == echo["result"]["content"]
