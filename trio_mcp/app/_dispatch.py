@@ -16,7 +16,14 @@ from typing import Any
 from ..base._ports import NotificationHandler, RequestPort, SessionPort
 from ..protocol import ErrorCode, RemoteProtocolError, Request
 from ..protocol._logtext import LogLimiter
-from ..protocol._methods import METHOD_CAPABILITY, ScopeKind, check_served, declared, named
+from ..protocol._methods import (
+    METHOD_CAPABILITY,
+    METHODS,
+    ScopeKind,
+    check_served,
+    declared,
+    named,
+)
 from ..protocol._tasks import TaskSupport, tasks_requirement
 from ._completion import CompletionRegistry
 from ._context import Context, SessionContext
@@ -59,8 +66,12 @@ class Dispatcher:
         # A method a registry offers is a row of the method table, and every row the
         # application serves has a registry's handler (raises ValueError otherwise).
         check_served(self._methods)
-        #: tools/call as the registry serves it, before the extensions' wrappers.
-        self._tools_call = self._methods["tools/call"]
+        #: The tool registry's method whose row names a tool (tools/call), as the registry
+        #: serves it, before the extensions' wrappers (TM-EXT-WRAP).
+        self._tool_call = next(
+            name for name in self.tools.methods() if METHODS[name].scope is ScopeKind.TOOL
+        )
+        self._tools_call = self._methods[self._tool_call]
         #: The extensions installed (SEP-2133, app/_extension.py) and their methods.
         self.extensions = ExtensionRegistry()
         #: Hooks for notifications from the client, by method.
@@ -74,7 +85,7 @@ class Dispatcher:
         """Serve ``extension``'s methods and put its wrapper around tools/call (TM-EXT-ROWS,
         TM-EXT-WRAP)."""
         self.extensions.install(extension, self._methods)
-        self._methods["tools/call"] = self.extensions.wrap_tool_call(self._tools_call)
+        self._methods[self._tool_call] = self.extensions.wrap_tool_call(self._tools_call)
 
     def capabilities(self) -> dict[str, Any]:
         # U-TOOL-1 / L-CAP-1 / MU-TOOL-1: declare exactly what is served.
