@@ -146,6 +146,7 @@ AREAS: Mapping[str, tuple[str, ...]] = {
     "workers.md": (_tm("WORK", "STORE"),),
     "handlers.md": (_tm("HAND"),),
     "client.md": (_tm("CLIENT"),),
+    "stdio.md": (r"T-STDIO-\d+", _tm("STDIO")),
 }
 
 _HEADING_RE = re.compile(r"^### (?P<id>\S+) — (?P<title>\S.*)$")
