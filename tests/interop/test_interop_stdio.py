@@ -20,6 +20,7 @@ TROUBLE = '''
 import sys
 from trio_mcp import Server
 
+print("printed at import")
 server = Server("noisy")
 
 
@@ -103,8 +104,9 @@ def test_python_sdk_client_over_stdio_does_everything() -> None:
 @pytest.mark.slow
 @pytest.mark.spec("T-STDIO-2", "T-STDIO-3", "TM-STDIO-STDOUT")
 def test_a_handler_that_prints_does_not_corrupt_stdout(tmp_path: Path) -> None:
-    """A handler's print() and sys.stdout.write go to stderr: the client, which refuses a
-    line of stdout that is no message, gets its answer."""
+    """A print() at the module's import, and a handler's print() and sys.stdout.write, go
+    to stderr: the client, which refuses a line of stdout that is no message, gets its
+    answer."""
     (tmp_path / "noisy.py").write_text(TROUBLE)
     argv = [*trio_mcp_command("noisy:server"), "--app-dir", str(tmp_path)]
     report = python_sdk_session(argv, cwd=tmp_path)
@@ -132,6 +134,7 @@ def test_a_handler_that_prints_does_not_corrupt_stdout(tmp_path: Path) -> None:
     assert 0 == proc.returncode, err
     assert [0, 1] == [a["id"] for a in answers] and b"" == out
     assert b"printed by a handler" in err and b"written to sys.stdout" in err
+    assert b"printed at import" in err
     assert b"serving noisy on stdio" in err
 
 
@@ -147,12 +150,18 @@ def run_ts(flavour: str, node_modules: Path) -> dict[str, Any]:
 
 @pytest.mark.slow
 @pytest.mark.spec("TM-STDIO-SESSION")
-@pytest.mark.parametrize("flavour", ["v1", "v2"])
-def test_typescript_sdk_client_over_stdio_does_everything(flavour: str) -> None:
-    """The TypeScript SDK client, v1 and v2, launches `trio-mcp serve --stdio`: tools,
-    resources, prompts, an elicitation and progress."""
+@pytest.mark.parametrize(
+    ("flavour", "version"), [("v1", "2025-11-25"), ("v2", "2025-11-25"), ("v2-auto", "2026-07-28")]
+)
+def test_typescript_sdk_client_over_stdio_does_everything(flavour: str, version: str) -> None:
+    """The TypeScript SDK client, v1 and v2 (and v2 negotiating the era itself, which
+    speaks 2026-07-28), launches `trio-mcp serve --stdio`: tools, resources, prompts, an
+    elicitation and progress."""
     modules = install_conformance() if flavour == "v1" else install_ts_client()
     report = run_ts(flavour, modules)
+
+    if report["version"] is not None:  # v1 does not say
+        assert version == report["version"]
 
     assert "trio-mcp-demo" == report["server"]
     assert "echo" in report["tools"] and "hi" == report["echo"]

@@ -1,7 +1,10 @@
 // The TypeScript SDK client, v1 (@modelcontextprotocol/sdk) or v2 (@modelcontextprotocol/client),
 // against a trio-mcp server it launches over stdio (tests/interop/test_interop_stdio.py).
 //
-// usage: node ts_stdio_client.mjs <node_modules dir> <v1 | v2> <command> [args...]
+// usage: node ts_stdio_client.mjs <node_modules dir> <v1 | v2 | v2-auto> <command> [args...]
+//
+// v2-auto: the v2 client with versionNegotiation {mode: "auto"}, which probes server/discover
+// and speaks 2026-07-28 to a server that offers it.
 //
 // Lists tools, resources and prompts, reads one resource, gets one prompt, calls echo, a tool
 // that asks the user for input (answered by the elicitation handler), and one with progress.
@@ -21,10 +24,9 @@ if (flavour === 'v1') {
     ({ StdioClientTransport } = await load('@modelcontextprotocol/client/dist/stdio.mjs'));
 }
 
-const client = new Client(
-    { name: `trio-mcp-ts-stdio-${flavour}`, version: '1.0.0' },
-    { capabilities: { elicitation: { form: {} } } },
-);
+const options = { capabilities: { elicitation: { form: {} } } };
+if (flavour === 'v2-auto') options.versionNegotiation = { mode: 'auto' };
+const client = new Client({ name: `trio-mcp-ts-stdio-${flavour}`, version: '1.0.0' }, options);
 const questions = [];
 const answer = async (request) => {
     questions.push(request.params.message);

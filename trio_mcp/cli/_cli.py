@@ -366,6 +366,11 @@ def main(argv: Sequence[str] | None = None, *, own_command_line: bool | None = N
     if args.workers > 1 and args.worker_port is None:
         _run_pool(args, argv)
         return
+    if args.stdio:
+        from ..edges._stdio import reserve_stdout
+
+        # TM-STDIO-STDOUT: before the server's module is imported (it may print).
+        reserve_stdout()
     try:
         server = load_server(args.server, app_dir=args.app_dir)
     except SystemExit as exc:

@@ -69,12 +69,30 @@ class _Line:
     """What a 2026-07-28 request names (a tool's, a prompt's name, a resource's URI)."""
 
 
-def _classify(body: bytes) -> _Line | bytes:
+#: A line longer than this is parsed in a worker thread, as the runtime decodes a large body
+#: (TM-SEC-DECODE): a 4 MiB line would otherwise hold the event loop for tens of milliseconds.
+_THREAD_AT: Final = 64 * 1024
+
+
+def _key(value: Any) -> str | int | None:
+    """A JSON-RPC id the edge can track: a string or an integer; anything else (a host's
+    bad id) is tracked as none, and the runtime words its refusal."""
+    return value if isinstance(value, str | int) and not isinstance(value, bool) else None
+
+
+async def _parse(body: bytes) -> _Line | bytes:
     """The line's routing facts, or the error line that answers it (TM-STDIO-MALFORMED)."""
     try:
-        message = json.loads(body)
+        if len(body) > _THREAD_AT:
+            message = await trio.to_thread.run_sync(json.loads, body)
+        else:
+            message = json.loads(body)
     except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
         return _error_line(ErrorCode.PARSE_ERROR, f"Parse error: {type(exc).__name__}.")
+    return _classify(body, message)
+
+
+def _classify(body: bytes, message: Any) -> _Line | bytes:
     if isinstance(message, list):
         return _Line(body=body, is_request=any(
             isinstance(m, dict) and "method" in m and "id" in m for m in message
@@ -89,10 +107,10 @@ def _classify(body: bytes) -> _Line | bytes:
     ) else None
     cancels = None
     if method == "notifications/cancelled" and isinstance(params, dict):
-        cancels = params.get("requestId")
+        cancels = _key(params.get("requestId"))
     return _Line(
         body=body,
-        request_id=message.get("id"),
+        request_id=_key(message.get("id")),
         is_request=isinstance(method, str) and "id" in message,
         method=method if isinstance(method, str) else None,
         modern_version=modern if isinstance(modern, str) else None,
@@ -168,8 +186,15 @@ class _LineResponder:
     """The Responder of one exchange the edge makes: each message the runtime sends (a
     reply's body, or an SSE event's data) becomes one line of stdout."""
 
-    def __init__(self, out: _Out, *, on_first: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self, out: _Out, *, on_first: Callable[[], None] | None = None, replies: bool = True
+    ) -> None:
         self._out = out
+        #: Whether a complete reply's body is a message for the host: it is for a request's
+        #: POST; for a notification, a response or one of the edge's own GETs it is an
+        #: HTTP-level refusal that no message of the host asked for (JSON-RPC answers no
+        #: notification), logged instead.
+        self._replies = replies
         self._decoder = SSEDecoder()
         self._departure = Departure()
         self.disconnected = self._departure.event
@@ -178,9 +203,23 @@ class _LineResponder:
         self.session_id: str | None = None
         self.last_event_id: str | None = None
         self.reply_body: bytes = b""
+        #: The last message handed to stdout (an initialize's answer, for its version).
+        self.last_message: bytes = b""
         self._on_first = on_first
         #: JSON-RPC ids whose response went out on this exchange.
         self.answered: set[Any] = set()
+        #: The exchange is over for the edge (close): a write still waiting is let go.
+        self._closed = False
+        self._waiting: set[trio.CancelScope] = set()
+
+    def close(self) -> None:
+        """The exchange is over: the runtime returned from it. A stream cut as stalled
+        returns while its writer still waits to hand a message over (on HTTP the closing of
+        the connection lets such a write go, TM-BP-RELEASE): it is let go here, the message
+        not handed over, so it is still in the log for the re-attached stream."""
+        self._closed = True
+        for scope in self._waiting:
+            scope.cancel()
 
     def _first(self) -> None:
         first, self._on_first = self._on_first, None
@@ -207,8 +246,10 @@ class _LineResponder:
             content_type = dict(reply.headers).get("content-type", "")
             if content_type.startswith("text/event-stream"):
                 await self.write(reply.body)
-            else:
+            elif self._replies:
                 await self._message(reply.body)
+            else:
+                logger.debug("stdio: %d %r not forwarded", reply.status, reply.body[:200])
         self.finished = True
 
     async def start_stream(self, status: int, headers: Sequence[tuple[str, str]]) -> None:
@@ -218,18 +259,35 @@ class _LineResponder:
 
     async def write(self, data: bytes) -> None:
         for event in self._decoder.feed(data):
-            # A named event (resumption-required, TM-BP-SIGNAL) is for HTTP clients: the
-            # edge re-attaches on its own, from the last event it handed over.
-            if event.data and event.event in (None, "message"):
-                await self._message(event.data.encode())
-            if event.id is not None and event.event in (None, "message"):
+            if event.event not in (None, "message"):
+                # A named event (resumption-required, TM-BP-SIGNAL) is for HTTP clients:
+                # the edge re-attaches on its own, from the last event it handed over.
+                continue
+            if event.data and not await self._message(event.data.encode()):
+                return
+            if event.id is not None:
                 self.last_event_id = event.id
 
-    async def _message(self, data: bytes) -> None:
+    async def _message(self, data: bytes) -> bool:
+        """Hand ``data`` to stdout's writer; False when it was not (the edge let the
+        exchange go, TM-STDIO-BACKPRESSURE)."""
+        if self._closed:
+            return False
+        if self.disconnected.is_set():
+            return True  # the host cancelled it: no answer (MU-CANCEL-3)
+        with trio.CancelScope() as waiting:
+            self._waiting.add(waiting)
+            try:
+                await self._out.line(data)
+            finally:
+                self._waiting.discard(waiting)
+        if waiting.cancelled_caught:
+            return False
+        self.last_message = data
         if data[:1] == b"{" and (b'"result"' in data or b'"error"' in data):
-            with contextlib.suppress(ValueError):
-                self.answered.add(json.loads(data).get("id"))
-        await self._out.line(data)
+            with contextlib.suppress(ValueError, AttributeError):
+                self.answered.add(_key(json.loads(data).get("id")))
+        return True
 
     async def end(self) -> None:
         self.finished = True
@@ -256,13 +314,17 @@ class StdioEdge:
         #: Requests in flight, by id: a notifications/cancelled of a 2026-07-28 one ends its
         #: exchange (MU-CANCEL-1 on HTTP; the responder's departure is that signal here).
         self._running: dict[Any, _LineResponder] = {}
+        #: Requests in flight, batches included (TM-STDIO-BOUND).
+        self._exchanges = 0
         self._standalone = False
+        #: The responders of 2026-07-28 requests in flight (by id()).
+        self._modern_ids: set[int] = set()
         self.lines_refused = 0
 
     @property
     def in_flight(self) -> int:
         """Requests of the host in flight now (at most ``max_exchanges``)."""
-        return len(self._running)
+        return self._exchanges
 
     # -- reading --------------------------------------------------------------------------
 
@@ -337,29 +399,53 @@ class StdioEdge:
             await self._serve_line(nursery, line)
 
     async def _serve_line(self, nursery: trio.Nursery, raw: bytes) -> None:
-        line = _classify(raw)
+        line = await _parse(raw)
         if isinstance(line, bytes):
             self.lines_refused += 1
             await self.out.line(line)
             return
         if line.cancels is not None and line.cancels in self._running:
             responder = self._running[line.cancels]
-            if not responder.finished:
+            if self._modern(responder):
+                # TM-STDIO-MODERN: a 2026-07-28 request has no session to tell; its
+                # exchange ends, as the close of its HTTP stream would end it.
                 responder.gone()
+                return
         if not line.is_request:
             # Notifications and responses: served in order, in the reader's task.
-            await self._exchange(line, None)
+            await self._exchange(line, _LineResponder(self.out, replies=False))
             return
-        if len(self._running) >= self._max_exchanges:
+        if self._exchanges >= self._max_exchanges:
             await self.out.line(_error_line(
                 ErrorCode.SERVER_BUSY,
                 f"Server busy: {self._max_exchanges} requests are in flight already.",
                 line.request_id,
             ))
             return
+        if line.modern_version is not None:
+            # A 2026-07-28 request belongs to no session, so nothing it could race with:
+            # the next line is read at once (its answer may not start before its handler
+            # ends, and a notifications/cancelled for it may be that next line). Known
+            # before its task runs, so that a cancellation right behind it finds it.
+            responder = _LineResponder(self.out)
+            self._modern_ids.add(id(responder))
+            self._track(line, responder)
+            self._exchanges += 1
+            nursery.start_soon(self._counted, line, responder)
+            return
         # The next line is read once this one has been received by its session (its first
         # answer, a stream's start or a reply), as an HTTP client's next POST would be.
         await nursery.start(self._request, line)
+
+    def _track(self, line: _Line, responder: _LineResponder) -> None:
+        if line.request_id is not None:
+            self._running[line.request_id] = responder
+
+    async def _counted(self, line: _Line, responder: _LineResponder) -> None:
+        try:
+            await self._exchange(line, responder)
+        finally:
+            self._exchanges -= 1
 
     async def _request(self, line: _Line, task_status: trio.TaskStatus[None]) -> None:
         started = [False]
@@ -369,8 +455,11 @@ class StdioEdge:
                 started[0] = True
                 task_status.started()
 
+        responder = _LineResponder(self.out, on_first=first)
+        self._track(line, responder)
+        self._exchanges += 1
         try:
-            await self._exchange(line, first)
+            await self._counted(line, responder)
         finally:
             if not started[0]:
                 task_status.started()
@@ -398,18 +487,16 @@ class StdioEdge:
             raw.append((b"last-event-id", last_event_id.encode("latin-1")))
         return Headers(raw)
 
-    async def _exchange(self, line: _Line, first: Callable[[], None] | None) -> None:
+    async def _exchange(self, line: _Line, responder: _LineResponder) -> None:
         runtime = self.runtime
-        responder = _LineResponder(self.out, on_first=first)
         request = HttpRequest(
             method="POST", path=runtime.config.path, headers=self._headers(line), body=line.body,
             local_host="stdio", peer_host="stdio",
         )
         tracked = line.is_request and line.request_id is not None
-        if tracked:
-            self._running[line.request_id] = responder
         try:
             await runtime.serve_guarded(request, responder)
+            responder.close()
             if line.method == "initialize" and responder.session_id is not None:
                 self._initialized(responder)
             elif line.method == "notifications/initialized" and self.session_id is not None:
@@ -417,42 +504,65 @@ class StdioEdge:
             if (
                 tracked and line.request_id not in responder.answered
                 and responder.last_event_id is not None and line.modern_version is None
-                and not responder.disconnected.is_set()
             ):
                 # The stream was cut before its response (TM-STDIO-BACKPRESSURE): the edge
                 # re-attaches after the last event it wrote, as a client would.
-                await self._reattach(responder)
+                await self._reattach(responder, line.request_id)
         finally:
+            self._modern_ids.discard(id(responder))
             if tracked and self._running.get(line.request_id) is responder:
                 del self._running[line.request_id]
+
+    def _modern(self, responder: _LineResponder) -> bool:
+        return id(responder) in self._modern_ids
 
     def _initialized(self, responder: _LineResponder) -> None:
         self.session_id = responder.session_id
         try:
-            result = json.loads(responder.reply_body or b"{}").get("result", {})
+            result = json.loads(responder.last_message or b"{}").get("result", {})
         except ValueError:
             result = {}
         version = result.get("protocolVersion") if isinstance(result, dict) else None
         self.version = version if isinstance(version, str) else None
 
-    async def _reattach(self, first: _LineResponder) -> None:
+    async def _reattach(self, first: _LineResponder, request_id: Any) -> None:
+        """Resume a request's stream after the last event handed to stdout, until its
+        response went out: a host that reads slowly, or not for a while, has its stream cut
+        as any slow reader (TM-BP-STALL), and gets what follows once it reads. Ends when the
+        stream cannot be resumed (the answer is a refusal), has nothing more, or the server
+        stops."""
         cursor = first.last_event_id
         answered = first.answered
-        for _ in range(64):
-            if cursor is None or self.out.broken.is_set():
+        idle = 0
+        while cursor is not None and request_id not in answered:
+            if self.out.broken.is_set() or self.runtime.table.shutting_down:
                 return
-            responder = _LineResponder(self.out)
+            responder = _LineResponder(self.out, replies=False)
             responder.answered = answered
             await self.runtime.serve_guarded(HttpRequest(
                 method="GET", path=self.runtime.config.path,
                 headers=self._headers(None, last_event_id=cursor),
                 local_host="stdio", peer_host="stdio",
             ), responder)
-            if responder.reply_body or responder.last_event_id in (None, cursor):
+            responder.close()
+            if responder.reply_body:
+                # Its events left the window, or its session ended: an explicit failure,
+                # never a silent gap (TM-STDIO-BACKPRESSURE).
+                logger.info("stdio: request %r: its stream cannot be resumed", request_id)
+                await self.out.line(_error_line(
+                    ErrorCode.RESUMPTION_FAILED,
+                    "Resumption failed: the host read too slowly for the server's replay "
+                    "window, and what this request sent is lost.",
+                    request_id,
+                ))
                 return
-            cursor = responder.last_event_id
-            if self.runtime.table.shutting_down:
-                return
+            if responder.last_event_id not in (None, cursor):
+                cursor, idle = responder.last_event_id, 0
+            elif responder.finished:
+                return  # the stream ended with nothing more for it
+            else:
+                idle += 1
+                await trio.sleep(min(1.0, 0.05 * 2**idle))
 
     def _open_standalone(self) -> None:
         """The session's standalone stream (what the server says outside any request), held
@@ -465,12 +575,13 @@ class StdioEdge:
     async def _standalone_loop(self) -> None:
         cursor: str | None = None
         while not self.out.broken.is_set() and not self.runtime.table.shutting_down:
-            responder = _LineResponder(self.out)
+            responder = _LineResponder(self.out, replies=False)
             await self.runtime.serve_guarded(HttpRequest(
                 method="GET", path=self.runtime.config.path,
                 headers=self._headers(None, last_event_id=cursor),
                 local_host="stdio", peer_host="stdio",
             ), responder)
+            responder.close()
             if responder.reply_body:
                 # Refused (the session ended, the cursor left retention): open it afresh
                 # once, after a pause; a session that is gone stays gone.
@@ -484,9 +595,9 @@ class StdioEdge:
 
 def stdio_config(config: ServerConfig) -> ServerConfig:
     """The settings of a stdio server: SSE answers (a request's messages go out while it
-    runs), no authorization (T-SEC-6: stdio takes its credentials from the environment),
-    no shared store (one host, one process), and no stall budget: the pipe is the only
-    connection there will be, so a slow host is waited for (the in-flight bound holds)."""
+    runs), no authorization (T-SEC-6: stdio takes its credentials from the environment)
+    and no shared store (one host, one process). The stall budget stays: a stream cut for
+    a host that does not read is re-attached by the edge (TM-STDIO-BACKPRESSURE)."""
     from ..base._config import ResponseMode
 
     return attrs.evolve(
@@ -512,7 +623,9 @@ async def serve_stdio(
     own = stdin is None and stdout is None
     saved: int | None = None
     if own:
-        stdin, stdout, saved = _take_stdio()
+        out_fd, saved = reserve_stdout()
+        stdin = trio.lowlevel.FdStream(os.dup(0))
+        stdout = trio.lowlevel.FdStream(out_fd)
     assert stdin is not None and stdout is not None
     runtime = Runtime(server, cfg, bind_hosts=["stdio"])
     try:
@@ -532,17 +645,30 @@ async def serve_stdio(
                 await stdin.aclose()
                 await stdout.aclose()
             if saved is not None:
-                os.dup2(saved, 1)
-                os.close(saved)
+                _restore_stdout(saved)
 
 
-def _take_stdio() -> tuple[trio.abc.ReceiveStream, trio.abc.SendStream, int]:
-    """stdin and stdout as trio streams. The real stdout is kept for the messages alone
-    (TM-STDIO-STDOUT): file descriptor 1 and ``sys.stdout`` are pointed at stderr, so a
-    stray print() of the application, or a library's, cannot corrupt the stream."""
-    out_fd = os.dup(1)
-    saved = os.dup(1)
-    sys.stdout.flush()
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-    return trio.lowlevel.FdStream(os.dup(0)), trio.lowlevel.FdStream(out_fd), saved
+#: What reserve_stdout kept, once it has run: (the messages' descriptor, the original's).
+_RESERVED: list[tuple[int, int]] = []
+
+
+def reserve_stdout() -> tuple[int, int]:
+    """Keep the real stdout for the messages alone (TM-STDIO-STDOUT): file descriptor 1
+    and ``sys.stdout`` are pointed at stderr, so that a print() of the application or of a
+    library, at import or in a handler, cannot corrupt the stream. The command line calls it
+    before it imports the server's module. Returns a descriptor for the messages, and one
+    that restores descriptor 1."""
+    if not _RESERVED:
+        sys.stdout.flush()
+        out_fd, saved = os.dup(1), os.dup(1)
+        os.dup2(2, 1)
+        sys.stdout = sys.stderr
+        _RESERVED.append((out_fd, saved))
+    return _RESERVED[0]
+
+
+def _restore_stdout(saved: int) -> None:
+    _RESERVED.clear()
+    os.dup2(saved, 1)
+    os.close(saved)
+    sys.stdout = sys.__stdout__
