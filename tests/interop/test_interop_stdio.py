@@ -186,3 +186,23 @@ def test_inspector_cli_lists_the_demo_tools_over_stdio(tmp_path: Path) -> None:
     assert 0 == done.returncode, done.stdout + done.stderr
     names = [tool["name"] for tool in json.loads(done.stdout)["tools"]]
     assert "echo" in names and "countdown" in names
+
+
+@pytest.mark.slow
+@pytest.mark.spec("TM-STDIO-SESSION", "TM-STDIO-STDOUT")
+def test_server_run_stdio_at_the_bottom_of_a_module(tmp_path: Path) -> None:
+    """`server.run_stdio()` at the bottom of the module the host launches serves it, its
+    handler's print() kept off stdout."""
+    script = tmp_path / "noisy.py"
+    script.write_text(TROUBLE + "\n\nif __name__ == '__main__':\n    server.run_stdio()\n")
+    report = python_sdk_session([sys.executable, str(script)], cwd=tmp_path)
+    assert "clean" == report["noisy"]
+
+
+def test_stdio_takes_no_workers() -> None:
+    """`--stdio` serves one host: with --workers it stops with one line saying so."""
+    done = subprocess.run(
+        [*trio_mcp_command(), "--workers", "2"], capture_output=True, text=True, timeout=60,
+        stdin=subprocess.DEVNULL, check=False,
+    )
+    assert 0 != done.returncode and "--stdio serves one host" in done.stderr
