@@ -74,7 +74,7 @@ def python_sdk_session(argv: list[str], cwd: Path | None = None) -> dict[str, An
                     )
                     report["elicited"] = elicited.content[0].text  # type: ignore[union-attr]
                     countdown = await session.call_tool(
-                        "countdown", {"n": 3, "interval": 0.01}, progress_callback=progress
+                        "countdown", {"n": 3, "interval": 0.25}, progress_callback=progress
                     )
                     report["countdown"] = countdown.content[0].text  # type: ignore[union-attr]
                 else:

@@ -50,7 +50,9 @@ report.elicited = (await client.callTool({
 })).content[0].text;
 const progress = [];
 const onprogress = { onprogress: (p) => progress.push(p.progress) };
-const countdown = { name: 'countdown', arguments: { n: 3, interval: 0.01 } };
+// 0.25 s apart: the last progress and the answer never arrive in one read, where a client that
+// dispatches notifications later than responses would drop the progress (seen under load).
+const countdown = { name: 'countdown', arguments: { n: 3, interval: 0.25 } };
 // v1's callTool takes a result schema before the options.
 report.countdown = (await (flavour === 'v1'
     ? client.callTool(countdown, undefined, onprogress)
