@@ -40,6 +40,9 @@ _EXPORTS: dict[str, str] = {
     "HttpParser": ".base._config",
     "ResponseMode": ".base._config",
     "ServerConfig": ".base._config",
+    "AppCsp": ".app._apps",
+    "AppPermissions": ".app._apps",
+    "apps_supported": ".app._apps",
     "AssistantMessage": ".app._content",
     "Audio": ".app._content",
     "Blob": ".app._content",
@@ -100,6 +103,9 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
+    from .app._apps import AppCsp as AppCsp
+    from .app._apps import AppPermissions as AppPermissions
+    from .app._apps import apps_supported as apps_supported
     from .app._completion import Completion as Completion
     from .app._completion import CompletionRef as CompletionRef
     from .app._content import AssistantMessage as AssistantMessage

@@ -8,6 +8,7 @@ can be tested by it. Read it top to bottom: each definition shows one feature.
 from __future__ import annotations
 
 import base64
+import secrets
 from typing import Any, Literal
 
 import attrs
@@ -23,11 +24,14 @@ from trio_mcp import (
     SessionContext,
     Text,
     ToolError,
+    ToolResult,
     UserMessage,
+    apps_supported,
     elicitation_request,
     roots_request,
     sampling_request,
 )
+from trio_mcp._demo_page import DICE_PAGE
 from trio_mcp.protocol import ErrorCode, RemoteProtocolError
 
 server = Server(
@@ -697,3 +701,37 @@ async def test_input_required_result_prompt(ctx: Context) -> str:
         key="user_context",
     )
     return f"Write about: {(answer.content or {}).get('context', 'anything')}"
+
+
+# -- MCP Apps: a tool whose results a host shows in a page (spec/apps.md) ---------------------
+
+
+@server.app_tool(resource_uri="ui://trio-mcp-demo/dice.html", visibility=["model", "app"])
+async def roll_dice(ctx: Context, sides: int = 6, count: int = 2) -> ToolResult:
+    """Roll dice; a host with MCP Apps shows them in the dice page, which can roll again.
+
+    Args:
+        sides: faces of each die (2 to 1000).
+        count: how many dice (1 to 20).
+    """
+    if not (2 <= sides <= 1000 and 1 <= count <= 20):
+        raise ToolError("sides is 2 to 1000 and count 1 to 20")
+    rolls = [secrets.randbelow(sides) + 1 for _ in range(count)]
+    text = f"Rolled {' + '.join(map(str, rolls))} = {sum(rolls)} on {count}d{sides}."
+    if not apps_supported(ctx):
+        # UI-FALLBACK: a host without MCP Apps shows this text alone, so it says everything.
+        text += " (A host with MCP Apps shows these dice in a page.)"
+    return ToolResult(
+        content=[Text(text)],
+        structured={"rolls": rolls, "total": sum(rolls), "sides": sides},
+    )
+
+
+server.add_app_resource(
+    "ui://trio-mcp-demo/dice.html",
+    DICE_PAGE,
+    name="dice",
+    title="Dice",
+    description="Shows roll_dice's dice and rolls again through the host.",
+    prefers_border=True,
+)
