@@ -153,6 +153,7 @@ AREAS: Mapping[str, tuple[str, ...]] = {
     "handlers.md": (_tm("HAND"),),
     "client.md": (_tm("CLIENT"),),
     "extensions.md": (_EXT_ID, _tm("EXT", "SKILL")),
+    "stdio.md": (r"T-STDIO-\d+", _tm("STDIO")),
 }
 
 _HEADING_RE = re.compile(r"^### (?P<id>\S+) — (?P<title>\S.*)$")

@@ -772,6 +772,21 @@ class Server:
             task_status=trio.TASK_STATUS_IGNORED if task_status is None else task_status,
         )
 
+    async def serve_stdio(self, *, config: ServerConfig | None = None) -> None:
+        """Serve this server to one host on this process's stdin and stdout (the MCP stdio
+        transport, spec/stdio.md) until stdin ends; stdout carries the messages alone (a
+        print() goes to stderr meanwhile), logs go to stderr."""
+        from ..edges._stdio import serve_stdio
+
+        await serve_stdio(self, config=config)
+
+    def run_stdio(self, *, config: ServerConfig | None = None) -> None:
+        """``serve_stdio`` in a trio run of its own: ``server.run_stdio()`` at the bottom of
+        the module a host launches."""
+        import trio
+
+        trio.run(lambda: self.serve_stdio(config=config))
+
     # -- the App the runtime serves (trio_mcp.base._ports.App) ------------------------------------
 
     def server_info(self) -> dict[str, Any]:
