@@ -223,3 +223,116 @@ def test_the_table_takes_only_an_extensions_client_requests() -> None:
         register([Method(name="x/note", kind=Kind.NOTIFICATION, sent_by=Sender.CLIENT,
                          eras=frozenset({Era.LEGACY}), handler=Handler.EXTENSION,
                          extension="com.example/x")])
+
+
+class Lazy(Extension):
+    """Of 2026-07-28 alone, declared only while switched on."""
+
+    identifier: ClassVar[str] = "com.example/lazy"
+    eras: ClassVar[str] = "modern"
+
+    def __init__(self) -> None:
+        self.on = False
+
+    def offered(self) -> bool:
+        return self.on
+
+    def methods(self) -> list[ExtensionMethod]:
+        return [ExtensionMethod.make(self.identifier, "lazy/ping", self.ping, eras="modern")]
+
+    async def ping(self, ctx: Context, params: Mapping[str, Any]) -> Mapping[str, Any]:
+        # TM-EXT-ENGINE: a third party's handler reaches the runtime's engines too.
+        return {"tasksEngine": ctx.engine("io.modelcontextprotocol/tasks") is not None}
+
+
+@pytest.mark.spec("TM-EXT-ERAS", "TM-EXT-OFFERED", "TM-EXT-DECLARED")
+async def test_an_extension_is_declared_in_its_eras_while_it_is_offered(autojump_clock, mem):
+    """A 2026-07-28 extension is never in initialize's capabilities; in server/discover's
+    only while offered() is true, and its method is served only then."""
+    lazy = Lazy()
+    ms = await mem(stamped_server(lazy))
+    with trio.fail_after(10):
+        off_discover = await modern(ms, "server/discover")
+        off_ping = await modern(ms, "lazy/ping")
+        lazy.on = True
+        on_discover = await modern(ms, "server/discover")
+        on_ping = await modern(ms, "lazy/ping")
+        session = await ms.open_session()
+
+    assert "extensions" not in off_discover["result"]["capabilities"]
+    assert -32601 == off_ping["error"]["code"]
+    assert {"com.example/lazy": {}} == on_discover["result"]["capabilities"]["extensions"]
+    assert "complete" == on_ping["result"]["resultType"]
+    assert "extensions" not in session.initialize_result["capabilities"]
+    with pytest.raises(ValueError, match="eras"):
+        type("Bad", (Extension,), {"identifier": "com.example/bad", "eras": "future"})
+
+
+class Needs(Extension):
+    """Asks a client to declare it for a call of the tool ``echo``."""
+
+    identifier: ClassVar[str] = "com.example/needs"
+
+    def tool_requirements(self, tool: str) -> Mapping[str, Any]:
+        return {"extensions": {self.identifier: {}}} if tool == "echo" else {}
+
+
+@pytest.mark.spec("TM-EXT-TOOLREQ")
+async def test_an_extension_may_require_itself_for_a_tool_call(autojump_clock, mem):
+    """A 2026-07-28 call of a tool the extension names is refused, 400 and -32021 naming the
+    extension, from a client without it, before the tool runs; other tools are not."""
+    ms = await mem(stamped_server(Needs()))
+    declared = {"extensions": {"com.example/needs": {}}}
+    call = {"name": "echo", "arguments": {"text": "x"}}
+    with trio.fail_after(10):
+        message = modern_request("tools/call", call)
+        refused_ex = await ms.request("POST", modern_headers(message), json.dumps(message).encode())
+        refused = await refused_ex.next_message()
+        served = await modern(ms, "tools/call", call, capabilities=declared)
+
+    assert refused is not None and 400 == refused_ex.status
+    assert -32021 == refused["error"]["code"]
+    assert declared == refused["error"]["data"]["requiredCapabilities"]
+    assert [{"type": "text", "text": "x"}] == served["result"]["content"]
+
+
+class Runner(Extension):
+    identifier: ClassVar[str] = "com.example/runner"
+
+    def task_support(self, tool: str) -> Any:
+        from trio_mcp.protocol._tasks import TaskSupport
+
+        return TaskSupport.OPTIONAL
+
+
+@pytest.mark.spec("TM-EXT-ENGINE", "TM-TASK-EXT")
+async def test_the_tasks_extension_is_installed_by_a_task_tool_and_owns_the_engine(
+    autojump_clock, mem
+):
+    """A tool that may be a task installs the tasks extension (one), the only extension that
+    runs calls in the runtime's engine: a second is refused. Another extension's handler
+    reaches the engine in a 2026-07-28 request."""
+    from trio_mcp.app._tasks import Tasks
+
+    lazy = Lazy()
+    lazy.on = True
+    server = stamped_server(lazy)
+    assert "io.modelcontextprotocol/tasks" not in server.extensions
+
+    @server.tool(task="optional")
+    async def slow() -> str:
+        """Slow."""
+        return "done"
+
+    @server.tool(task="required")
+    async def slower() -> str:
+        """Slower."""
+        return "done"
+
+    assert isinstance(server.extensions["io.modelcontextprotocol/tasks"], Tasks)
+    with pytest.raises(ValueError, match="engine"):
+        server.add_extension(Runner())
+    ms = await mem(server)
+    with trio.fail_after(10):
+        answer = await modern(ms, "lazy/ping")
+    assert {"tasksEngine": True} == {"tasksEngine": answer["result"]["tasksEngine"]}

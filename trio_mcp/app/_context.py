@@ -19,7 +19,13 @@ from typing import Any, Literal
 
 import attrs
 
-from ..base._ports import ClientCapabilityError, ClientTimeoutError, RequestPort, SessionPort
+from ..base._ports import (
+    ClientCapabilityError,
+    ClientTimeoutError,
+    Engine,
+    RequestPort,
+    SessionPort,
+)
 from ..protocol import ErrorCode, Notification, RemoteProtocolError, Request, RequestId
 from ..protocol._auth import Principal
 from ..protocol._logging import LOG_LEVELS, log_allows
@@ -525,6 +531,12 @@ class Context(SessionContext):
         (None when the server has no authorization). The token itself never reaches a
         handler (T-AUTH-27)."""
         return self._request_port.principal
+
+    def engine(self, identifier: str) -> Engine | None:
+        """The runtime's engine for the extension ``identifier``, for an extension's method
+        handler (TM-EXT-ENGINE): the tasks extension's tasks; None where the runtime keeps
+        nothing for it."""
+        return self._request_port.engine(identifier)
 
     # -- what the handler may send ------------------------------------------------------
 

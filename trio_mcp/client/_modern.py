@@ -13,6 +13,7 @@ from typing import Any, Final
 import httpx2
 import trio
 
+from ..protocol import _tasks as _tasks  # the tasks extension's rows: Mcp-Name (TK-HEADERS)
 from ..protocol._era import (
     META_CLIENT_CAPABILITIES,
     META_CLIENT_INFO,

@@ -28,7 +28,7 @@ from ..protocol._era import Era, ModernCall, ModernNotification, route_other, ro
 from ..protocol._fair import Unit, UnitPolicy
 from ..protocol._jsonrpc import request_id_of
 from ..protocol._mrtr import RequestStateCodec
-from ..protocol._tasks import declares_tasks, task_notification
+from ..protocol._tasks import TASKS_EXTENSION, declares_tasks, task_notification
 from ..protocol._transport import HttpRequest, Reply, error_reply
 from ._auth import Authenticator
 from ._budget import BodyPool, BodyStatistics
@@ -215,6 +215,7 @@ class Runtime:
             spawn=self.spawn,
             state_codec=codec,
             tasks=self.tasks,
+            engines={TASKS_EXTENSION: self.tasks},  # TM-EXT-ENGINE
             requests=self.requests,
             handlers=self.handlers,
         )
@@ -223,8 +224,7 @@ class Runtime:
             releaser=self.releaser,
         )
         self.auth = Authenticator(config.auth) if config.auth is not None else None
-        #: The task of run(), once it runs (for the inspector; ``tasks`` are the tasks
-        #: extension's).
+        #: The task of run(), once it runs (for the inspector).
         self.run_task: trio.lowlevel.Task | None = None
 
     def _peers_for(self, config: ServerConfig) -> Peers:
