@@ -7,20 +7,25 @@ import contextlib
 import itertools
 import json
 import math
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import trio
 
-from trio_mcp import Server, ServerConfig
+from trio_mcp import Client, Server, ServerConfig
+from trio_mcp.client import ErrorAnswer
 from trio_mcp.edges._asgi import ASGIApp
 from trio_mcp.protocol import LATEST_LEGACY_VERSION, SSEDecoder, SSEEvent
 from trio_mcp.runtime._stats import as_dict
 from trio_mcp.runtime.legacy._table import SessionTable
 
-__all__ = ["Exchange", "MemoryServer", "MemorySession"]
+__all__ = ["Connect", "Exchange", "MemoryServer", "MemorySession", "error_of"]
 
 _ids = itertools.count(1000)
+
+#: The ``connect`` fixture (conftest.py): ``await connect(server, era, config=None,
+#: **client_options)`` is an open ``trio_mcp.Client(server)``, closed with the test.
+Connect = Callable[..., Awaitable[Client]]
 
 
 class Exchange:
@@ -285,3 +290,18 @@ async def memory_server(
         await nursery.start(ms.run)
         yield ms
         nursery.cancel_scope.cancel()
+
+
+async def error_of(
+    client: Client, method: str, params: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The JSON-RPC error a request through ``client`` is answered with, as its object
+    (``code``, ``message``, and ``data`` when there is some); fails when it succeeds."""
+    try:
+        result = await client.request(method, params)
+    except ErrorAnswer as error:
+        answer: dict[str, Any] = {"code": error.code, "message": error.message}
+        if error.data is not None:
+            answer["data"] = error.data
+        return answer
+    raise AssertionError(f"{method} succeeded: {result}")
