@@ -19,7 +19,7 @@ from trio_mcp.protocol import LATEST_LEGACY_VERSION, SSEDecoder, SSEEvent
 from trio_mcp.runtime._stats import as_dict
 from trio_mcp.runtime.legacy._table import SessionTable
 
-__all__ = ["Connect", "Exchange", "MemoryServer", "MemorySession", "error_of"]
+__all__ = ["Connect", "Exchange", "InProcess", "MemoryServer", "MemorySession", "error_of"]
 
 _ids = itertools.count(1000)
 
@@ -300,8 +300,44 @@ async def error_of(
     try:
         result = await client.request(method, params)
     except ErrorAnswer as error:
-        answer: dict[str, Any] = {"code": error.code, "message": error.message}
-        if error.data is not None:
-            answer["data"] = error.data
-        return answer
+        return _error_object(error)
     raise AssertionError(f"{method} succeeded: {result}")
+
+
+def _error_object(error: ErrorAnswer) -> dict[str, Any]:
+    answer: dict[str, Any] = {"code": error.code, "message": error.message}
+    if error.data is not None:
+        answer["data"] = error.data
+    return answer
+
+
+class InProcess:
+    """One server reached through ``trio_mcp.Client(server)`` in either era: a client per
+    era, opened when first asked, for the tests that ask both eras the same thing."""
+
+    def __init__(self, connect: Connect, server: Server, **options: Any) -> None:
+        self.server = server
+        self._connect = connect
+        self._options = options
+        self._clients: dict[str, Client] = {}
+
+    async def client(self, era: str) -> Client:
+        if era not in self._clients:
+            self._clients[era] = await self._connect(self.server, era, **self._options)
+        return self._clients[era]
+
+    async def rpc(
+        self, era: str, method: str, params: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """The answer to one request, as ``{"result": …}`` or ``{"error": …}``."""
+        client = await self.client(era)
+        try:
+            return {"result": await client.request(method, params)}
+        except ErrorAnswer as error:
+            return {"error": _error_object(error)}
+
+    async def tool_call(
+        self, era: str, name: str, arguments: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """One tools/call's result (an error answer fails the test)."""
+        return await (await self.client(era)).call_tool(name, arguments)
