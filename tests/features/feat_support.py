@@ -319,18 +319,24 @@ class InProcess:
         self.server = server
         self._connect = connect
         self._options = options
-        self._clients: dict[str, Client] = {}
+        self._clients: dict[tuple[str, str], Client] = {}
 
-    async def client(self, era: str) -> Client:
-        if era not in self._clients:
-            self._clients[era] = await self._connect(self.server, era, **self._options)
-        return self._clients[era]
+    async def client(
+        self, era: str, *, extensions: Mapping[str, Mapping[str, Any]] | None = None
+    ) -> Client:
+        """The open client of ``era`` declaring ``extensions``."""
+        key = (era, json.dumps(extensions or {}, sort_keys=True))
+        if key not in self._clients:
+            self._clients[key] = await self._connect(
+                self.server, era, extensions=extensions, **self._options)
+        return self._clients[key]
 
     async def rpc(
-        self, era: str, method: str, params: Mapping[str, Any] | None = None
+        self, era: str, method: str, params: Mapping[str, Any] | None = None,
+        *, extensions: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> dict[str, Any]:
         """The answer to one request, as ``{"result": …}`` or ``{"error": …}``."""
-        client = await self.client(era)
+        client = await self.client(era, extensions=extensions)
         try:
             return {"result": await client.request(method, params)}
         except ErrorAnswer as error:
