@@ -1,5 +1,6 @@
 # The lifespan and dependencies (issue 40, spec/handlers.md TM-HAND-LIFESPAN,
-# TM-HAND-DEPENDS), over loopback in both eras: the lifespan is entered once before the
+# TM-HAND-DEPENDS), in both eras (dependencies through trio_mcp.Client(server), serving over
+# loopback): the lifespan is entered once before the
 # first request and left after the server stops, on both HTTP servers and in hypercorn's
 # own ASGI lifespan; dependencies are resolved for each request, once each, async or not,
 # and their teardowns run after the handler, with its exception.

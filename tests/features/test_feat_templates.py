@@ -1,7 +1,7 @@
 # Resource templates beyond level 1 (issue 40, spec/handlers.md TM-HAND-TEMPLATE): the RFC
 # 6570 expressions a resource URI uses, matched with their values decoded, expanded, and
 # screened for a walk out of a directory unless the resource opts out; read end to end in
-# both eras.
+# both eras through trio_mcp.Client(server).
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-# Plain `def` tools (issue 40, spec/handlers.md TM-HAND-THREAD), end to end over loopback in
-# both eras: each runs in a worker thread, at most max_threads at once; the context is
+# Plain `def` tools (issue 40, spec/handlers.md TM-HAND-THREAD), end to end in both eras
+# (through trio_mcp.Client(server) where only the handler is in question, over loopback where
+# the wire is): each runs in a worker thread, at most max_threads at once; the context is
 # reachable from the thread (ctx.sync); a cancelled call stops waiting for its thread, which
 # can see the cancellation, and keeps its slot until it really returns.
 
