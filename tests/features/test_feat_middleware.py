@@ -1,6 +1,7 @@
 # Middleware (issue 40, spec/handlers.md TM-HAND-MIDDLEWARE, TM-HAND-MW-ORDER), in both eras
-# (over loopback, and through trio_mcp.Client(server) where only its answer is in question): it wraps every request the application answers, first outermost, sees the
-# method, params and era, may answer in the handler's place, and is cancelled with its
+# (over loopback, and through trio_mcp.Client(server) where only its answer is in question):
+# it wraps every request the application answers, first outermost, sees the method, params
+# and era, may answer in the handler's place, and is cancelled with its
 # request.
 
 from __future__ import annotations
