@@ -174,11 +174,14 @@ def total_ir(tree: Path, shape: str, n: int, http: str, task_tool: bool = False)
             ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable,
              __file__, "--serve", str(port), "--http", http,
              *(["--task-tool"] if task_tool or shape.endswith("echo_task") else [])],
-            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            env=env, stdout=subprocess.DEVNULL, stderr=(Path(tmp) / "stderr").open("wb"),
         )
         try:
             _wait_port(port)
             asyncio.run(calls(port, shape, n))
+        except BaseException:
+            print((Path(tmp) / "stderr").read_text()[-3000:], file=sys.stderr)
+            raise
         finally:
             server.send_signal(signal.SIGTERM)
             server.wait(timeout=600)
