@@ -334,3 +334,18 @@ async def test_the_tasks_extension_is_installed_by_a_task_tool_and_owns_the_engi
     with trio.fail_after(10):
         answer = await (await connect(server, MODERN)).request("lazy/ping")
     assert True is answer["tasksEngine"]
+
+    # Installed by hand, before any task tool: not declared until one comes (TM-TASK-SERVED).
+    early = Server("early", extensions=[Tasks()])
+    with trio.fail_after(10):
+        before = await (await connect(early, MODERN)).request("server/discover")
+
+        @early.tool(task="optional")
+        async def later() -> str:
+            """Later."""
+            return "done"
+
+        after = await (await connect(early, MODERN)).request("server/discover")
+    assert "extensions" not in before["capabilities"]
+    assert {"io.modelcontextprotocol/tasks": {}} == after["capabilities"]["extensions"]
+    assert 1 == len(early.extensions)
