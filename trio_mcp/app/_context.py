@@ -9,6 +9,8 @@
 # (T-PSSE-8, MT-SSE-7).
 from __future__ import annotations
 
+import functools
+import ipaddress
 import itertools
 import logging
 import math
@@ -203,6 +205,16 @@ class UrlElicitationRequired(RemoteProtocolError):
             code=ErrorCode.URL_ELICITATION_REQUIRED,
             data={"elicitations": [url_elicitation(*e) for e in elicitations]},
         )
+
+
+@functools.lru_cache(maxsize=1024)
+def _is_ip(address: str) -> bool:
+    """Whether ``address`` is an IP address (stdio's port names "stdio")."""
+    try:
+        ipaddress.ip_address(address.split("%", 1)[0])
+    except ValueError:
+        return False
+    return True
 
 
 def roots_request() -> InputRequest:
@@ -525,6 +537,13 @@ class Context(SessionContext):
         (None when the server has no authorization). The token itself never reaches a
         handler (T-AUTH-27)."""
         return self._request_port.principal
+
+    @property
+    def peer(self) -> str | None:
+        """The client's IP address (for a connection from a trusted proxy, the address it
+        forwarded, TM-SEC-UNIT); None where there is none, as on stdio (TM-HAND-PEER)."""
+        peer = self._request_port.peer
+        return peer if peer is not None and _is_ip(peer) else None
 
     # -- what the handler may send ------------------------------------------------------
 

@@ -179,6 +179,10 @@ class RequestPort(SessionPort):
     def principal(self) -> Principal | None:
         return self._flight.principal
 
+    @property
+    def peer(self) -> str | None:
+        return self._flight.peer
+
     def close_stream(self) -> bool:
         stream = self._flight.stream
         if stream is None or self.finished:
