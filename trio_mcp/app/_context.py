@@ -545,6 +545,14 @@ class Context(SessionContext):
         peer = self._request_port.peer
         return peer if peer is not None and _is_ip(peer) else None
 
+    async def read_resource(self, uri: str) -> list[dict[str, Any]]:
+        """The ``contents`` of this server's resource ``uri``, read as ``resources/read``
+        would, without the middleware (raises ``ResourceNotFound``, as -32002)."""
+        if self._state is None:
+            raise RuntimeError("ctx.read_resource needs the context of a server's request")
+        contents: list[dict[str, Any]] = await self._state.read_resource(uri, self)
+        return contents
+
     # -- what the handler may send ------------------------------------------------------
 
     async def report_progress(

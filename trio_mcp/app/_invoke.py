@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import trio
@@ -30,6 +30,16 @@ class ServerState:
             raise ValueError("max_threads must be at least 1")
         self.limiter = trio.CapacityLimiter(max_threads)
         self._lifespan: Any = None
+        self._reader: Callable[[str, Any], Awaitable[list[dict[str, Any]]]] | None = None
+
+    def serve_reads(self, reader: Callable[[str, Any], Awaitable[list[dict[str, Any]]]]) -> None:
+        """``reader(uri, ctx)`` reads the server's resources for ``ctx.read_resource``."""
+        self._reader = reader
+
+    async def read_resource(self, uri: str, ctx: Any) -> list[dict[str, Any]]:
+        if self._reader is None:
+            raise RuntimeError("this server has no resources to read")
+        return await self._reader(uri, ctx)
 
     @property
     def lifespan(self) -> Any:
