@@ -3,7 +3,7 @@ with their names: ``MCPServer``, ``Context`` and ``ctx.request_context.lifespan_
 in the SDK's README; ``Depends``, ``CurrentContext`` and a ``Middleware`` class as FastMCP
 names them (the SDK has no dependencies, and its middleware is a function). Only the imports
 below the line say trio-mcp; ``trio_mcp.compat`` maps each name onto trio-mcp's Server
-(spec/handlers.md TM-HAND-COMPAT-*). Served by ``python examples/bookshop_sdk.py`` or
+(spec/handlers.md TM-HAND-COMPAT-SERVER on). Served by ``python examples/bookshop_sdk.py`` or
 ``trio-mcp serve --app-dir examples bookshop_sdk:mcp``; tests/interop/test_interop_example.py
 calls it with the SDK's client in both eras on both HTTP servers."""
 
@@ -20,8 +20,14 @@ from pydantic import BaseModel, Field
 # -- the only lines that differ: `from mcp.server.mcpserver import Context, MCPServer`, and
 # `from fastmcp.dependencies import CurrentContext, Depends` and
 # `from fastmcp.server.middleware import Middleware, MiddlewareContext` --------------------------
-from trio_mcp.compat import Context, MCPServer
-from trio_mcp.compat import CurrentContext, Depends, Middleware, MiddlewareContext
+from trio_mcp.compat import (
+    Context,
+    CurrentContext,
+    Depends,
+    MCPServer,
+    Middleware,
+    MiddlewareContext,
+)
 
 log = logging.getLogger("bookshop")
 

@@ -1,5 +1,5 @@
 """The names of the official Python SDK's ``MCPServer`` and of FastMCP, over trio-mcp's
-Server (spec/handlers.md TM-HAND-COMPAT-*, docs/server-guide.md "From the SDK or FastMCP"):
+Server (spec/handlers.md TM-HAND-COMPAT-SERVER on, docs/server-guide.md "From the SDK or FastMCP"):
 a server written against either is served by changing its imports to this module::
 
     from trio_mcp.compat import Context, MCPServer          # mcp.server.mcpserver
