@@ -1,9 +1,10 @@
 # The names the official Python SDK's MCPServer and FastMCP give to what trio-mcp already has
 # (spec/handlers.md TM-HAND-COMPAT-SERVER and the rules after it), so that a server written
 # against either is served with only its imports changed. A thin layer of names over Server
-# and its Context, never a second implementation: each call here is one of trio-mcp's. What trio-mcp cannot honour (an asyncio
-# transport, Starlette routes, an SDK object it has no counterpart for) raises ``Unsupported``
-# at once, naming what to use instead; docs/server-guide.md lists them.
+# and its Context, never a second implementation: each call here is one of trio-mcp's. What
+# trio-mcp cannot honour (an asyncio transport, Starlette routes, an SDK object it has no
+# counterpart for) raises ``Unsupported`` at once, naming what to use instead;
+# docs/server-guide.md lists them.
 from __future__ import annotations
 
 import base64
