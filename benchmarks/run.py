@@ -1977,6 +1977,14 @@ async def main_async(args: argparse.Namespace) -> int:
     mode = "smoke" if args.smoke else "quick" if args.quick else "full"
     if args.runs:
         cfg = attrs.evolve(cfg, runs=args.runs)
+    if args.skip:
+        names = tuple(args.skip.split(","))
+        known = {*TRIO_CONTENDERS, SDK, SDK_PLAIN, *BARE_CONTENDERS, *NODE_CONTENDERS}
+        if set(names) - known:
+            print(f"unknown contender(s): {', '.join(sorted(set(names) - known))}; "
+                  f"choose from {', '.join(sorted(known))}", file=sys.stderr)
+            return 2
+        cfg = attrs.evolve(cfg, skip=(*cfg.skip, *names))
     only = tuple(args.only.split(",")) if args.only else BENCHMARKS
     unknown = set(only) - set(BENCHMARKS)
     if unknown:
@@ -2039,6 +2047,8 @@ def main() -> None:
     parser.add_argument("--only", help=f"comma-separated subset of {','.join(BENCHMARKS)}")
     parser.add_argument("--runs", type=int, help="runs per figure (default 3, quick 1)")
     parser.add_argument("--out", help="output directory (default benchmarks/results)")
+    parser.add_argument("--skip", help="comma-separated contenders to leave out as well "
+                                       "(their names as in RESULTS.md)")
     args = parser.parse_args()
 
     def on_signal(signum: int, _frame: Any) -> None:
