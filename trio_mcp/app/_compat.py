@@ -272,6 +272,8 @@ class _Message:
         self._params = params
 
     def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
         head, *rest = name.split("_")
         return self._params.get(head + "".join(p.title() for p in rest))
 
