@@ -51,6 +51,8 @@ class Dependency:
     """Its parameters annotated with the Context."""
     sub: tuple[tuple[str, Dependency], ...]
     """Its parameters that are dependencies themselves."""
+    tears_down: bool = False
+    """Whether it or one of its own is a generator, with code to run after the handler."""
 
 
 @attrs.frozen(kw_only=True)
@@ -123,6 +125,8 @@ def plan_dependency(
                 f"dependency {name}: parameter {param.name!r} is neither the Context, "
                 "a Depends(...) nor defaulted, so nothing can fill it"
             )
+    kind = _kind(fn)
     return Dependency(
-        marker=marker, kind=_kind(fn), context_params=tuple(context_params), sub=tuple(sub)
+        marker=marker, kind=kind, context_params=tuple(context_params), sub=tuple(sub),
+        tears_down=kind.is_generator or any(d.tears_down for _, d in sub),
     )
