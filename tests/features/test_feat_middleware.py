@@ -1,6 +1,7 @@
-# Middleware (issue 40, spec/handlers.md TM-HAND-MIDDLEWARE, TM-HAND-MW-ORDER), over loopback
-# in both eras: it wraps every request the application answers, first outermost, sees the
-# method, params and era, may answer in the handler's place, and is cancelled with its
+# Middleware (issue 40, spec/handlers.md TM-HAND-MIDDLEWARE, TM-HAND-MW-ORDER), in both eras
+# (over loopback, and through trio_mcp.Client(server) where only its answer is in question):
+# it wraps every request the application answers, first outermost, sees the method, params
+# and era, may answer in the handler's place, and is cancelled with its
 # request.
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Any
 
 import pytest
 import trio
+from feat_support import Connect, InProcess
 from support.client import (
     dumps,
     initialize_params,
@@ -123,16 +125,16 @@ async def test_middleware_wraps_every_request_first_outermost(
 @pytest.mark.spec("TM-HAND-MIDDLEWARE")
 @pytest.mark.parametrize("era", ERAS)
 async def test_middleware_answers_in_the_handlers_place(
-    live_server: StartServer, era: str
+    connect: Connect, era: str
 ) -> None:
     """A middleware may answer with a result of its own, or with a JSON-RPC error by
     raising McpError (its code, message and data); one that returns no result is -32603."""
     log: list[str] = []
-    live = await live_server(middleware_server(log))
+    served = InProcess(connect, middleware_server(log))
     with trio.fail_after(TIMEOUT):
-        cached = await rpc(live.url, era, "tools/call", {"name": "cached", "arguments": {}})
-        blocked = await rpc(live.url, era, "tools/call", {"name": "blocked", "arguments": {}})
-        lost = await rpc(live.url, era, "tools/call", {"name": "forgetful", "arguments": {}})
+        cached = await served.rpc(era, "tools/call", {"name": "cached", "arguments": {}})
+        blocked = await served.rpc(era, "tools/call", {"name": "blocked", "arguments": {}})
+        lost = await served.rpc(era, "tools/call", {"name": "forgetful", "arguments": {}})
     assert "from the cache" == cached["result"]["content"][0]["text"]
     assert {"code": -31900, "message": "Blocked by policy", "data": {"retryAfterMs": 250}} == (
         blocked["error"]
