@@ -134,6 +134,11 @@ class RequestPort(SessionPort, Protocol):
     def principal(self) -> Principal | None:
         """Who the request's access token speaks for (None without authorization)."""
 
+    @property
+    def peer(self) -> str | None:
+        """The client's address as the fair shares read it (TM-SEC-UNIT: a trusted proxy's
+        forwarded address, else the connection's peer); None when there is none."""
+
     def close_stream(self) -> bool:
         """Close the request's SSE connection so the client resumes it (legacy polling)."""
 

@@ -432,8 +432,8 @@ class Runtime:
                 request.headers,
                 responder,
                 principal=request.principal,
-                unit=unit,
-                charge=charge,
+                peer=self.units.client_address(request.peer_host, request.headers),
+                unit=unit, charge=charge,
             )
 
     def unit_of(self, request: HttpRequest) -> Unit:

@@ -183,6 +183,10 @@ class RequestPort(SessionPort):
         """None: the runtime's engines (the tasks') serve 2026-07-28 requests alone."""
         return None
 
+    @property
+    def peer(self) -> str | None:
+        return self._flight.peer
+
     def close_stream(self) -> bool:
         stream = self._flight.stream
         if stream is None or self.finished:

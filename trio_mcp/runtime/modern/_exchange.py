@@ -123,7 +123,8 @@ class ModernExchange(EnvelopePort):
         #: The task this call became, until its CreateTaskResult is sent.
         self._task: TaskRun | None = None
         self.principal = principal
-        self._peer = peer
+        #: The client's address as TM-SEC-UNIT reads it (RequestPort.peer).
+        self.peer = peer
         #: TM-AUTH-BIND: a requestState is valid only for the principal it was sealed for.
         self._principal = principal.key if principal is not None else ""
         self._responder = responder
@@ -239,7 +240,7 @@ class ModernExchange(EnvelopePort):
                 self._call,
                 front=self,
                 principal=self.principal,
-                peer=self._peer,
+                peer=self.peer,
                 unit=self._unit,
                 answers=self._answers,
                 publish=support is TaskSupport.REQUIRED,
