@@ -161,7 +161,9 @@ class Runtime:
         self._edge_pools: list[Pool[Any]] = []
         #: T-AUTH-17 / TM-STORE-STREAMS: what a relayed request carries instead of its
         #: client's credentials, under a key only the workers sharing the secret have.
-        self.relay_seal = RelaySeal(config.derived_key("relay"))
+        self.relay_seal = RelaySeal(
+            config.derived_key("relay"), address_of=self.units.client_address_of
+        )
         #: The other workers serving this endpoint: a Cluster sharing the configured store,
         #: else none (Alone).
         self.peers: Peers = self._peers_for(config)
@@ -352,16 +354,11 @@ class Runtime:
                     http_status=503,
                 )
             if relay_port:
-                # T-AUTH-17: a relayed request carries no token; the worker that relayed it
-                # verified it, and its seal says for whom. Nothing else is served here.
-                relayed = self.relay_seal.open(request, time.time())
-                if self.auth is not None and relayed.principal is None:
-                    raise RemoteProtocolError(
-                        "Forbidden: a relayed request names no principal.",
-                        code=ErrorCode.INVALID_REQUEST,
-                        http_status=403,
-                    )
-                request = attrs.evolve(request, principal=relayed.principal, relayed=True)
+                # T-AUTH-17, TM-WORK-PEER: nothing but a sealed request is served here, as
+                # its client's, for the principal the relaying worker verified.
+                request = self.relay_seal.admit(
+                    request, time.time(), principal_required=self.auth is not None
+                )
             elif self.auth is not None:
                 # T-AUTH-EVERY (MUST): every request carries its token, in a session or not.
                 principal = await self.auth.authenticate(request.headers)
