@@ -146,6 +146,7 @@ AREAS: Mapping[str, tuple[str, ...]] = {
     "workers.md": (_tm("WORK", "STORE"),),
     "handlers.md": (_tm("HAND"),),
     "client.md": (_tm("CLIENT"),),
+    "telemetry.md": (_tm("OTEL"),),
 }
 
 _HEADING_RE = re.compile(r"^### (?P<id>\S+) — (?P<title>\S.*)$")

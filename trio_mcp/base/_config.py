@@ -348,6 +348,10 @@ class ServerConfig:
     Redis under different prefixes."""
     auth: AuthConfig | None = None
     """Authorization (T-AUTH-*): None serves every client, as a local server may."""
+    telemetry: bool = True
+    """OpenTelemetry (TM-OTEL-*): a SERVER span per JSON-RPC request and the MCP metrics, when
+    ``opentelemetry-api`` can be imported and OTEL_SDK_DISABLED is not true. False: nothing
+    of OpenTelemetry is imported or called."""
     tracer: Tracer | None = attrs.field(default=None, eq=False, repr=False)
     """Told what each session does, for recorded timelines (trio_mcp.base._trace); None, the
     default, costs one attribute check at each point it would be told."""

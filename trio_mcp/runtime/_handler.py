@@ -36,8 +36,18 @@ async def outcome_of(
     ``metrics`` with the time it took.
 
     Cancellation, and any other BaseException (a modern request's InputRequired), passes
-    through to the caller.
+    through to the caller. With telemetry on (TM-OTEL-SPAN) it runs under a SERVER span.
     """
+    if metrics is not None and metrics.telemetry is not None:
+        return await metrics.telemetry.run(_outcome_of, handler, request, metrics)
+    return await _outcome_of(handler, request, metrics)
+
+
+async def _outcome_of(
+    handler: Callable[[], Awaitable[Mapping[str, JSON]]],
+    request: Request,
+    metrics: RequestMetrics | None,
+) -> Response | ErrorResponse:
     started = time.perf_counter()
     outcome = Outcome.CANCELLED
     try:

@@ -1,0 +1,398 @@
+"""OpenTelemetry (spec/telemetry.md): one SERVER span per JSON-RPC request, following the MCP
+semantic conventions, parented by the caller's trace context; the two duration metrics; the
+runtime's notable events on the spans; and nothing of OpenTelemetry loaded when it is off.
+
+The SDK's providers are global and set once per process: they are set here, with an
+in-memory exporter that keeps spans only while a test of this file runs (``otel``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from typing import Any
+
+import attrs
+import pytest
+import trio
+from opentelemetry import metrics, trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind, StatusCode
+from support.client import dumps, open_session, open_stream, post_headers, rpc_request
+from support.client import request as http_request
+from support.fixtures import wait_until
+from support.modern import call_tool, messages_of, modern_request, post
+
+from trio_mcp import Context, Server, ToolError
+from trio_mcp.protocol._tasks import TASKS_EXTENSION as TASKS
+
+TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
+PARENT_ID = "00f067aa0ba902b7"
+TRACEPARENT = f"00-{TRACE_ID}-{PARENT_ID}-01"
+HEADER_TRACE_ID = "0af7651916cd43dd8448eb211c80319c"
+HEADER_PARENT = f"00-{HEADER_TRACE_ID}-b7ad6b7169203331-01"
+
+
+class _Armed(SpanProcessor):
+    """Passes ended spans on only while a test of this file runs: the provider is the
+    process's, and the other tests' spans are not kept."""
+
+    def __init__(self, inner: SpanProcessor) -> None:
+        self.inner = inner
+        self.armed = False
+
+    def on_end(self, span: ReadableSpan) -> None:
+        if self.armed:
+            self.inner.on_end(span)
+
+
+@attrs.define
+class Otel:
+    spans: InMemorySpanExporter
+    reader: InMemoryMetricReader
+    gate: _Armed
+
+    def finished(self, name: str | None = None) -> list[ReadableSpan]:
+        return [s for s in self.spans.get_finished_spans() if name is None or s.name == name]
+
+    def points(self, metric: str) -> list[Any]:
+        data = self.reader.get_metrics_data()
+        found = []
+        for rm in data.resource_metrics if data else ():
+            for sm in rm.scope_metrics:
+                for m in sm.metrics:
+                    if m.name == metric:
+                        found.extend(m.data.data_points)
+        return found
+
+
+_PROVIDERS: dict[str, Any] = {}
+
+
+@pytest.fixture
+def otel() -> Iterator[Otel]:
+    """The process's SDK providers (set on first use), armed for this test."""
+    if not _PROVIDERS:
+        exporter = InMemorySpanExporter()
+        gate = _Armed(SimpleSpanProcessor(exporter))
+        provider = TracerProvider()
+        provider.add_span_processor(gate)
+        trace.set_tracer_provider(provider)
+        reader = InMemoryMetricReader()
+        metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))
+        _PROVIDERS.update(spans=exporter, reader=reader, gate=gate)
+    o = Otel(spans=_PROVIDERS["spans"], reader=_PROVIDERS["reader"], gate=_PROVIDERS["gate"])
+    o.spans.clear()
+    o.reader.get_metrics_data()  # what came before is read (cumulative: kept, compared by diff)
+    o.gate.armed = True
+    try:
+        yield o
+    finally:
+        o.gate.armed = False
+        o.spans.clear()
+
+
+def traced_server() -> Server:
+    server = Server("otel-tests")
+
+    @server.tool()
+    async def echo(text: str) -> str:
+        """Says it back."""
+        return text
+
+    @server.tool()
+    async def broken() -> str:
+        """Always a tool error."""
+        raise ToolError("no")
+
+    @server.tool()
+    async def ask(ctx: Context) -> str:
+        """Asks the client for its roots."""
+        roots = await ctx.list_roots(timeout=5)
+        return str(len(roots))
+
+    @server.prompt()
+    def greet(name: str) -> str:
+        """A greeting."""
+        return f"hello {name}"
+
+    @server.resource("note://one")
+    def one() -> str:
+        """A note."""
+        return "one"
+
+    return server
+
+
+def _attrs(span: ReadableSpan) -> dict[str, Any]:
+    return dict(span.attributes or {})
+
+
+@pytest.mark.spec("TM-OTEL-SPAN", "TM-OTEL-PARENT")
+async def test_a_tools_call_with_a_traceparent_in_meta_is_a_server_span_of_the_callers_trace(
+    otel: Otel, live_server: Any
+) -> None:
+    """A 2025-11-25 tools/call whose _meta carries a traceparent is one SERVER span named
+    "tools/call echo", child of the caller's span, with the MCP attributes."""
+    live = await live_server(traced_server())
+    session = await open_session(live.url)
+    answer = await session.call(
+        "tools/call",
+        {"name": "echo", "arguments": {"text": "hi"}, "_meta": {"traceparent": TRACEPARENT}},
+    )
+    assert "result" in answer, answer
+
+    [span] = otel.finished("tools/call echo")
+    assert span.kind is SpanKind.SERVER
+    assert format(span.context.trace_id, "032x") == TRACE_ID
+    assert span.parent is not None and format(span.parent.span_id, "016x") == PARENT_ID
+    assert span.parent.is_remote
+    attributes = _attrs(span)
+    assert attributes == {
+        "mcp.method.name": "tools/call",
+        "jsonrpc.request.id": str(answer["id"]),
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": "echo",
+        "mcp.session.id": session.id,
+        "mcp.protocol.version": session.protocol_version,
+        "network.transport": "tcp",
+        "network.protocol.name": "http",
+        "client.address": "127.0.0.1",
+        "server.address": "127.0.0.1",
+    }
+    assert span.status.status_code is StatusCode.UNSET
+
+
+@pytest.mark.spec("TM-OTEL-SPAN", "TM-OTEL-PARENT")
+async def test_a_modern_tools_call_is_a_span_of_the_trace_in_its_meta(
+    otel: Otel, live_server: Any
+) -> None:
+    """A 2026-07-28 tools/call is one SERVER span too, its version from its _meta, its parent
+    the traceparent there (the HTTP header's is the fallback only)."""
+    live = await live_server(traced_server())
+    message = call_tool("echo", {"text": "hi"})
+    message["params"]["_meta"]["traceparent"] = TRACEPARENT
+    response = await post(live.url, message, extra=[("traceparent", HEADER_PARENT)])
+    assert response.status == 200, response.body
+
+    [span] = otel.finished("tools/call echo")
+    assert format(span.context.trace_id, "032x") == TRACE_ID
+    attributes = _attrs(span)
+    assert attributes["mcp.protocol.version"] == "2026-07-28"
+    assert attributes["gen_ai.tool.name"] == "echo"
+    assert "mcp.session.id" not in attributes
+
+
+@pytest.mark.spec("TM-OTEL-PARENT")
+async def test_without_meta_context_the_http_traceparent_is_the_parent(
+    otel: Otel, live_server: Any
+) -> None:
+    """A request whose _meta has no (valid) traceparent is parented by its HTTP request's
+    traceparent header; a malformed one in _meta is ignored, not an error."""
+    live = await live_server(traced_server())
+    message = modern_request("prompts/get", {
+        "name": "greet", "arguments": {"name": "x"}, "_meta": {"traceparent": "junk"},
+    })
+    response = await post(live.url, message, extra=[("traceparent", HEADER_PARENT)])
+    assert response.status == 200, response.body
+
+    [span] = otel.finished("prompts/get greet")
+    assert format(span.context.trace_id, "032x") == HEADER_TRACE_ID
+    assert _attrs(span)["gen_ai.prompt.name"] == "greet"
+
+
+@pytest.mark.spec("TM-OTEL-SPAN")
+async def test_errors_are_recorded_as_the_conventions_say(otel: Otel, live_server: Any) -> None:
+    """A tool's isError result is error.type tool_error; a JSON-RPC error is its code in
+    error.type and rpc.response.status_code, and an unknown tool's name (any client's
+    choice) stays out of the span's name; a resource's URI is mcp.resource.uri."""
+    live = await live_server(traced_server())
+    session = await open_session(live.url)
+    await session.call("tools/call", {"name": "broken", "arguments": {}})
+    await session.call("tools/call", {"name": "nope" * 10, "arguments": {}})
+    await session.call("resources/read", {"uri": "note://one"})
+
+    [broken] = otel.finished("tools/call broken")
+    assert _attrs(broken)["error.type"] == "tool_error"
+    assert broken.status.status_code is StatusCode.ERROR
+    [unknown] = otel.finished("tools/call")
+    assert _attrs(unknown)["gen_ai.tool.name"] == "nope" * 10
+    code = _attrs(unknown)["error.type"]
+    assert code == _attrs(unknown)["rpc.response.status_code"]
+    assert int(code) < 0
+    [read] = otel.finished("resources/read")
+    assert _attrs(read)["mcp.resource.uri"] == "note://one"
+
+
+@pytest.mark.spec("TM-OTEL-SPAN")
+async def test_a_huge_tool_name_makes_a_bounded_span(otel: Otel, live_server: Any) -> None:
+    """A 1 MB tool name is cut to 256 characters in the span's attributes."""
+    live = await live_server(traced_server())
+    session = await open_session(live.url)
+    await session.call("tools/call", {"name": "x" * 1_000_000, "arguments": {}})
+
+    [span] = otel.finished("tools/call")
+    assert len(_attrs(span)["gen_ai.tool.name"]) == 256
+
+
+@pytest.mark.spec("TM-OTEL-METRICS")
+async def test_operation_and_session_durations_are_recorded(
+    otel: Otel, live_server: Any
+) -> None:
+    """mcp.server.operation.duration counts each request with its method and tool;
+    mcp.server.session.duration counts a session when it ends."""
+    live = await live_server(traced_server())
+    session = await open_session(live.url)
+    await session.call("tools/call", {"name": "echo", "arguments": {"text": "a"}})
+    before = sum(
+        p.count for p in otel.points("mcp.server.session.duration")
+    )
+    assert (await session.delete()).status == 204
+
+    ops = [
+        p for p in otel.points("mcp.server.operation.duration")
+        if p.attributes.get("gen_ai.tool.name") == "echo"
+    ]
+    assert ops and ops[0].attributes["mcp.method.name"] == "tools/call"
+    with trio.fail_after(5):
+        await wait_until(
+            lambda: sum(p.count for p in otel.points("mcp.server.session.duration")) > before
+        )
+
+
+@pytest.mark.spec("TM-OTEL-INJECT")
+async def test_a_request_to_the_client_carries_the_trace_context(
+    otel: Otel, live_server: Any
+) -> None:
+    """roots/list sent from a tools/call's handler carries, in its _meta, a traceparent of
+    the tools/call's span (SEP-414)."""
+    live = await live_server(traced_server())
+    session = await open_session(live.url, capabilities={"roots": {}})
+    call = rpc_request("tools/call", {
+        "name": "ask", "arguments": {}, "_meta": {"traceparent": TRACEPARENT},
+    })
+    with trio.fail_after(10):
+        async with open_stream(live.url, "POST", session.headers(), dumps(call)) as stream:
+            asked = await stream.next_message()
+            assert asked.get("method") == "roots/list", asked
+            ack = await session.post({"jsonrpc": "2.0", "id": asked["id"],
+                                      "result": {"roots": []}})
+            assert ack.status == 202
+            answer = await stream.next_message()
+            assert answer.get("id") == call["id"] and "result" in answer, answer
+    parent = asked["params"]["_meta"]["traceparent"]
+    assert parent.split("-")[1] == TRACE_ID
+    [span] = otel.finished("tools/call ask")
+    assert parent.split("-")[2] == format(span.context.span_id, "016x")
+
+
+@pytest.mark.spec("TM-OTEL-EVENTS")
+async def test_a_task_status_is_an_event_on_its_span(otel: Otel, live_server: Any) -> None:
+    """A tool call that became a task runs as a span of the caller's trace; its task's
+    status changing while it runs (here: cancelled) is an mcp.task.status event on it."""
+    server = traced_server()
+
+    @server.tool(task="required")
+    async def slow() -> str:
+        """Waits."""
+        await trio.sleep(600)
+        return "done"
+
+    live = await live_server(server)
+    with_tasks = {"extensions": {TASKS: {}}}
+    message = call_tool("slow", {}, capabilities=with_tasks)
+    message["params"]["_meta"]["traceparent"] = TRACEPARENT
+    response = await post(live.url, message)
+    assert response.status == 200, response.body
+    task_id = messages_of(response)[-1]["result"]["taskId"]
+    runtime = live.app.runtime
+    with trio.fail_after(10):
+        await wait_until(lambda: runtime.tasks.runs[task_id].task is not None)
+        cancel = modern_request("tasks/cancel", {"taskId": task_id}, capabilities=with_tasks)
+        assert (await post(live.url, cancel)).status == 200
+        await wait_until(lambda: bool(otel.finished("tools/call slow")))
+    [span] = otel.finished("tools/call slow")
+    assert format(span.context.trace_id, "032x") == TRACE_ID
+    assert _attrs(span)["error.type"] == "cancelled"
+    events = [dict(e.attributes or {}) for e in span.events if e.name == "mcp.task.status"]
+    assert {"mcp.task.id": task_id, "mcp.task.status": "cancelled"} in events
+
+
+_ABSENT = textwrap.dedent("""
+    import json, os, sys
+    if os.environ.get("BLOCK_OTEL"):
+        sys.modules["opentelemetry"] = None  # as if it were not installed
+    import trio
+    from trio_mcp import Client, Server, ServerConfig
+    server = Server("quiet")
+
+    @server.tool()
+    async def echo(text: str) -> str:
+        "Says it back."
+        return text
+
+    async def main():
+        config = ServerConfig(telemetry=os.environ.get("TELEMETRY") != "off")
+        async with Client(server, config=config) as client:
+            result = await client.call_tool("echo", {"text": "hi"})
+        loaded = sorted(m for m in sys.modules if m and m.startswith("opentelemetry.")
+                        or m == "trio_mcp.runtime._otelspans")
+        print(json.dumps(loaded))
+
+    trio.run(main)
+""")
+
+
+@pytest.mark.spec("TM-OTEL-OFF")
+@pytest.mark.parametrize("how", ["absent", "config", "environment"])
+def test_nothing_of_opentelemetry_is_imported_when_it_is_off(how: str) -> None:
+    """Without opentelemetry (or with telemetry=False, or OTEL_SDK_DISABLED=true), serving a
+    tools/call imports no module of it, nor our module that uses it."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    if how == "absent":
+        env["BLOCK_OTEL"] = "1"
+    elif how == "config":
+        env["TELEMETRY"] = "off"
+    else:
+        env["OTEL_SDK_DISABLED"] = "true"
+    proc = subprocess.run(
+        [sys.executable, "-c", _ABSENT], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == []
+
+
+def test_when_on_the_module_is_loaded() -> None:
+    """The check above can fail: with telemetry on, our module and the API are loaded."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    proc = subprocess.run(
+        [sys.executable, "-c", _ABSENT], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    loaded = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert "trio_mcp.runtime._otelspans" in loaded and "opentelemetry.trace" in loaded
+
+
+async def test_the_http_header_context_alone_parents_a_legacy_request(
+    otel: Otel, live_server: Any
+) -> None:
+    """A 2025-11-25 request with only the HTTP traceparent is of that trace."""
+    live = await live_server(traced_server())
+    session = await open_session(live.url)
+    message = rpc_request("tools/list", {})
+    response = await http_request(
+        live.url, "POST",
+        post_headers(session_id=session.id, protocol_version=session.protocol_version,
+                     extra=[("traceparent", HEADER_PARENT)]),
+        json.dumps(message).encode(),
+    )
+    assert response.status == 200
+    [span] = otel.finished("tools/list")
+    assert format(span.context.trace_id, "032x") == HEADER_TRACE_ID

@@ -1,0 +1,249 @@
+# The spans and metrics of the MCP semantic conventions (OpenTelemetry GenAI conventions,
+# "Semantic conventions for Model Context Protocol", status development), imported only when
+# telemetry is on (trio_mcp.runtime._telemetry). One SERVER span per JSON-RPC request, named
+# "{mcp.method.name} {target}", its parent the trace context the request's params._meta
+# carries (SEP-414), else its HTTP request's traceparent header; the duration of each request
+# and of each legacy session as histograms. Configured the standard way: the global tracer
+# and meter providers (opentelemetry-instrument, or the application's own), looked up at each
+# request through the API's proxies, so a provider set after the server starts is used.
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+import trio
+from opentelemetry import metrics, propagate, trace
+from opentelemetry.context import Context
+from opentelemetry.trace import Span, SpanKind, StatusCode
+
+from ..base._ports import InputRequired
+from ..protocol import ErrorResponse
+from ._telemetry import HTTP_REQUEST, Body
+
+if TYPE_CHECKING:
+    from ..protocol import Request, Response
+    from ..protocol._headers import Headers
+    from ._reqstats import RequestMetrics
+
+__all__ = ["OtelTelemetry"]
+
+#: The longest name or URI put in a span's name or attributes: a client chooses them, and a
+#: 4 MB tool name must not become a 4 MB span (the rest is cut, marked with "...").
+MAX_VALUE: Final = 256
+
+#: The buckets the conventions advise for both duration histograms, in seconds.
+BUCKETS: Final = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+
+#: Where a 2026-07-28 request names its revision in its _meta.
+META_VERSION: Final = "io.modelcontextprotocol/protocolVersion"
+
+#: The trace context keys of a _meta (W3C Trace Context and Baggage, SEP-414).
+CONTEXT_KEYS: Final = frozenset({"traceparent", "tracestate", "baggage"})
+
+
+def _bounded(value: str) -> str:
+    return value if len(value) <= MAX_VALUE else value[: MAX_VALUE - 3] + "..."
+
+
+class _HeaderGetter:
+    """The API's getter over our case-insensitive Headers."""
+
+    def get(self, carrier: Headers, key: str) -> list[str] | None:
+        values = carrier.get_all(key)
+        return values or None
+
+    def keys(self, carrier: Headers) -> list[str]:
+        return [k.decode("latin-1") for k, _ in carrier.raw]
+
+
+_HEADERS = _HeaderGetter()
+
+
+def _valid(ctx: Context) -> Context | None:
+    """``ctx`` when it names a remote span, else None (no parent from there)."""
+    return ctx if trace.get_current_span(ctx).get_span_context().is_valid else None
+
+
+def _from_meta(meta: Mapping[str, Any]) -> Context | None:
+    """The trace context of a _meta: only its string-valued context keys are read (a client
+    may put anything in there), and a malformed one is no parent."""
+    carrier = {k: v for k in CONTEXT_KEYS if isinstance(v := meta.get(k), str)}
+    if "traceparent" not in carrier:
+        return None
+    try:
+        return _valid(propagate.extract(carrier))
+    except (ValueError, TypeError):
+        return None
+
+
+def _from_headers(headers: Headers) -> Context | None:
+    if headers.get("traceparent") is None:
+        return None
+    try:
+        return _valid(propagate.extract(headers, getter=_HEADERS))  # type: ignore[arg-type]
+    except (ValueError, TypeError):
+        return None
+
+
+class OtelTelemetry:
+    """The runtime's telemetry through the OpenTelemetry API's global providers."""
+
+    def __init__(self) -> None:
+        from .. import __version__
+
+        self._tracer = trace.get_tracer("trio_mcp", __version__)
+        meter = metrics.get_meter("trio_mcp", __version__)
+        self._operation = meter.create_histogram(
+            "mcp.server.operation.duration", unit="s",
+            description="MCP request duration as observed on the receiver from the time it "
+            "was received until the result or ack is sent.",
+            explicit_bucket_boundaries_advisory=BUCKETS,
+        )
+        self._session = meter.create_histogram(
+            "mcp.server.session.duration", unit="s",
+            description="The duration of the MCP session as observed on the MCP server.",
+            explicit_bucket_boundaries_advisory=BUCKETS,
+        )
+        #: The spans of the requests running, by the identity of their Request (a task's
+        #: run shares its tools/call's: the newer holds the key), for request_event. As many
+        #: as requests in flight.
+        self._open: dict[int, Span] = {}
+
+    async def run(
+        self,
+        body: Body,
+        handler: Callable[[], Awaitable[Mapping[str, Any]]],
+        request: Request,
+        metrics: RequestMetrics | None,
+    ) -> Response | ErrorResponse:
+        started = time.perf_counter()
+        method = request.method
+        params: Mapping[str, Any] = request.params if isinstance(request.params, Mapping) else {}
+        attributes: dict[str, str | int] = {
+            "mcp.method.name": method,
+            "jsonrpc.request.id": _bounded(str(request.id)),
+        }
+        target: str | None = None
+        name = params.get("name")
+        if method == "tools/call":
+            attributes["gen_ai.operation.name"] = "execute_tool"
+            if isinstance(name, str):
+                target = _bounded(name)
+                attributes["gen_ai.tool.name"] = target
+        elif method == "prompts/get" and isinstance(name, str):
+            target = _bounded(name)
+            attributes["gen_ai.prompt.name"] = target
+        uri = params.get("uri")
+        if isinstance(uri, str) and method.startswith("resources/"):
+            attributes["mcp.resource.uri"] = _bounded(uri)
+        meta = params.get("_meta")
+        parent = _from_meta(meta) if isinstance(meta, Mapping) else None
+        # The revision a 2026-07-28 request names, or the one an initialize asks for; else
+        # the header's, below.
+        named = meta.get(META_VERSION) if isinstance(meta, Mapping) else None
+        if named is None and method == "initialize":
+            named = params.get("protocolVersion")
+        version = named if isinstance(named, str) else None
+        http = HTTP_REQUEST.get()
+        if http is not None:
+            headers = http.headers
+            if parent is None:
+                parent = _from_headers(headers)
+            session = headers.get("mcp-session-id")
+            if session is not None:
+                attributes["mcp.session.id"] = _bounded(session)
+            if version is None:
+                version = headers.get("mcp-protocol-version")
+            attributes["network.transport"] = "tcp"
+            attributes["network.protocol.name"] = "http"
+            if http.peer_host is not None:
+                attributes["client.address"] = http.peer_host
+            if http.local_host is not None:
+                attributes["server.address"] = http.local_host
+        if version is not None:
+            attributes["mcp.protocol.version"] = _bounded(version)
+        error: str | None = None
+        with self._tracer.start_as_current_span(
+            method if target is None else f"{method} {target}",
+            context=parent,
+            kind=SpanKind.SERVER,
+            attributes=attributes,
+            record_exception=False,
+            set_status_on_exception=False,
+        ) as span:
+            key = id(request)
+            self._open[key] = span
+            try:
+                outcome = await body(handler, request, metrics)
+                if isinstance(outcome, ErrorResponse):
+                    error = str(outcome.code)
+                    span.set_attribute("error.type", error)
+                    span.set_attribute("rpc.response.status_code", error)
+                    span.set_status(StatusCode.ERROR, _bounded(outcome.message))
+                    if target is not None:
+                        # An unknown tool or prompt is an error, and a name any client may
+                        # choose: it stays out of the span's name (low cardinality).
+                        span.update_name(method)
+                elif method == "tools/call" and outcome.result.get("isError") is True:
+                    error = "tool_error"
+                    span.set_attribute("error.type", error)
+                    span.set_status(StatusCode.ERROR)
+                return outcome
+            except trio.Cancelled:
+                error = "cancelled"
+                span.set_attribute("error.type", error)
+                raise
+            except InputRequired:
+                # Not an error: the 2026-07-28 request answers input_required (MRTR).
+                span.add_event("mcp.input_required")
+                raise
+            finally:
+                if self._open.get(key) is span:
+                    del self._open[key]
+                self._time(started, method, attributes, error)
+
+    def _time(
+        self, started: float, method: str, span_attributes: Mapping[str, str | int],
+        error: str | None,
+    ) -> None:
+        """mcp.server.operation.duration, with the low-cardinality attributes only: a tool
+        or prompt name only when it named one the server has (no JSON-RPC error)."""
+        attributes: dict[str, str | int] = {"mcp.method.name": method}
+        for key in ("mcp.protocol.version", "network.transport", "network.protocol.name"):
+            if (value := span_attributes.get(key)) is not None:
+                attributes[key] = value
+        if error is not None:
+            attributes["error.type"] = error
+        if error is None or error in ("tool_error", "cancelled"):
+            for key in ("gen_ai.tool.name", "gen_ai.prompt.name", "gen_ai.operation.name"):
+                if (value := span_attributes.get(key)) is not None:
+                    attributes[key] = value
+        self._operation.record(time.perf_counter() - started, attributes)
+
+    def session_ended(self, seconds: float, version: str) -> None:
+        self._session.record(
+            seconds,
+            {
+                "mcp.protocol.version": _bounded(version),
+                "network.transport": "tcp",
+                "network.protocol.name": "http",
+            },
+        )
+
+    def with_context(self, params: Mapping[str, Any] | None) -> Mapping[str, Any]:
+        out = dict(params or {})
+        meta = out.get("_meta")
+        carrier: dict[str, str] = {}
+        propagate.inject(carrier)
+        if not carrier:
+            return params if params is not None else out
+        out["_meta"] = {**(meta if isinstance(meta, Mapping) else {}), **carrier}
+        return out
+
+    def request_event(
+        self, request: Request, name: str, attributes: Mapping[str, str | int]
+    ) -> None:
+        span = self._open.get(id(request))
+        if span is not None and span.is_recording():
+            span.add_event(name, dict(attributes))
