@@ -229,6 +229,26 @@ async def test_errors_are_recorded_as_the_conventions_say(otel: Otel, live_serve
     assert int(code) < 0
     [read] = otel.finished("resources/read")
     assert _attrs(read)["mcp.resource.uri"] == "note://one"
+    # The unknown name is no series of the duration metric: any client could make many.
+    named = {p.attributes.get("gen_ai.tool.name")
+             for p in otel.points("mcp.server.operation.duration")}
+    assert "broken" in named and "nope" * 10 not in named
+
+
+@pytest.mark.spec("TM-OTEL-PARENT")
+async def test_a_hostile_meta_context_is_ignored(otel: Otel, live_server: Any) -> None:
+    """A traceparent that is no string and a 1 MB baggage in _meta: the call is served, and
+    its span starts a trace of its own."""
+    live = await live_server(traced_server())
+    session = await open_session(live.url)
+    answer = await session.call("tools/call", {
+        "name": "echo", "arguments": {"text": "x"},
+        "_meta": {"traceparent": {"00": TRACEPARENT}, "baggage": "k=" + "v" * 1_000_000,
+                  "tracestate": 5},
+    })
+    assert "result" in answer, answer
+    [span] = otel.finished("tools/call echo")
+    assert span.parent is None
 
 
 @pytest.mark.spec("TM-OTEL-SPAN")
@@ -271,12 +291,13 @@ async def test_operation_and_session_durations_are_recorded(
 async def test_a_request_to_the_client_carries_the_trace_context(
     otel: Otel, live_server: Any
 ) -> None:
-    """roots/list sent from a tools/call's handler carries, in its _meta, a traceparent of
-    the tools/call's span (SEP-414)."""
+    """roots/list sent from a tools/call's handler is a CLIENT span, child of the call's;
+    its _meta carries that span's traceparent and the baggage the call brought (SEP-414)."""
     live = await live_server(traced_server())
     session = await open_session(live.url, capabilities={"roots": {}})
     call = rpc_request("tools/call", {
-        "name": "ask", "arguments": {}, "_meta": {"traceparent": TRACEPARENT},
+        "name": "ask", "arguments": {},
+        "_meta": {"traceparent": TRACEPARENT, "baggage": "tenant=acme"},
     })
     with trio.fail_after(10):
         async with open_stream(live.url, "POST", session.headers(), dumps(call)) as stream:
@@ -288,9 +309,14 @@ async def test_a_request_to_the_client_carries_the_trace_context(
             answer = await stream.next_message()
             assert answer.get("id") == call["id"] and "result" in answer, answer
     parent = asked["params"]["_meta"]["traceparent"]
+    assert asked["params"]["_meta"]["baggage"] == "tenant=acme"
     assert parent.split("-")[1] == TRACE_ID
+    [client] = otel.finished("roots/list")
+    assert client.kind is SpanKind.CLIENT
+    assert parent.split("-")[2] == format(client.context.span_id, "016x")
+    assert _attrs(client)["jsonrpc.request.id"] == str(asked["id"])
     [span] = otel.finished("tools/call ask")
-    assert parent.split("-")[2] == format(span.context.span_id, "016x")
+    assert client.parent is not None and client.parent.span_id == span.context.span_id
 
 
 @pytest.mark.spec("TM-OTEL-EVENTS")
@@ -323,6 +349,38 @@ async def test_a_task_status_is_an_event_on_its_span(otel: Otel, live_server: An
     assert _attrs(span)["error.type"] == "cancelled"
     events = [dict(e.attributes or {}) for e in span.events if e.name == "mcp.task.status"]
     assert {"mcp.task.id": task_id, "mcp.task.status": "cancelled"} in events
+
+
+@pytest.mark.spec("TM-OTEL-EVENTS")
+async def test_a_reattach_is_an_event_on_the_span_of_the_request_it_resumes(
+    otel: Otel, live_server: Any
+) -> None:
+    """A client that left a tools/call's stream and resumes it with Last-Event-ID: the
+    call's span has an mcp.stream.reattach event naming the stream and the cursor."""
+    server = traced_server()
+    release = trio.Event()
+
+    @server.tool()
+    async def wait() -> str:
+        """Waits to be released."""
+        await release.wait()
+        return "released"
+
+    live = await live_server(server)
+    session = await open_session(live.url)
+    call = rpc_request("tools/call", {"name": "wait", "arguments": {}})
+    with trio.fail_after(10):
+        async with open_stream(live.url, "POST", session.headers(), dumps(call)) as stream:
+            priming = await stream.next_event(comments=False)
+            assert priming is not None and priming.id, priming
+        async with session.open_get([("last-event-id", priming.id)]) as resumed:
+            release.set()
+            answer = await resumed.next_message()
+            assert answer.get("id") == call["id"], answer
+        await wait_until(lambda: bool(otel.finished("tools/call wait")))
+    [span] = otel.finished("tools/call wait")
+    [event] = [e for e in span.events if e.name == "mcp.stream.reattach"]
+    assert event.attributes is not None and "mcp.stream.cursor" in event.attributes
 
 
 _ABSENT = textwrap.dedent("""

@@ -1,6 +1,6 @@
 # The spans and metrics of the MCP semantic conventions (OpenTelemetry GenAI conventions,
 # "Semantic conventions for Model Context Protocol", status development), imported only when
-# telemetry is on (trio_mcp.runtime._telemetry). One SERVER span per JSON-RPC request, named
+# telemetry is on (trio_mcp.runtime._otelswitch). One SERVER span per JSON-RPC request, named
 # "{mcp.method.name} {target}", its parent the trace context the request's params._meta
 # carries (SEP-414), else its HTTP request's traceparent header; the duration of each request
 # and of each legacy session as histograms. Configured the standard way: the global tracer
@@ -8,22 +8,23 @@
 # request through the API's proxies, so a provider set after the server starts is used.
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 import trio
+from opentelemetry import context as otel_context
 from opentelemetry import metrics, propagate, trace
 from opentelemetry.context import Context
-from opentelemetry.trace import Span, SpanKind, StatusCode
+from opentelemetry.trace import ProxyTracerProvider, Span, SpanKind, StatusCode
 
 from ..base._ports import InputRequired
-from ..protocol import ErrorResponse
+from ..protocol import ErrorResponse, ProtocolError
 from ._telemetry import HTTP_REQUEST, Body
 
 if TYPE_CHECKING:
     from ..protocol import Request, Response
-    from ..protocol._headers import Headers
     from ._reqstats import RequestMetrics
 
 __all__ = ["OtelTelemetry"]
@@ -34,6 +35,9 @@ MAX_VALUE: Final = 256
 
 #: The buckets the conventions advise for both duration histograms, in seconds.
 BUCKETS: Final = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+
+#: How often an idle telemetry looks for a provider set since, in seconds.
+LOOK_EVERY: Final = 1.0
 
 #: Where a 2026-07-28 request names its revision in its _meta.
 META_VERSION: Final = "io.modelcontextprotocol/protocolVersion"
@@ -46,42 +50,21 @@ def _bounded(value: str) -> str:
     return value if len(value) <= MAX_VALUE else value[: MAX_VALUE - 3] + "..."
 
 
-class _HeaderGetter:
-    """The API's getter over our case-insensitive Headers."""
-
-    def get(self, carrier: Headers, key: str) -> list[str] | None:
-        values = carrier.get_all(key)
-        return values or None
-
-    def keys(self, carrier: Headers) -> list[str]:
-        return [k.decode("latin-1") for k, _ in carrier.raw]
-
-
-_HEADERS = _HeaderGetter()
-
-
 def _valid(ctx: Context) -> Context | None:
     """``ctx`` when it names a remote span, else None (no parent from there)."""
     return ctx if trace.get_current_span(ctx).get_span_context().is_valid else None
 
 
-def _from_meta(meta: Mapping[str, Any]) -> Context | None:
-    """The trace context of a _meta: only its string-valued context keys are read (a client
-    may put anything in there), and a malformed one is no parent."""
-    carrier = {k: v for k in CONTEXT_KEYS if isinstance(v := meta.get(k), str)}
-    if "traceparent" not in carrier:
+def _parent_in(carrier: Mapping[str, Any]) -> Context | None:
+    """The trace context of a _meta or of HTTP headers: only the string values of its
+    context keys are read (a client may put anything in a _meta), with the propagators
+    configured (their own bounds: a baggage over 8 KiB is dropped, a tracestate past 32
+    entries); a malformed one is no parent."""
+    found = {k: v for k in CONTEXT_KEYS if isinstance(v := carrier.get(k), str)}
+    if "traceparent" not in found:
         return None
     try:
-        return _valid(propagate.extract(carrier))
-    except (ValueError, TypeError):
-        return None
-
-
-def _from_headers(headers: Headers) -> Context | None:
-    if headers.get("traceparent") is None:
-        return None
-    try:
-        return _valid(propagate.extract(headers, getter=_HEADERS))  # type: ignore[arg-type]
+        return _valid(propagate.extract(found))
     except (ValueError, TypeError):
         return None
 
@@ -109,6 +92,29 @@ class OtelTelemetry:
         #: run shares its tools/call's: the newer holds the key), for request_event. As many
         #: as requests in flight.
         self._open: dict[int, Span] = {}
+        #: Whether a tracer or meter provider has been set (opentelemetry-instrument, or
+        #: the application): until then every span would be a no-op, and none is made.
+        self._live = False
+        #: When to look again (looking costs two environment lookups that raise KeyError:
+        #: 3.5% of a tools/call when done at every request, benchmarks/results/issue-41-otel).
+        self._look_at = 0.0
+
+    def idle(self) -> bool:
+        """No provider is set yet: the official SDK's dependency on the API alone does not
+        make every request pay for spans nobody records. Looked at once a second at most:
+        a provider the application sets after the server started is used within a second;
+        once set, a provider stays."""
+        if self._live:
+            return False
+        now = time.monotonic()
+        if now < self._look_at:
+            return True
+        self._look_at = now + LOOK_EVERY
+        self._live = not (
+            isinstance(trace.get_tracer_provider(), ProxyTracerProvider)
+            and type(metrics.get_meter_provider()).__name__ == "_ProxyMeterProvider"
+        )
+        return not self._live
 
     async def run(
         self,
@@ -117,6 +123,8 @@ class OtelTelemetry:
         request: Request,
         metrics: RequestMetrics | None,
     ) -> Response | ErrorResponse:
+        if self.idle():
+            return await body(handler, request, metrics)
         started = time.perf_counter()
         method = request.method
         params: Mapping[str, Any] = request.params if isinstance(request.params, Mapping) else {}
@@ -138,7 +146,7 @@ class OtelTelemetry:
         if isinstance(uri, str) and method.startswith("resources/"):
             attributes["mcp.resource.uri"] = _bounded(uri)
         meta = params.get("_meta")
-        parent = _from_meta(meta) if isinstance(meta, Mapping) else None
+        parent = _parent_in(meta) if isinstance(meta, Mapping) else None
         # The revision a 2026-07-28 request names, or the one an initialize asks for; else
         # the header's, below.
         named = meta.get(META_VERSION) if isinstance(meta, Mapping) else None
@@ -147,61 +155,65 @@ class OtelTelemetry:
         version = named if isinstance(named, str) else None
         http = HTTP_REQUEST.get()
         if http is not None:
-            headers = http.headers
-            if parent is None:
-                parent = _from_headers(headers)
-            session = headers.get("mcp-session-id")
-            if session is not None:
-                attributes["mcp.session.id"] = _bounded(session)
+            if parent is None and http.context:
+                parent = _parent_in(http.context)
+            if http.session is not None:
+                attributes["mcp.session.id"] = _bounded(http.session)
             if version is None:
-                version = headers.get("mcp-protocol-version")
+                version = http.version
             attributes["network.transport"] = "tcp"
             attributes["network.protocol.name"] = "http"
-            if http.peer_host is not None:
-                attributes["client.address"] = http.peer_host
-            if http.local_host is not None:
-                attributes["server.address"] = http.local_host
+            if http.client is not None:
+                attributes["client.address"] = http.client
+            if http.server is not None:
+                attributes["server.address"] = http.server
         if version is not None:
             attributes["mcp.protocol.version"] = _bounded(version)
         error: str | None = None
-        with self._tracer.start_as_current_span(
-            method if target is None else f"{method} {target}",
-            context=parent,
-            kind=SpanKind.SERVER,
-            attributes=attributes,
-            record_exception=False,
-            set_status_on_exception=False,
-        ) as span:
-            key = id(request)
-            self._open[key] = span
-            try:
-                outcome = await body(handler, request, metrics)
-                if isinstance(outcome, ErrorResponse):
-                    error = str(outcome.code)
+        # The parent's context is made current, its baggage with it (for the handler, and for
+        # what it sends the client), and the span started in it.
+        token = otel_context.attach(parent) if parent is not None else None
+        try:
+            with self._tracer.start_as_current_span(
+                method if target is None else f"{method} {target}",
+                kind=SpanKind.SERVER,
+                attributes=attributes,
+                record_exception=False,
+                set_status_on_exception=False,
+            ) as span:
+                key = id(request)
+                self._open[key] = span
+                try:
+                    outcome = await body(handler, request, metrics)
+                    if isinstance(outcome, ErrorResponse):
+                        error = str(outcome.code)
+                        span.set_attribute("error.type", error)
+                        span.set_attribute("rpc.response.status_code", error)
+                        span.set_status(StatusCode.ERROR, _bounded(outcome.message))
+                        if target is not None:
+                            # An unknown tool or prompt is an error, and a name any client may
+                            # choose: it stays out of the span's name (low cardinality).
+                            span.update_name(method)
+                    elif method == "tools/call" and outcome.result.get("isError") is True:
+                        error = "tool_error"
+                        span.set_attribute("error.type", error)
+                        span.set_status(StatusCode.ERROR)
+                    return outcome
+                except trio.Cancelled:
+                    error = "cancelled"
                     span.set_attribute("error.type", error)
-                    span.set_attribute("rpc.response.status_code", error)
-                    span.set_status(StatusCode.ERROR, _bounded(outcome.message))
-                    if target is not None:
-                        # An unknown tool or prompt is an error, and a name any client may
-                        # choose: it stays out of the span's name (low cardinality).
-                        span.update_name(method)
-                elif method == "tools/call" and outcome.result.get("isError") is True:
-                    error = "tool_error"
-                    span.set_attribute("error.type", error)
-                    span.set_status(StatusCode.ERROR)
-                return outcome
-            except trio.Cancelled:
-                error = "cancelled"
-                span.set_attribute("error.type", error)
-                raise
-            except InputRequired:
-                # Not an error: the 2026-07-28 request answers input_required (MRTR).
-                span.add_event("mcp.input_required")
-                raise
-            finally:
-                if self._open.get(key) is span:
-                    del self._open[key]
-                self._time(started, method, attributes, error)
+                    raise
+                except InputRequired:
+                    # Not an error: the 2026-07-28 request answers input_required (MRTR).
+                    span.add_event("mcp.input_required")
+                    raise
+                finally:
+                    if self._open.get(key) is span:
+                        del self._open[key]
+                    self._time(started, method, attributes, error)
+        finally:
+            if token is not None:
+                otel_context.detach(token)
 
     def _time(
         self, started: float, method: str, span_attributes: Mapping[str, str | int],
@@ -230,6 +242,27 @@ class OtelTelemetry:
                 "network.protocol.name": "http",
             },
         )
+
+    @contextlib.contextmanager
+    def outgoing(self, method: str, request_id: int) -> Iterator[None]:
+        if self.idle():
+            yield
+            return
+        attributes = {"mcp.method.name": method, "jsonrpc.request.id": str(request_id)}
+        with self._tracer.start_as_current_span(
+            method, kind=SpanKind.CLIENT, attributes=attributes,
+            record_exception=False, set_status_on_exception=False,
+        ) as span:
+            try:
+                yield
+            except ProtocolError as exc:
+                span.set_attribute("error.type", str(exc.code))
+                span.set_attribute("rpc.response.status_code", str(exc.code))
+                span.set_status(StatusCode.ERROR, _bounded(exc.message))
+                raise
+            except trio.Cancelled:
+                span.set_attribute("error.type", "cancelled")
+                raise
 
     def with_context(self, params: Mapping[str, Any] | None) -> Mapping[str, Any]:
         out = dict(params or {})

@@ -457,7 +457,7 @@ class Runtime:
         internal error if no response has started: never a traceback on the wire. False
         when that happened. With telemetry on, its handlers find the request (TM-OTEL-PARENT)."""
         try:
-            serve = self.serve if self.requests.telemetry is None else with_http(self.serve)
+            serve = with_http(self.serve, t) if (t := self.requests.telemetry) else self.serve
             await serve(request, responder, relay_port=relay_port)
         except Exception as exc:
             self.failures.caught(exc, context=f"serving {request.method}")

@@ -5,20 +5,47 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AbstractContextManager
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
+
+import attrs
 
 if TYPE_CHECKING:
     from ..protocol import ErrorResponse, Request, Response
     from ..protocol._transport import HttpRequest
 
-__all__ = ["HTTP_REQUEST", "Body", "Telemetry", "with_http"]
+__all__ = ["HTTP_REQUEST", "Body", "HttpSide", "Telemetry", "with_http"]
 
-#: The HTTP request whose JSON-RPC messages a task serves (set by Runtime.serve when
-#: telemetry is on): its headers carry the traceparent a request without one in its
-#: ``_meta`` is parented by, its session and version, and its client's address. trio copies
-#: it into the handler tasks a POST starts.
-HTTP_REQUEST: ContextVar[HttpRequest | None] = ContextVar("trio_mcp_http_request", default=None)
+#: The headers of W3C Trace Context and Baggage.
+CONTEXT_HEADERS: Final = ("traceparent", "tracestate", "baggage")
+
+
+@attrs.frozen
+class HttpSide:
+    """What the spans of a POST's messages need of it. Not the request itself: the tasks of
+    its handlers keep this as long as they run, and its body is not theirs to keep."""
+
+    session: str | None
+    version: str | None
+    client: str | None
+    server: str | None
+    context: dict[str, str]
+    """Its trace context headers: the parent of a message without one in its ``_meta``."""
+
+    @classmethod
+    def of(cls, request: HttpRequest) -> HttpSide:
+        headers = request.headers
+        return cls(
+            headers.get("mcp-session-id"), headers.get("mcp-protocol-version"),
+            request.peer_host, request.local_host,
+            {k: v for k in CONTEXT_HEADERS if (v := headers.get(k)) is not None},
+        )
+
+
+#: The HTTP side of the request a task serves (set by Runtime.serve_guarded when telemetry
+#: is on); trio copies it into the handler tasks a POST starts.
+HTTP_REQUEST: ContextVar[HttpSide | None] = ContextVar("trio_mcp_http_request", default=None)
 
 #: outcome_of's body: (handler, request, metrics) to the answer.
 Body = Callable[..., Awaitable["Response | ErrorResponse"]]
@@ -26,6 +53,10 @@ Body = Callable[..., Awaitable["Response | ErrorResponse"]]
 
 class Telemetry(Protocol):
     """What the runtime tells OpenTelemetry (trio_mcp.runtime._otelspans.OtelTelemetry)."""
+
+    def idle(self) -> bool:
+        """Whether nothing would be recorded now (no provider set): nothing is done."""
+        ...
 
     async def run(
         self,
@@ -39,6 +70,10 @@ class Telemetry(Protocol):
 
     def session_ended(self, seconds: float, version: str) -> None:
         """A legacy session lasted ``seconds`` (mcp.server.session.duration)."""
+        ...
+
+    def outgoing(self, method: str, request_id: int) -> AbstractContextManager[None]:
+        """A CLIENT span around a request the server sends its client (TM-OTEL-INJECT)."""
         ...
 
     def with_context(self, params: Mapping[str, Any] | None) -> Mapping[str, Any]:
@@ -56,11 +91,16 @@ class Telemetry(Protocol):
 
 
 
-def with_http(serve: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
-    """``serve(request, ...)`` with HTTP_REQUEST set to its request while it runs."""
+def with_http(
+    serve: Callable[..., Awaitable[Any]], telemetry: Telemetry
+) -> Callable[..., Awaitable[Any]]:
+    """``serve(request, ...)`` with HTTP_REQUEST set to its request while it runs (``serve``
+    itself while ``telemetry`` is idle)."""
+    if telemetry.idle():
+        return serve
 
     async def serving(request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
-        token = HTTP_REQUEST.set(request)
+        token = HTTP_REQUEST.set(HttpSide.of(request))
         try:
             return await serve(request, *args, **kwargs)
         finally:

@@ -74,7 +74,16 @@ class ClientRequests:
         """
         rid = next(self._ids)
         if self._telemetry is not None:
-            params = self._telemetry.with_context(params)
+            # TM-OTEL-INJECT: a CLIENT span for it, whose context its _meta carries.
+            with self._telemetry.outgoing(method, rid):
+                params = self._telemetry.with_context(params)
+                return await self._ask(rid, method, params, related, timeout)
+        return await self._ask(rid, method, params, related, timeout)
+
+    async def _ask(
+        self, rid: int, method: str, params: Mapping[str, Any] | None,
+        related: RequestId | None, timeout: float,
+    ) -> Mapping[str, Any]:
         out = Outbound(request_id=rid, method=method)
         self.waiting[rid] = out
         try:
