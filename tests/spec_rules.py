@@ -111,11 +111,16 @@ _TM_ID = r"TM-[A-Z]+-[A-Z0-9]+(?:-[A-Z0-9]+)*"
 #: The tasks extension's rules (SEP-2663), named rather than numbered: the extension's text
 #: numbers nothing.
 _TK_ID = r"TK-[A-Z]+(?:-[A-Z0-9]+)*"
-#: A well-formed rule id: the spec catalogue's (``T-POST-4``), the tasks extension's
-#: (``TK-CANCEL``) or trio-mcp's own (``TM-GET-ONE``).
-RULE_ID_RE = re.compile(rf"^(?:{_SPEC_ID}|{_TK_ID}|{_TM_ID})$")
+#: The MCP Apps extension's rules (SEP-1865), named for the same reason.
+_UI_ID = r"UI-[A-Z]+(?:-[A-Z0-9]+)*"
+#: The extensions framework's (SEP-2133, ``EX-``) and the skills extension's (SEP-2640,
+#: ``SK-``) rules, named as the tasks extension's are.
+_EXT_ID = r"(?:EX|SK)-[A-Z]+(?:-[A-Z0-9]+)*"
+#: A well-formed rule id: the spec catalogue's (``T-POST-4``), an extension's (``TK-CANCEL``,
+#: ``UI-...``, ``SK-LIST``) or trio-mcp's own (``TM-GET-ONE``).
+RULE_ID_RE = re.compile(rf"^(?:{_SPEC_ID}|{_TK_ID}|{_UI_ID}|{_EXT_ID}|{_TM_ID})$")
 #: A rule id cited in running text (code comments, docstrings).
-CODE_CITATION_RE = re.compile(rf"\b(?:{_SPEC_ID}|{_TK_ID}|{_TM_ID})\b")
+CODE_CITATION_RE = re.compile(rf"\b(?:{_SPEC_ID}|{_TK_ID}|{_UI_ID}|{_EXT_ID}|{_TM_ID})\b")
 
 
 def _tm(*areas: str) -> str:
@@ -143,10 +148,13 @@ AREAS: Mapping[str, tuple[str, ...]] = {
     ),
     "modern.md": (r"M[TLJU]-[A-Z]+-\d+", _tm("MOD", "ERA", "MRTR", "CACHE")),
     "tasks.md": (_TK_ID, _tm("TASK")),
+    "apps.md": (_UI_ID, _tm("APPS")),
     "workers.md": (_tm("WORK", "STORE"),),
     "handlers.md": (_tm("HAND"),),
     "client.md": (_tm("CLIENT"),),
     "telemetry.md": (_tm("OTEL"),),
+    "extensions.md": (_EXT_ID, _tm("EXT", "SKILL")),
+    "stdio.md": (r"T-STDIO-\d+", _tm("STDIO")),
 }
 
 _HEADING_RE = re.compile(r"^### (?P<id>\S+) — (?P<title>\S.*)$")

@@ -40,6 +40,9 @@ _EXPORTS: dict[str, str] = {
     "HttpParser": ".base._config",
     "ResponseMode": ".base._config",
     "ServerConfig": ".base._config",
+    "AppCsp": ".app._apps",
+    "AppPermissions": ".app._apps",
+    "apps_supported": ".app._apps",
     "AssistantMessage": ".app._content",
     "Audio": ".app._content",
     "Blob": ".app._content",
@@ -68,6 +71,12 @@ _EXPORTS: dict[str, str] = {
     "SessionContext": ".app._context",
     "PromptResult": ".app._prompts",
     "ResourceNotFound": ".app._resources",
+    "Extension": ".app._extension",
+    "ExtensionMethod": ".app._extension",
+    "Skill": ".app._skills",
+    "SkillError": ".app._skills",
+    "SkillLimits": ".app._skills",
+    "Skills": ".app._skills",
     "serve": ".edges._serve",
     "Server": ".app._server",
     "ToolError": ".app._tools",
@@ -100,6 +109,9 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
+    from .app._apps import AppCsp as AppCsp
+    from .app._apps import AppPermissions as AppPermissions
+    from .app._apps import apps_supported as apps_supported
     from .app._completion import Completion as Completion
     from .app._completion import CompletionRef as CompletionRef
     from .app._content import AssistantMessage as AssistantMessage
@@ -126,6 +138,8 @@ if TYPE_CHECKING:
     from .app._depends import Depends as Depends
     from .app._display import Icon as Icon
     from .app._display import ToolAnnotations as ToolAnnotations
+    from .app._extension import Extension as Extension
+    from .app._extension import ExtensionMethod as ExtensionMethod
     from .app._guards import AuditLog as AuditLog
     from .app._guards import RateLimit as RateLimit
     from .app._middleware import CallNext as CallNext
@@ -134,6 +148,10 @@ if TYPE_CHECKING:
     from .app._prompts import PromptResult as PromptResult
     from .app._resources import ResourceNotFound as ResourceNotFound
     from .app._server import Server as Server
+    from .app._skills import Skill as Skill
+    from .app._skills import SkillError as SkillError
+    from .app._skills import SkillLimits as SkillLimits
+    from .app._skills import Skills as Skills
     from .app._tools import ToolError as ToolError
     from .base._allocator import use_allocator as use_allocator
     from .base._collector import use_collector_threshold as use_collector_threshold

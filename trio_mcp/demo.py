@@ -8,6 +8,7 @@ can be tested by it. Read it top to bottom: each definition shows one feature.
 from __future__ import annotations
 
 import base64
+import secrets
 from typing import Any, Literal
 
 import attrs
@@ -21,13 +22,18 @@ from trio_mcp import (
     Image,
     Server,
     SessionContext,
+    Skill,
+    Skills,
     Text,
     ToolError,
+    ToolResult,
     UserMessage,
+    apps_supported,
     elicitation_request,
     roots_request,
     sampling_request,
 )
+from trio_mcp._demo_page import DICE_PAGE
 from trio_mcp.protocol import ErrorCode, RemoteProtocolError
 
 server = Server(
@@ -697,3 +703,81 @@ async def test_input_required_result_prompt(ctx: Context) -> str:
         key="user_context",
     )
     return f"Write about: {(answer.content or {}).get('context', 'anything')}"
+
+
+# -- MCP Apps: a tool whose results a host shows in a page (spec/apps.md) ---------------------
+
+
+@server.app_tool(resource_uri="ui://trio-mcp-demo/dice.html", visibility=["model", "app"])
+async def roll_dice(ctx: Context, sides: int = 6, count: int = 2) -> ToolResult:
+    """Roll dice; a host with MCP Apps shows them in the dice page, which can roll again.
+
+    Args:
+        sides: faces of each die (2 to 1000).
+        count: how many dice (1 to 20).
+    """
+    if not (2 <= sides <= 1000 and 1 <= count <= 20):
+        raise ToolError("sides is 2 to 1000 and count 1 to 20")
+    rolls = [secrets.randbelow(sides) + 1 for _ in range(count)]
+    text = f"Rolled {' + '.join(map(str, rolls))} = {sum(rolls)} on {count}d{sides}."
+    if not apps_supported(ctx):
+        # UI-FALLBACK: a host without MCP Apps shows this text alone, so it says everything.
+        text += " (A host with MCP Apps shows these dice in a page.)"
+    return ToolResult(
+        content=[Text(text)],
+        structured={"rolls": rolls, "total": sum(rolls), "sides": sides},
+    )
+
+
+server.add_app_resource(
+    "ui://trio-mcp-demo/dice.html",
+    DICE_PAGE,
+    name="dice",
+    title="Dice",
+    description="Shows roll_dice's dice and rolls again through the host.",
+    prefers_border=True,
+)
+
+
+# -- skills (SEP-2640): two skills made in code, served as skill:// resources ----------------
+
+server.add_extension(Skills(
+    Skill.from_files("structured-concurrency", {
+        "SKILL.md": (
+            "---\n"
+            "name: structured-concurrency\n"
+            "description: Write trio code whose tasks live in nurseries and end with them\n"
+            "license: MIT\n"
+            "metadata:\n"
+            "  version: \"1.0\"\n"
+            "---\n\n"
+            "# Structured concurrency\n\n"
+            "Open a nursery for every group of tasks; read references/cancellation.md before\n"
+            "cancelling, and run examples/echo.py to see one.\n"
+        ),
+        "references/cancellation.md": (
+            "# Cancellation\n\nA cancel scope ends every task inside it; a nursery waits for\n"
+            "its children, so nothing outlives the block that started it.\n"
+        ),
+        "examples/echo.py": (
+            "import trio\n\n\nasync def main() -> None:\n"
+            "    async with trio.open_nursery() as nursery:\n"
+            "        nursery.start_soon(trio.sleep, 0.1)\n\n\ntrio.run(main)\n"
+        ),
+    }),
+    Skill.from_files("resume-a-stream", {
+        "SKILL.md": (
+            "---\n"
+            "name: resume-a-stream\n"
+            "description: Resume a dropped MCP SSE stream with Last-Event-ID, never replaying\n"
+            "---\n\n"
+            "# Resuming a stream\n\n"
+            "Send the last event id you applied; see references/cursors.md for what the\n"
+            "server answers when the cursor is older than its retention.\n"
+        ),
+        "references/cursors.md": (
+            "# Cursors\n\nA cursor names its stream. One outside retention is an explicit\n"
+            "failure, never a silent gap.\n"
+        ),
+    }),
+))

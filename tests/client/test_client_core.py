@@ -48,7 +48,9 @@ async def test_the_same_methods_answer_in_both_eras(client: Client) -> None:
         tools = {tool["name"] for tool in await client.list_tools()}
         echoed = await client.call_tool("echo", {"text": "hi"})
         resources = await client.list_resources()
-        read = await client.read_resource(resources[0]["uri"])
+        # The first of the demo's test:// resources (its skill:// ones sort before them).
+        read = await client.read_resource(
+            next(r["uri"] for r in resources if r["uri"].startswith("test://")))
         templates = await client.list_resource_templates()
         templated = await client.read_resource("test://template/123/data")
         prompts = {prompt["name"] for prompt in await client.list_prompts()}

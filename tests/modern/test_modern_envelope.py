@@ -82,8 +82,14 @@ async def test_discover_names_versions_capabilities_instructions_and_cache_hints
         "prompts": {"listChanged": True},
         "completions": {},
         "logging": {},
-        # The demo has tools that may run as tasks (spec/tasks.md TK-DISCOVER).
-        "extensions": {"io.modelcontextprotocol/tasks": {}},
+        # The demo has tools that may run as tasks (spec/tasks.md TK-DISCOVER), and serves
+        # skills (spec/extensions.md SK-CAPABILITY).
+        "extensions": {
+            "io.modelcontextprotocol/tasks": {},
+            "io.modelcontextprotocol/skills": {"directoryRead": True},
+            # and has an app (spec/apps.md UI-CAP).
+            "io.modelcontextprotocol/ui": {},
+        },
     } == result["capabilities"]
     assert (
         "A demonstration server: small tools that each show one MCP feature."
@@ -872,9 +878,11 @@ async def test_an_extension_the_client_declares_changes_nothing(live_server: Sta
 
     assert answers[0] == answers[1] == answers[2]
     discover, _, echo = answers[0]
-    # The demo declares one extension, tasks, whatever the client declares; echo is no task
-    # tool, so declaring tasks does not change its call (spec/tasks.md TK-OPTIN).
-    assert {"io.modelcontextprotocol/tasks": {}} == discover["result"]["capabilities"][
-        "extensions"
-    ]
+    # The demo declares its extensions, tasks, skills and apps, whatever the client declares; echo
+    # is no task tool, so declaring tasks does not change its call (spec/tasks.md TK-OPTIN).
+    assert {
+        "io.modelcontextprotocol/tasks": {},
+        "io.modelcontextprotocol/skills": {"directoryRead": True},
+        "io.modelcontextprotocol/ui": {},
+    } == discover["result"]["capabilities"]["extensions"]
     assert [{"type": "text", "text": "core"}] == echo["result"]["content"]

@@ -72,6 +72,15 @@ class Browser:
         payload = {"script": script, "args": list(args)}
         return self._call("POST", f"{self._session}/execute/sync", payload)
 
+    def frame(self, element: Any) -> None:
+        """Run the next commands inside the iframe ``element`` (a reference a script returned:
+        ``return document.querySelector("iframe")``), whatever its origin."""
+        self._call("POST", f"{self._session}/frame", {"id": element})
+
+    def parent_frame(self) -> None:
+        """Run the next commands in the frame that holds the current one."""
+        self._call("POST", f"{self._session}/frame/parent", {})
+
     def screenshot(self) -> bytes:
         return base64.b64decode(self._call("GET", f"{self._session}/screenshot"))
 

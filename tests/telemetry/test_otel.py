@@ -18,6 +18,7 @@ from typing import Any
 import attrs
 import pytest
 import trio
+import trio.testing
 from opentelemetry import metrics, trace
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
@@ -31,6 +32,7 @@ from support.fixtures import wait_until
 from support.modern import call_tool, messages_of, modern_request, post
 
 from trio_mcp import Context, Server, ToolError
+from trio_mcp.edges._stdio import serve_stdio
 from trio_mcp.protocol._tasks import TASKS_EXTENSION as TASKS
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -381,6 +383,47 @@ async def test_a_reattach_is_an_event_on_the_span_of_the_request_it_resumes(
     [span] = otel.finished("tools/call wait")
     [event] = [e for e in span.events if e.name == "mcp.stream.reattach"]
     assert event.attributes is not None and "mcp.stream.cursor" in event.attributes
+
+
+@pytest.mark.spec("TM-OTEL-SPAN", "TM-OTEL-PARENT")
+async def test_a_tools_call_over_stdio_is_a_span_over_a_pipe(
+    otel: Otel, nursery: trio.Nursery
+) -> None:
+    """A host's tools/call on stdio is a span of the caller's trace too, its transport
+    `pipe`, with no HTTP or address attributes."""
+    to_server, stdin = trio.testing.lockstep_stream_one_way_pair()
+    stdout, from_server = trio.testing.lockstep_stream_one_way_pair()
+    nursery.start_soon(lambda: serve_stdio(traced_server(), stdin=stdin, stdout=stdout))
+    got = b""
+
+    async def answer(request_id: int) -> dict[str, Any]:
+        nonlocal got
+        while True:
+            while b"\n" not in got:
+                got += await from_server.receive_some(65536)
+            raw, _, got = got.partition(b"\n")
+            message: dict[str, Any] = json.loads(raw)
+            if message.get("id") == request_id:
+                return message
+
+    def send(message: dict[str, Any]) -> bytes:
+        return json.dumps(message).encode() + b"\n"
+
+    with trio.fail_after(10):
+        await to_server.send_all(send(rpc_request("initialize", {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "t", "version": "0"}}, id=1)))
+        await answer(1)
+        await to_server.send_all(send({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        await to_server.send_all(send(rpc_request("tools/call", {
+            "name": "echo", "arguments": {"text": "x"},
+            "_meta": {"traceparent": TRACEPARENT}}, id=2)))
+        assert "result" in await answer(2)
+    [span] = otel.finished("tools/call echo")
+    assert format(span.context.trace_id, "032x") == TRACE_ID
+    attributes = _attrs(span)
+    assert attributes["network.transport"] == "pipe"
+    assert not {"network.protocol.name", "client.address", "server.address"} & set(attributes)
 
 
 _ABSENT = textwrap.dedent("""

@@ -152,6 +152,8 @@ class EmbeddedResource:
     text: str | None = None
     blob: bytes | None = None
     mime_type: str | None = None
+    meta: Mapping[str, Any] | None = None
+    """The contents' ``_meta`` (an MCP Apps page carries its ``ui`` settings there)."""
 
     def __attrs_post_init__(self) -> None:
         if (self.text is None) == (self.blob is None):
@@ -169,6 +171,8 @@ class EmbeddedResource:
         else:
             assert self.blob is not None
             d["blob"] = _b64(self.blob)
+        if self.meta:
+            d["_meta"] = dict(self.meta)
         return d
 
     def to_dict(self) -> dict[str, Any]:

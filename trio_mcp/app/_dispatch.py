@@ -16,10 +16,18 @@ from typing import Any
 from ..base._ports import NotificationHandler, RequestPort, SessionPort
 from ..protocol import ErrorCode, RemoteProtocolError, Request
 from ..protocol._logtext import LogLimiter
-from ..protocol._methods import METHOD_CAPABILITY, ScopeKind, check_served, named
+from ..protocol._methods import (
+    METHOD_CAPABILITY,
+    METHODS,
+    ScopeKind,
+    check_served,
+    declared,
+    named,
+)
 from ..protocol._tasks import TaskSupport, tasks_requirement
 from ._completion import CompletionRegistry
 from ._context import Context, SessionContext
+from ._extension import Extension, ExtensionRegistry
 from ._invoke import DEFAULT_THREADS, ServerState
 from ._middleware import Middleware, check_middleware, run_chain
 from ._prompts import PromptRegistry
@@ -58,12 +66,26 @@ class Dispatcher:
         # A method a registry offers is a row of the method table, and every row the
         # application serves has a registry's handler (raises ValueError otherwise).
         check_served(self._methods)
+        #: The tool registry's method whose row names a tool (tools/call), as the registry
+        #: serves it, before the extensions' wrappers (TM-EXT-WRAP).
+        self._tool_call = next(
+            name for name in self.tools.methods() if METHODS[name].scope is ScopeKind.TOOL
+        )
+        self._tools_call = self._methods[self._tool_call]
+        #: The extensions installed (SEP-2133, app/_extension.py) and their methods.
+        self.extensions = ExtensionRegistry()
         #: Hooks for notifications from the client, by method.
         self._hooks: dict[str, list[NotificationHook]] = {}
 
     def add_middleware(self, fn: Middleware) -> None:
         """Wrap every request in ``fn``, inside those added before it (TM-HAND-MW-ORDER)."""
         self.middleware.append(check_middleware(fn))
+
+    def install(self, extension: Extension) -> None:
+        """Serve ``extension``'s methods and put its wrapper around tools/call (TM-EXT-ROWS,
+        TM-EXT-WRAP)."""
+        self.extensions.install(extension, self._methods)
+        self._methods[self._tool_call] = self.extensions.wrap_tool_call(self._tools_call)
 
     def capabilities(self) -> dict[str, Any]:
         # U-TOOL-1 / L-CAP-1 / MU-TOOL-1: declare exactly what is served.
@@ -77,10 +99,18 @@ class Dispatcher:
             caps["completions"] = {}
         # U-LOG-1 / MU-LOG-2: handlers may always log.
         caps["logging"] = {}
+        if self.extensions.installed:
+            # EX-DECLARE: each extension and its settings, in initialize's and
+            # server/discover's capabilities alike.
+            caps["extensions"] = self.extensions.declaration()
         return caps
 
     def _declares(self, capability: str) -> bool:
         """Whether ``capability`` is declared, without building the whole declaration."""
+        if capability in self.extensions.capabilities:
+            # SK-CAPABILITY: an extension's methods that need a core capability declare it,
+            # even before anything of it is registered (skills with no skill yet).
+            return True
         if capability == "resources":
             return self.resources.enabled
         if capability == "prompts":
@@ -96,12 +126,17 @@ class Dispatcher:
     def serves(self, method: str) -> bool:
         """Whether ``method`` is in the table and its capability is declared."""
         if method not in self._methods:
-            return False
+            # An installed extension's method is served while what its row needs is
+            # declared (its extension, a settings flag, a capability: TM-EXT-DECLARED).
+            return (
+                self.extensions.handler(method) is not None
+                and declared(self.capabilities(), method)
+            )
         capability = METHOD_CAPABILITY.get(method)
         return capability is None or self._declares(capability)
 
     async def dispatch(self, port: RequestPort, request: Request) -> Mapping[str, Any]:
-        method = self._methods.get(request.method)
+        method = self._methods.get(request.method) or self.extensions.handler(request.method)
         if method is None or not self.serves(request.method):
             # Unknown methods, and methods of a capability not declared, are -32601.
             raise RemoteProtocolError(

@@ -15,11 +15,13 @@ from ..protocol._jsonschema import preload as preload_schemas
 from ..protocol._methods import BROADCASTS, METHODS, ScopeKind, named
 from ..protocol._tasks import TaskSupport
 from ..protocol._transport import Reply
-from . import _prompts, _resources
+from . import _apps, _prompts, _resources
 from ._completion import GenericHandler, SpecificHandler
+from ._content import EmbeddedResource
 from ._context import SessionContext, log_params
 from ._dispatch import Dispatcher, NotificationHook
 from ._display import Icon, ToolAnnotations, check_website, icons_list
+from ._extension import Extension
 from ._invoke import DEFAULT_THREADS
 from ._middleware import Middleware
 from ._prompts import PromptDef
@@ -65,6 +67,7 @@ class Server:
         website_url: the ``serverInfo.websiteUrl`` (TM-HAND-DISPLAY).
         icons: the ``serverInfo.icons``, ``Icon`` values (tools, resources and prompts take
             ``icons=`` too).
+        extensions: ``Extension`` objects to install (SEP-2133; ``add_extension``).
     """
 
     def __init__(
@@ -79,6 +82,7 @@ class Server:
         max_threads: int = DEFAULT_THREADS,
         website_url: str | None = None,
         icons: Iterable[Icon] = (),
+        extensions: Iterable[Extension] = (),
     ) -> None:
         self._name = name
         self._website_url = check_website(website_url)
@@ -96,6 +100,21 @@ class Server:
         self._hubs: list[Hub] = []
         #: The OAuth scopes of each tool, prompt and resource that has any (T-AUTH-STEPUP).
         self._scopes: dict[tuple[ScopeKind, str], frozenset[str]] = {}
+        #: MCP Apps: the ui:// pages and the tools that show them (trio_mcp.app._apps).
+        self._apps = _apps.AppRegistry()
+        for extension in extensions:
+            self.add_extension(extension)
+
+    def add_extension(self, extension: Extension) -> None:
+        """Install an extension (SEP-2133, docs/extensions.md): declare it under
+        ``capabilities.extensions``, serve its methods, add its tools, resources and prompts,
+        and put its wrapper around ``tools/call``."""
+        self._dispatcher.install(extension)
+        extension.contribute(self)
+
+    @property
+    def extensions(self) -> Mapping[str, Extension]:
+        return dict(self._dispatcher.extensions.installed)
 
     @property
     def name(self) -> str:
@@ -237,6 +256,7 @@ class Server:
 
     def remove_tool(self, name: str) -> None:
         self._dispatcher.tools.remove(name)
+        self._apps.unbind(name)
         self._set_scopes(ScopeKind.TOOL, name, ())
         self._list_changed("tools")
 
@@ -350,6 +370,7 @@ class Server:
     def remove_resource(self, uri: str) -> None:
         """Remove the resource or template registered under ``uri``."""
         self._dispatcher.resources.remove(uri)
+        self._apps.remove_page(uri)
         self._set_scopes(ScopeKind.RESOURCE, uri, ())
         self._list_changed("resources")
 
@@ -476,6 +497,79 @@ class Server:
             return fn
 
         return decorate
+
+    # -- MCP Apps (io.modelcontextprotocol/ui, spec/apps.md) ---------------------------------
+
+    def app_tool(
+        self,
+        name: str | None = None,
+        *,
+        resource_uri: str,
+        visibility: Sequence[_apps.Visibility] | None = None,
+        meta: Mapping[str, Any] | None = None,
+        **options: Any,
+    ) -> Callable[[T], T]:
+        """Register a tool whose results a host shows in the MCP Apps page at
+        ``resource_uri`` (a ``ui://`` URI registered with :meth:`add_app_resource`; serving
+        does not start until it is): ``_meta.ui.resourceUri`` names the page, and
+        ``visibility`` (``["model", "app"]`` by default) says whether the model, the page, or
+        both may call it. The other arguments are :meth:`tool`'s. The tool's result is its
+        text for every client (UI-FALLBACK): a host without the extension shows that alone;
+        ``trio_mcp.apps_supported(ctx)`` says whether this client declared it."""
+        app_meta = _apps.tool_meta(resource_uri, visibility, meta)
+
+        def decorate(fn: T) -> T:
+            # A copy per function: its identity finds the tool registered (under whatever
+            # name it took), even when one decorator is applied twice.
+            own = dict(app_meta)
+            self.add_tool(fn, name=name, meta=own, **options)
+            tool = next(t for t in self._dispatcher.tools.tools.values() if t.meta is own)
+            self._apps.bind(tool.name, resource_uri)
+            return fn
+
+        return decorate
+
+    def add_app_resource(
+        self,
+        uri: str,
+        html: str,
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        csp: _apps.AppCsp | Mapping[str, Any] | None = None,
+        permissions: _apps.AppPermissions | Mapping[str, Any] | Iterable[str] | None = None,
+        domain: str | None = None,
+        prefers_border: bool | None = None,
+        max_bytes: int = _apps.MAX_APP_HTML,
+        scopes: Iterable[str] = (),
+        replace: bool = False,
+        cache: CacheHint | None = None,
+    ) -> None:
+        """Serve ``html``, an HTML document, as the MCP Apps page at ``uri`` (``ui://...``):
+        listed and read as ``text/html;profile=mcp-app``, with ``_meta.ui`` holding ``csp``
+        (the origins the page may reach: an ``AppCsp`` or ``{"connectDomains": [...]}``,
+        each entry checked to be an origin), ``permissions`` (``["camera"]``...),
+        ``domain`` and ``prefers_border``. A page over ``max_bytes`` (2 MiB) of UTF-8, a URI
+        with a ``..`` step, query or fragment, or a CSP entry that is not an origin is
+        refused with ValueError (TM-APPS-URI, TM-APPS-SIZE, TM-APPS-CSP)."""
+        page = _apps.make_app_resource(
+            uri, html, csp=csp, permissions=permissions, domain=domain,
+            prefers_border=prefers_border, max_bytes=max_bytes,
+        )
+        if uri in self._apps.pages and not replace:
+            raise ValueError(f"app resource {uri} is already registered (replace=True)")
+        contents = page.contents()
+
+        async def read() -> EmbeddedResource:
+            return contents
+
+        self.add_resource(
+            read, uri, name=name or uri, title=title, description=description,
+            mime_type=_apps.APP_MIME_TYPE, meta=page.meta(), scopes=scopes, replace=replace,
+            cache=cache,
+        )
+        self._apps.add_page(page, replace=True)
 
     # -- middleware and the lifespan ----------------------------------------------------
 
@@ -678,6 +772,21 @@ class Server:
             task_status=trio.TASK_STATUS_IGNORED if task_status is None else task_status,
         )
 
+    async def serve_stdio(self, *, config: ServerConfig | None = None) -> None:
+        """Serve this server to one host on this process's stdin and stdout (the MCP stdio
+        transport, spec/stdio.md) until stdin ends; stdout carries the messages alone (a
+        print() goes to stderr meanwhile), logs go to stderr."""
+        from ..edges._stdio import serve_stdio
+
+        await serve_stdio(self, config=config)
+
+    def run_stdio(self, *, config: ServerConfig | None = None) -> None:
+        """``serve_stdio`` in a trio run of its own: ``server.run_stdio()`` at the bottom of
+        the module a host launches."""
+        import trio
+
+        trio.run(lambda: self.serve_stdio(config=config))
+
     # -- the App the runtime serves (trio_mcp.base._ports.App) ------------------------------------
 
     def server_info(self) -> dict[str, Any]:
@@ -691,7 +800,12 @@ class Server:
         return info
 
     def capabilities(self) -> dict[str, Any]:
-        return self._dispatcher.capabilities()
+        caps = self._dispatcher.capabilities()
+        apps = self._apps.capabilities()
+        if apps:
+            # UI-CAP: the extension is declared in capabilities.extensions, in both eras.
+            caps["extensions"] = {**caps.get("extensions", {}), **apps}
+        return caps
 
     def serves(self, method: str) -> bool:
         return self._dispatcher.serves(method)
@@ -760,6 +874,7 @@ class Server:
     def attach(self, hub: Hub) -> None:
         # A runtime starts serving: the schemas' library is loaded before the first call.
         preload_schemas()
+        self._apps.check()
         self._hubs.append(hub)
 
     def detach(self, hub: Hub) -> None:

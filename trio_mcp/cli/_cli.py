@@ -215,6 +215,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="a scope every request needs (repeatable)",
     )
     serve.add_argument(
+        "--stdio", action="store_true",
+        help="serve one host on stdin and stdout (the MCP stdio transport) instead of HTTP",
+    )
+    serve.add_argument(
         "--allocator", choices=ALLOCATORS, default=None,
         help="CPython's small-object allocator (default: the one PYTHONMALLOC names, else "
         f"{DEFAULT_ALLOCATOR}, which gives ended sessions' memory back; pymalloc is faster)",
@@ -357,9 +361,16 @@ def main(argv: Sequence[str] | None = None, *, own_command_line: bool | None = N
 
     if args.workers < 1:
         raise SystemExit("trio-mcp: --workers must be at least 1")
+    if args.workers > 1 and args.stdio:
+        raise SystemExit("trio-mcp: --stdio serves one host: it takes no --workers")
     if args.workers > 1 and args.worker_port is None:
         _run_pool(args, argv)
         return
+    if args.stdio:
+        from ..edges._stdio import reserve_stdout
+
+        # TM-STDIO-STDOUT: before the server's module is imported (it may print).
+        reserve_stdout()
     try:
         server = load_server(args.server, app_dir=args.app_dir)
     except SystemExit as exc:
@@ -382,6 +393,10 @@ def main(argv: Sequence[str] | None = None, *, own_command_line: bool | None = N
         **({} if args.session_ttl is None else {"session_idle_ttl": args.session_ttl}),
         **({} if args.shutdown_grace is None else {"shutdown_grace": args.shutdown_grace}),
     )
+    if args.stdio:
+        # spec/stdio.md: one host, on this process's stdin and stdout.
+        trio.run(lambda: server.serve_stdio(config=config))
+        return
     stats_port = args.stats_port
     worker = args.worker_port is not None
     # Bound here, before serving, so that a port in use is one line naming it.

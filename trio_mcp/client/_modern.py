@@ -20,6 +20,7 @@ from ..protocol._era import (
     META_PROTOCOL_VERSION,
     header_text,
 )
+from ..protocol._methods import NAME_PARAM
 from ..protocol._modern import META_SUBSCRIPTION_ID, param_headers
 from ..protocol._versions import MODERN_VERSIONS
 from ._errors import ConnectionLost, ErrorAnswer, HttpStatusError
@@ -32,8 +33,6 @@ __all__ = ["MAX_ROUNDS", "ModernClient", "Probe"]
 #: input_required rounds one request may take before the client gives up on it.
 MAX_ROUNDS: Final = 16
 _ACCEPT: Final = "application/json, text/event-stream"
-#: Which params field each method's Mcp-Name mirrors.
-_NAMED: Final = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 
 
 class Probe:
@@ -143,7 +142,7 @@ class ModernClient:
             "mcp-protocol-version": self.version,
             "mcp-method": method,
         }
-        field = _NAMED.get(method)
+        field = NAME_PARAM.get(method)
         if field is not None and isinstance(params.get(field), str):
             headers["mcp-name"] = _header_value(params[field])
         if method == "tools/call":

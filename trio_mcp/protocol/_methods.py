@@ -13,7 +13,8 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterable, Mapping
+import types
+from collections.abc import Callable, Iterable, Mapping, Set
 from typing import Any, Final
 
 import attrs
@@ -25,6 +26,7 @@ __all__ = [
     "BROADCASTS",
     "CACHEABLE_METHODS",
     "CLIENT_REQUESTS",
+    "CORE_METHODS",
     "INPUT_CAPABILITY",
     "INPUT_METHODS",
     "LISTEN_FLAGS",
@@ -49,6 +51,7 @@ __all__ = [
     "check_served",
     "declared",
     "named",
+    "register",
 ]
 
 
@@ -86,6 +89,9 @@ class Handler(enum.Enum):
     RUNTIME = "runtime"
     #: The tasks extension's manager (``runtime.tasks._tasks.TaskManager.answer``).
     TASKS = "tasks"
+    #: An extension the application installed (``app._extension``): served only by a
+    #: server that installed it, never one of the core methods (TM-EXT-ROWS).
+    EXTENSION = "extension"
     #: Nobody here: the server sends it, the client answers.
     CLIENT = "client"
 
@@ -141,8 +147,12 @@ class Method:
     """The capability that must be declared before the method is used: the server's for
     what it receives (L-CAP-1, MT-HDR-4) and for the notifications it sends (U-TOOL-2), the
     client's for the requests it sends (L-CAP-1, MU-MRTR-2)."""
+    extension: str | None = None
+    """The extension (SEP-2133) that must be declared under ``capabilities.extensions``
+    before the method is used, as ``capability`` is for the core's (TM-EXT-DECLARED)."""
     feature: str | None = None
-    """The flag under ``capability`` that must be true too (``listChanged``, ``subscribe``)."""
+    """The flag under ``capability`` (or under the extension's settings) that must be true
+    too (``listChanged``, ``subscribe``, ``directoryRead``)."""
     target: str | None = None
     """The params field naming what the message is about. A modern request's ``Mcp-Name``
     header repeats it (MT-HDR-6, TK-HEADERS), and a requestState is bound to it (MU-MRTR-9);
@@ -184,8 +194,10 @@ class Method:
             problems.append("the server's notifications are broadcast and listened for")
         if self.listen_flag and (not self.broadcast or self.target):
             problems.append("a listen flag asks for a broadcast about no one thing")
-        if self.feature is not None and self.capability is None:
-            problems.append("a feature belongs to a capability")
+        if self.feature is not None and self.capability is None and self.extension is None:
+            problems.append("a feature belongs to a capability or an extension")
+        if (self.extension is not None) != (self.handler is Handler.EXTENSION):
+            problems.append("an extension's methods, and only they, are declared by it")
         if (self.cacheable or self.task_capable) and Era.MODERN not in self.eras:
             problems.append("caching hints and tasks are of the 2026-07-28 era")
         if self.input is Input.ASKS and not self.sent_by.client:
@@ -306,8 +318,11 @@ def _table(rows: Iterable[Method]) -> dict[str, Method]:
     return table
 
 
-#: Every method, by name.
-METHODS: Final[Mapping[str, Method]] = _table(_ROWS)
+_TABLE: Final = _table(_ROWS)
+#: The core's methods: the table before any extension added its rows.
+CORE_METHODS: Final = frozenset(_TABLE)
+#: Every method, by name (the core's and those extensions registered).
+METHODS: Final[Mapping[str, Method]] = types.MappingProxyType(_TABLE)
 
 
 def named(method: str, params: Mapping[str, Any] | None, kind: ScopeKind) -> str | None:
@@ -321,8 +336,54 @@ def named(method: str, params: Mapping[str, Any] | None, kind: ScopeKind) -> str
     return value if isinstance(value, str) else None
 
 
-def _names(test: Callable[[Method], bool]) -> frozenset[str]:
-    return frozenset(m.name for m in _ROWS if test(m))
+def _names(test: Callable[[Method], bool]) -> Set[str]:
+    # A set, not a frozenset: ``register`` adds an extension's rows to it in place.
+    names = {m.name for m in _TABLE.values() if test(m)}
+    _VIEWS.append((names, test))
+    return names
+
+
+_VIEWS: Final[list[tuple[set[str], Callable[[Method], bool]]]] = []
+_MAPS: Final[list[tuple[dict[str, Any], Callable[[Method], tuple[str, Any] | None]]]] = []
+
+
+def _facts(fact: Callable[[Method], tuple[str, Any] | None]) -> Mapping[str, Any]:
+    # A dict ``register`` updates in place, like the sets of ``_names``.
+    facts = dict(pair for m in _TABLE.values() if (pair := fact(m)) is not None)
+    _MAPS.append((facts, fact))
+    return facts
+
+
+def register(rows: Iterable[Method]) -> None:
+    """Add an extension's methods to the table (TM-EXT-ROWS): each row is of
+    ``Handler.EXTENSION``; a name the table holds already is refused unless its row is the
+    same one (an extension defined twice, or served by two servers in one process).
+
+    Raises:
+        ValueError: a row of another handler, or a second, different row for a name.
+    """
+    new = []
+    for method in rows:
+        if method.handler is not Handler.EXTENSION:
+            raise ValueError(f"method table: {method.name} is not an extension's method")
+        if not _received(method) or method.lifecycle is not None:
+            # The views of what the server sends and of the lifecycle stay the core's.
+            raise ValueError(f"method table: {method.name}: an extension adds client requests")
+        known = _TABLE.get(method.name)
+        if known is None:
+            new.append(method)
+        elif known != method:
+            raise ValueError(f"method table: {method.name} has a row already, and it differs")
+    if len({m.name for m in new}) != len(new):
+        raise ValueError("method table: an extension names one method twice")
+    for method in new:
+        _TABLE[method.name] = method
+        for names, test in _VIEWS:
+            if test(method):
+                names.add(method.name)
+        for facts, fact in _MAPS:
+            if (pair := fact(method)) is not None:
+                facts[pair[0]] = pair[1]
 
 
 def _received(m: Method) -> bool:
@@ -358,16 +419,16 @@ INPUT_METHODS: Final = _names(lambda m: m.input is Input.ASKS)
 CACHEABLE_METHODS: Final = _names(lambda m: m.cacheable)
 
 #: L-CAP-1: the server capability each request it is sent needs declared.
-METHOD_CAPABILITY: Final[Mapping[str, str]] = {
-    m.name: m.capability for m in _ROWS if _received(m) and m.capability is not None
-}
+METHOD_CAPABILITY: Final[Mapping[str, str]] = _facts(
+    lambda m: (m.name, m.capability) if _received(m) and m.capability is not None else None
+)
 
 #: MT-HDR-6 / TK-HEADERS: the modern requests whose Mcp-Name header repeats a params field,
 #: and that field.
-NAME_PARAM: Final[Mapping[str, str]] = {
-    m.name: m.target for m in _ROWS
-    if _received(m) and Era.MODERN in m.eras and m.target is not None
-}
+NAME_PARAM: Final[Mapping[str, str]] = _facts(
+    lambda m: (m.name, m.target)
+    if _received(m) and Era.MODERN in m.eras and m.target is not None else None
+)
 
 #: MU-MRTR-5 / MU-MRTR-2: the requests an InputRequiredResult may carry, and the client
 #: capability each needs.
@@ -407,7 +468,19 @@ def declared(capabilities: Mapping[str, Any], method: str) -> bool:
     capability is declared, with its feature flag set when it names one. A method no
     capability governs, or one the table does not know, needs nothing."""
     spec = METHODS.get(method)
-    if spec is None or spec.capability is None:
+    if spec is None:
+        return True
+    if spec.extension is not None:
+        # TM-EXT-DECLARED: an extension's settings object, under capabilities.extensions,
+        # with its feature flag; and the core capability the row names, if any.
+        extensions = capabilities.get("extensions")
+        settings = extensions.get(spec.extension) if isinstance(extensions, Mapping) else None
+        if not isinstance(settings, Mapping):
+            return False
+        if spec.feature is not None and settings.get(spec.feature) is not True:
+            return False
+        return spec.capability is None or spec.capability in capabilities
+    if spec.capability is None:
         return True
     if spec.capability not in capabilities:
         return False

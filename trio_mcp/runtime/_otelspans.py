@@ -161,8 +161,11 @@ class OtelTelemetry:
                 attributes["mcp.session.id"] = _bounded(http.session)
             if version is None:
                 version = http.version
-            attributes["network.transport"] = "tcp"
-            attributes["network.protocol.name"] = "http"
+            if http.stdio:
+                attributes["network.transport"] = "pipe"
+            else:
+                attributes["network.transport"] = "tcp"
+                attributes["network.protocol.name"] = "http"
             if http.client is not None:
                 attributes["client.address"] = http.client
             if http.server is not None:
@@ -234,14 +237,7 @@ class OtelTelemetry:
         self._operation.record(time.perf_counter() - started, attributes)
 
     def session_ended(self, seconds: float, version: str) -> None:
-        self._session.record(
-            seconds,
-            {
-                "mcp.protocol.version": _bounded(version),
-                "network.transport": "tcp",
-                "network.protocol.name": "http",
-            },
-        )
+        self._session.record(seconds, {"mcp.protocol.version": _bounded(version)})
 
     @contextlib.contextmanager
     def outgoing(self, method: str, request_id: int) -> Iterator[None]:

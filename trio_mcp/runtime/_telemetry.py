@@ -32,14 +32,17 @@ class HttpSide:
     server: str | None
     context: dict[str, str]
     """Its trace context headers: the parent of a message without one in its ``_meta``."""
+    stdio: bool = False
+    """A line of the stdio transport, which serves each as a request (edges/_stdio.py)."""
 
     @classmethod
     def of(cls, request: HttpRequest) -> HttpSide:
         headers = request.headers
+        stdio = request.local_host == "stdio"
         return cls(
             headers.get("mcp-session-id"), headers.get("mcp-protocol-version"),
-            request.peer_host, request.local_host,
-            {k: v for k in CONTEXT_HEADERS if (v := headers.get(k)) is not None},
+            None if stdio else request.peer_host, None if stdio else request.local_host,
+            {k: v for k in CONTEXT_HEADERS if (v := headers.get(k)) is not None}, stdio,
         )
 
 
