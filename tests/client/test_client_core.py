@@ -179,12 +179,18 @@ def _fill(schema: dict[str, Any]) -> dict[str, Any]:
 async def test_listen_yields_list_changes(target: Any, mode: str) -> None:
     """``client.listen()`` is an async iterator of the server's list changes, from
     subscriptions/listen (2026-07-28) or the session's GET stream (2025-11-25)."""
-    with trio.fail_after(30):
-        async with Client(target, mode=mode) as client, client.listen() as changes:
-            await client.call_tool("test_trigger_tool_change")
-            async for note in changes:
-                if note.method == "notifications/tools/list_changed":
-                    break
+    try:
+        with trio.fail_after(30):
+            async with Client(target, mode=mode) as client, client.listen() as changes:
+                await client.call_tool("test_trigger_tool_change")
+                async for note in changes:
+                    if note.method == "notifications/tools/list_changed":
+                        break
+    finally:
+        # The demo is one server for the whole worker: the tool the trigger added would
+        # make the next test's trigger remove it instead.
+        if "test_dynamic_tool" in demo.tools:
+            demo.remove_tool("test_dynamic_tool")
 
 
 def test_the_client_pages_example_prints_what_it_shows(tmp_path: Path) -> None:

@@ -115,9 +115,7 @@ async def test_a_cancellation_reason_is_logged_escaped_and_cut(
 
     ms: MemoryServer = await mem(server)
     s = await ms.open_session()
-    # 54 KB: under DECODE_ON_LOOP, so decoded on the loop; a larger body is decoded in a
-    # thread (TM-SEC-DECODE), which the autojump clock takes for an idle run.
-    forged = "done\nCRITICAL trio_mcp: forged record " * 1500
+    forged = "done\nCRITICAL trio_mcp: forged record " * 2000
     with caplog.at_level(logging.INFO, logger="trio_mcp"), trio.fail_after(10):
         message = request("tools/call", {"name": "wait"})
         await s.post(message)

@@ -120,6 +120,7 @@ async def test_oversized_client_state_attack_keeps_nothing_and_leaves_the_neighb
             stats = await srv.stats()
         records, chars = srv.log_size()
 
+    print('NEIGH', str(neighbour))
     assert grown < 32 * 1024, grown
     assert 2 == stats["sessions_open"]
     assert [] == neighbour.failures

@@ -30,13 +30,13 @@ CONNECTION_BUFFERS = 96 * 1024
 #: What decoding one body may take for a moment, in multiples of ``max_body_bytes``, before it
 #: is priced (TM-SEC-MEMORY): its bytes, its text (up to 4 bytes a character, when one
 #: character needs them) and what it decodes to (a chain of ``{"":`` takes 47 times its text).
-#: A body of more than ``DECODE_ON_LOOP`` bytes is decoded and priced in a worker thread, one
-#: at a time, and one of at most that size may be decoded on the event loop meanwhile: so
-#: there are at most those two such moments at once.
+#: A body of more than ``DECODE_ON_LOOP`` bytes is decoded and priced one at a time, pausing
+#: in its pricing, and one of at most that size may be decoded meanwhile: so there are at
+#: most those two such moments at once.
 DECODING_FACTOR = 52
-#: The largest body decoded on the event loop (TM-SEC-DECODE): a larger one could hold the
-#: loop, and every other request, for the half second a 4 MiB body of empty objects takes to
-#: decode and price.
+#: The largest body priced without a pause (TM-SEC-DECODE): pricing a larger one at once
+#: could hold the event loop, and every other request, for the 0.4 s a 4 MiB body of empty
+#: objects takes.
 DECODE_ON_LOOP = 64 * 1024
 
 

@@ -2,6 +2,7 @@
 # and what decoding them made. Pure: the runtime charges the figures to its budgets.
 from __future__ import annotations
 
+from collections.abc import Generator
 from sys import getsizeof
 from typing import Final
 
@@ -12,8 +13,11 @@ __all__ = [
     "SMALL_BODY",
     "SMALL_BODY_FACTOR",
     "body_cost",
+    "body_cost_steps",
+    "footprint_steps",
     "json_footprint",
     "post_cost",
+    "requests_in",
 ]
 
 #: Bodies up to this size are charged ``SMALL_BODY_FACTOR`` times their length (plus 256
@@ -33,10 +37,20 @@ def json_footprint(value: JSON, limit: float = float("inf")) -> int:
     An object referenced twice counts twice, and the shared ones (small integers, ``True``)
     count too, so this is never below what the value holds. The walk stops once the count
     passes ``limit``: a caller that refuses past it needs no more."""
+    return _finish(footprint_steps(value, limit))
+
+
+def footprint_steps(
+    value: JSON, limit: float = float("inf"), step: int = 0, first: int = 0
+) -> Generator[None, None, int]:
+    """``json_footprint`` as a generator that pauses after its ``first`` items (0: ``step``)
+    and then after every ``step`` items (0: never), and returns the total: a caller on an
+    event loop lets others run between steps (TM-SEC-DECODE)."""
     total = 0
     stack: list[object] = [value]
     pop = stack.pop
     extend = stack.extend
+    countdown = first or step
     while stack:
         item = pop()
         total += getsizeof(item)
@@ -48,27 +62,56 @@ def json_footprint(value: JSON, limit: float = float("inf")) -> int:
             extend(item)  # type: ignore[arg-type]
         if total > limit:
             break
+        countdown -= 1
+        if countdown == 0:
+            countdown = step
+            yield
     return total
+
+
+def _finish(steps: Generator[None, None, int]) -> int:
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            result: int = done.value
+            return result
 
 
 def body_cost(body: bytes, decoded: JSON, *, requests: int = 1, limit: float = float("inf")) -> int:
     """What a POST's body costs while it is served: its bytes, what they decoded to, and
     ``REQUEST_FOOTPRINT`` for each of the ``requests`` it starts."""
+    return _finish(body_cost_steps(body, decoded, requests=requests, limit=limit))
+
+
+def body_cost_steps(
+    body: bytes,
+    decoded: JSON,
+    *,
+    requests: int = 1,
+    limit: float = float("inf"),
+    step: int = 0,
+    first: int = 0,
+) -> Generator[None, None, int]:
+    """``body_cost``, pausing in its walk as ``footprint_steps`` does."""
     size = len(body)
     if size <= SMALL_BODY:
         parsed = SMALL_BODY_FACTOR * size + 256
     else:
-        parsed = json_footprint(decoded, limit)
+        parsed = yield from footprint_steps(decoded, limit, step, first)
     return size + parsed + REQUEST_FOOTPRINT * requests
 
 
-def post_cost(body: bytes, decoded: JSON, *, limit: float = float("inf")) -> int:
-    """``body_cost`` of a POST, with one ``REQUEST_FOOTPRINT`` for each request in it
-    (notifications and responses start no handler)."""
+def requests_in(decoded: JSON) -> int:
+    """How many requests a POST's messages hold: each starts a handler; notifications and
+    responses start none."""
     if isinstance(decoded, dict):
-        requests = 1 if "id" in decoded and "method" in decoded else 0
-    elif isinstance(decoded, list):
-        requests = sum(isinstance(m, dict) and "id" in m and "method" in m for m in decoded)
-    else:
-        requests = 0
-    return body_cost(body, decoded, requests=requests, limit=limit)
+        return 1 if "id" in decoded and "method" in decoded else 0
+    if isinstance(decoded, list):
+        return sum(isinstance(m, dict) and "id" in m and "method" in m for m in decoded)
+    return 0
+
+
+def post_cost(body: bytes, decoded: JSON, *, limit: float = float("inf")) -> int:
+    """``body_cost`` of a POST, with one ``REQUEST_FOOTPRINT`` for each request in it."""
+    return body_cost(body, decoded, requests=requests_in(decoded), limit=limit)

@@ -12,7 +12,7 @@ import trio
 from ..base._config import DECODE_ON_LOOP
 from ..protocol import JSON, ErrorCode, RemoteProtocolError
 from ..protocol._fair import FairShare
-from ..protocol._footprint import post_cost
+from ..protocol._footprint import body_cost_steps, post_cost, requests_in
 from ..protocol._jsonrpc import request_id_of
 from ..protocol._transport import HttpRequest, read_post_body
 from ._memory import MemoryReleaser
@@ -39,6 +39,11 @@ T = TypeVar("T")
 #: and telling each would have the releaser collect and trim every loop period under load.
 #: A large one (a megabyte argument, a listen's long filter) is what stays resident.
 RELEASE_WORTH = 64 * 1024
+#: TM-SEC-DECODE: a large body's pricing walks its first PRICE_AT_ONCE values at once (about
+#: 60 ms: a batch of 20,000 notifications, 100,000 values, is priced without a pause), then
+#: lets others run after every PRICE_STEP (about 3 ms).
+PRICE_AT_ONCE = 200_000
+PRICE_STEP = 10_000
 
 
 @attrs.frozen
@@ -290,9 +295,8 @@ class Ledger:
         self.held = 0
         self.units: dict[str, int] = {}
         self._releaser = releaser
-        #: TM-SEC-DECODE: one large body decoded at a time, in one worker thread.
+        #: TM-SEC-DECODE: one large body decoded and priced at a time.
         self._decoding = trio.Lock()
-        self._decoder_thread = trio.CapacityLimiter(1)
         self.refused: dict[str, int] = {
             "request_memory": 0,
             "request_memory_per_client": 0,
@@ -346,9 +350,10 @@ class Ledger:
         self, request: HttpRequest, unit: str, *, max_body_bytes: int
     ) -> tuple[JSON, Charge | None]:
         """Decode a POST's body (``read_post_body``) and charge it to ``unit`` as
-        ``charge_post`` does. A body of more than ``DECODE_ON_LOOP`` bytes is decoded and
-        priced in a worker thread, one at a time and charged before the next begins
-        (TM-SEC-DECODE): on the event loop it would hold every other request meanwhile.
+        ``charge_post`` does. A body of more than ``DECODE_ON_LOOP`` bytes is priced with a
+        checkpoint after its first ``PRICE_AT_ONCE`` values and every ``PRICE_STEP`` more,
+        one such body at a time, charged before the next is decoded (TM-SEC-DECODE): priced
+        at once, it would hold every other request for as long as its walk takes.
 
         Raises:
             RemoteProtocolError: the body's own error, or 503 naming the budget.
@@ -358,18 +363,20 @@ class Ledger:
             body = read_post_body(request, max_body_bytes=max_body_bytes)
             return body, self.charge_post(raw, body, unit, request_id=request_id_of(body))
         async with self._decoding:
-            enabled = self.enabled
-            limit = self.room(unit)
-
-            def decode_and_price() -> tuple[JSON, int]:
-                body = read_post_body(request, max_body_bytes=max_body_bytes)
-                return body, post_cost(raw, body, limit=limit) if enabled else 0
-
-            body, cost = await trio.to_thread.run_sync(
-                decode_and_price, limiter=self._decoder_thread
-            )
-            if not enabled:
+            body = read_post_body(request, max_body_bytes=max_body_bytes)
+            if not self.enabled:
                 return body, None
+            steps = body_cost_steps(
+                raw, body, requests=requests_in(body), limit=self.room(unit), step=PRICE_STEP,
+                first=PRICE_AT_ONCE,
+            )
+            while True:
+                try:
+                    next(steps)
+                except StopIteration as done:
+                    cost: int = done.value
+                    break
+                await trio.lowlevel.checkpoint()
             self._take(unit, cost, request_id_of(body))
             return body, Charge(self, unit, cost, len(raw))
 
