@@ -2,11 +2,13 @@
 semantic conventions, parented by the caller's trace context; the two duration metrics; the
 runtime's notable events on the spans; and nothing of OpenTelemetry loaded when it is off.
 
-The SDK's providers are global and set once per process: they are set here, with an
-in-memory exporter that keeps spans only while a test of this file runs (``otel``)."""
+Each test gives its servers providers of its own (``otel``, through ServerConfig): the
+process's global providers stay unset, and the tests that need them (opentelemetry-instrument,
+a provider set after the server started) run in a subprocess."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -22,7 +24,7 @@ import trio.testing
 from opentelemetry import metrics, trace
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
@@ -30,8 +32,9 @@ from support.client import dumps, open_session, open_stream, post_headers, rpc_r
 from support.client import request as http_request
 from support.fixtures import wait_until
 from support.modern import call_tool, messages_of, modern_request, post
+from support.slow import make_server, open_slow
 
-from trio_mcp import Context, Server, ToolError
+from trio_mcp import Context, Server, ServerConfig, ToolError
 from trio_mcp.edges._stdio import serve_stdio
 from trio_mcp.protocol._tasks import TASKS_EXTENSION as TASKS
 
@@ -42,24 +45,22 @@ HEADER_TRACE_ID = "0af7651916cd43dd8448eb211c80319c"
 HEADER_PARENT = f"00-{HEADER_TRACE_ID}-b7ad6b7169203331-01"
 
 
-class _Armed(SpanProcessor):
-    """Passes ended spans on only while a test of this file runs: the provider is the
-    process's, and the other tests' spans are not kept."""
-
-    def __init__(self, inner: SpanProcessor) -> None:
-        self.inner = inner
-        self.armed = False
-
-    def on_end(self, span: ReadableSpan) -> None:
-        if self.armed:
-            self.inner.on_end(span)
-
-
 @attrs.define
 class Otel:
+    """A tracer and a meter provider of the SDK, with in-memory exporters, given to the
+    servers of one test through their config (TM-OTEL-PROVIDERS): the process's global
+    providers are never set here, so no other test (nor any server it starts) pays for them."""
+
     spans: InMemorySpanExporter
     reader: InMemoryMetricReader
-    gate: _Armed
+    tracer_provider: TracerProvider
+    meter_provider: MeterProvider
+
+    def config(self, **settings: Any) -> ServerConfig:
+        """A server config that reports to these providers."""
+        return ServerConfig(
+            tracer_provider=self.tracer_provider, meter_provider=self.meter_provider, **settings
+        )
 
     def finished(self, name: str | None = None) -> list[ReadableSpan]:
         return [s for s in self.spans.get_finished_spans() if name is None or s.name == name]
@@ -75,30 +76,26 @@ class Otel:
         return found
 
 
-_PROVIDERS: dict[str, Any] = {}
+@contextlib.contextmanager
+def otel_providers() -> Iterator[Otel]:
+    """Providers of this test's own, shut down when it ends (no exit hook keeps them)."""
+    exporter = InMemorySpanExporter()
+    tracer_provider = TracerProvider(shutdown_on_exit=False)
+    tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
+    reader = InMemoryMetricReader()
+    meter_provider = MeterProvider(metric_readers=[reader], shutdown_on_exit=False)
+    try:
+        yield Otel(exporter, reader, tracer_provider, meter_provider)
+    finally:
+        tracer_provider.shutdown()
+        meter_provider.shutdown()
 
 
 @pytest.fixture
 def otel() -> Iterator[Otel]:
-    """The process's SDK providers (set on first use), armed for this test."""
-    if not _PROVIDERS:
-        exporter = InMemorySpanExporter()
-        gate = _Armed(SimpleSpanProcessor(exporter))
-        provider = TracerProvider()
-        provider.add_span_processor(gate)
-        trace.set_tracer_provider(provider)
-        reader = InMemoryMetricReader()
-        metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))
-        _PROVIDERS.update(spans=exporter, reader=reader, gate=gate)
-    o = Otel(spans=_PROVIDERS["spans"], reader=_PROVIDERS["reader"], gate=_PROVIDERS["gate"])
-    o.spans.clear()
-    o.reader.get_metrics_data()  # what came before is read (cumulative: kept, compared by diff)
-    o.gate.armed = True
-    try:
+    """This test's providers (``otel.config()`` is a server config that reports to them)."""
+    with otel_providers() as o:
         yield o
-    finally:
-        o.gate.armed = False
-        o.spans.clear()
 
 
 def traced_server() -> Server:
@@ -143,7 +140,7 @@ async def test_a_tools_call_with_a_traceparent_in_meta_is_a_server_span_of_the_c
 ) -> None:
     """A 2025-11-25 tools/call whose _meta carries a traceparent is one SERVER span named
     "tools/call echo", child of the caller's span, with the MCP attributes."""
-    live = await live_server(traced_server())
+    live = await live_server(traced_server(), otel.config())
     session = await open_session(live.url)
     answer = await session.call(
         "tools/call",
@@ -157,6 +154,8 @@ async def test_a_tools_call_with_a_traceparent_in_meta_is_a_server_span_of_the_c
     assert span.parent is not None and format(span.parent.span_id, "016x") == PARENT_ID
     assert span.parent.is_remote
     attributes = _attrs(span)
+    port = attributes.pop("client.port")
+    assert isinstance(port, int) and 0 < port < 65536
     assert attributes == {
         "mcp.method.name": "tools/call",
         "jsonrpc.request.id": str(answer["id"]),
@@ -166,6 +165,7 @@ async def test_a_tools_call_with_a_traceparent_in_meta_is_a_server_span_of_the_c
         "mcp.protocol.version": session.protocol_version,
         "network.transport": "tcp",
         "network.protocol.name": "http",
+        "network.protocol.version": "1.1",
         "client.address": "127.0.0.1",
         "server.address": "127.0.0.1",
     }
@@ -178,7 +178,7 @@ async def test_a_modern_tools_call_is_a_span_of_the_trace_in_its_meta(
 ) -> None:
     """A 2026-07-28 tools/call is one SERVER span too, its version from its _meta, its parent
     the traceparent there (the HTTP header's is the fallback only)."""
-    live = await live_server(traced_server())
+    live = await live_server(traced_server(), otel.config())
     message = call_tool("echo", {"text": "hi"})
     message["params"]["_meta"]["traceparent"] = TRACEPARENT
     response = await post(live.url, message, extra=[("traceparent", HEADER_PARENT)])
@@ -198,7 +198,7 @@ async def test_without_meta_context_the_http_traceparent_is_the_parent(
 ) -> None:
     """A request whose _meta has no (valid) traceparent is parented by its HTTP request's
     traceparent header; a malformed one in _meta is ignored, not an error."""
-    live = await live_server(traced_server())
+    live = await live_server(traced_server(), otel.config())
     message = modern_request("prompts/get", {
         "name": "greet", "arguments": {"name": "x"}, "_meta": {"traceparent": "junk"},
     })
@@ -215,7 +215,7 @@ async def test_errors_are_recorded_as_the_conventions_say(otel: Otel, live_serve
     """A tool's isError result is error.type tool_error; a JSON-RPC error is its code in
     error.type and rpc.response.status_code, and an unknown tool's name (any client's
     choice) stays out of the span's name; a resource's URI is mcp.resource.uri."""
-    live = await live_server(traced_server())
+    live = await live_server(traced_server(), otel.config())
     session = await open_session(live.url)
     await session.call("tools/call", {"name": "broken", "arguments": {}})
     await session.call("tools/call", {"name": "nope" * 10, "arguments": {}})
@@ -241,7 +241,7 @@ async def test_errors_are_recorded_as_the_conventions_say(otel: Otel, live_serve
 async def test_a_hostile_meta_context_is_ignored(otel: Otel, live_server: Any) -> None:
     """A traceparent that is no string and a 1 MB baggage in _meta: the call is served, and
     its span starts a trace of its own."""
-    live = await live_server(traced_server())
+    live = await live_server(traced_server(), otel.config())
     session = await open_session(live.url)
     answer = await session.call("tools/call", {
         "name": "echo", "arguments": {"text": "x"},
@@ -256,7 +256,7 @@ async def test_a_hostile_meta_context_is_ignored(otel: Otel, live_server: Any) -
 @pytest.mark.spec("TM-OTEL-SPAN")
 async def test_a_huge_tool_name_makes_a_bounded_span(otel: Otel, live_server: Any) -> None:
     """A 1 MB tool name is cut to 256 characters in the span's attributes."""
-    live = await live_server(traced_server())
+    live = await live_server(traced_server(), otel.config())
     session = await open_session(live.url)
     await session.call("tools/call", {"name": "x" * 1_000_000, "arguments": {}})
 
@@ -270,7 +270,7 @@ async def test_operation_and_session_durations_are_recorded(
 ) -> None:
     """mcp.server.operation.duration counts each request with its method and tool;
     mcp.server.session.duration counts a session when it ends."""
-    live = await live_server(traced_server())
+    live = await live_server(traced_server(), otel.config())
     session = await open_session(live.url)
     await session.call("tools/call", {"name": "echo", "arguments": {"text": "a"}})
     before = sum(
@@ -295,7 +295,7 @@ async def test_a_request_to_the_client_carries_the_trace_context(
 ) -> None:
     """roots/list sent from a tools/call's handler is a CLIENT span, child of the call's;
     its _meta carries that span's traceparent and the baggage the call brought (SEP-414)."""
-    live = await live_server(traced_server())
+    live = await live_server(traced_server(), otel.config())
     session = await open_session(live.url, capabilities={"roots": {}})
     call = rpc_request("tools/call", {
         "name": "ask", "arguments": {},
@@ -333,7 +333,7 @@ async def test_a_task_status_is_an_event_on_its_span(otel: Otel, live_server: An
         await trio.sleep(600)
         return "done"
 
-    live = await live_server(server)
+    live = await live_server(server, otel.config())
     with_tasks = {"extensions": {TASKS: {}}}
     message = call_tool("slow", {}, capabilities=with_tasks)
     message["params"]["_meta"]["traceparent"] = TRACEPARENT
@@ -368,7 +368,7 @@ async def test_a_reattach_is_an_event_on_the_span_of_the_request_it_resumes(
         await release.wait()
         return "released"
 
-    live = await live_server(server)
+    live = await live_server(server, otel.config())
     session = await open_session(live.url)
     call = rpc_request("tools/call", {"name": "wait", "arguments": {}})
     with trio.fail_after(10):
@@ -393,7 +393,9 @@ async def test_a_tools_call_over_stdio_is_a_span_over_a_pipe(
     `pipe`, with no HTTP or address attributes."""
     to_server, stdin = trio.testing.lockstep_stream_one_way_pair()
     stdout, from_server = trio.testing.lockstep_stream_one_way_pair()
-    nursery.start_soon(lambda: serve_stdio(traced_server(), stdin=stdin, stdout=stdout))
+    nursery.start_soon(lambda: serve_stdio(
+        traced_server(), config=otel.config(), stdin=stdin, stdout=stdout
+    ))
     got = b""
 
     async def answer(request_id: int) -> dict[str, Any]:
@@ -423,7 +425,10 @@ async def test_a_tools_call_over_stdio_is_a_span_over_a_pipe(
     assert format(span.context.trace_id, "032x") == TRACE_ID
     attributes = _attrs(span)
     assert attributes["network.transport"] == "pipe"
-    assert not {"network.protocol.name", "client.address", "server.address"} & set(attributes)
+    assert not {
+        "network.protocol.name", "network.protocol.version", "client.address", "client.port",
+        "server.address",
+    } & set(attributes)
 
 
 _ABSENT = textwrap.dedent("""
@@ -485,7 +490,7 @@ async def test_the_http_header_context_alone_parents_a_legacy_request(
     otel: Otel, live_server: Any
 ) -> None:
     """A 2025-11-25 request with only the HTTP traceparent is of that trace."""
-    live = await live_server(traced_server())
+    live = await live_server(traced_server(), otel.config())
     session = await open_session(live.url)
     message = rpc_request("tools/list", {})
     response = await http_request(
@@ -497,3 +502,153 @@ async def test_the_http_header_context_alone_parents_a_legacy_request(
     assert response.status == 200
     [span] = otel.finished("tools/list")
     assert format(span.context.trace_id, "032x") == HEADER_TRACE_ID
+
+
+def _probing_server() -> Server:
+    """A server whose tool tells whether its handler runs in a span that records."""
+    server = Server("probe")
+
+    @server.tool()
+    async def probe() -> str:
+        """Whether this call runs in a recording span, and whether any span was made."""
+        context = trace.get_current_span().get_span_context()
+        return json.dumps([trace.get_current_span().is_recording(), context.is_valid])
+
+    return server
+
+
+@pytest.mark.spec("TM-OTEL-PROVIDERS")
+async def test_each_server_reports_to_its_own_providers_and_leaves_the_globals_unset(
+    live_server: Any,
+) -> None:
+    """Two servers in one process, each given its providers: each one's spans and metrics go
+    to its own only. When those providers are gone the process's global providers are still
+    the API's own, and a server started then with the defaults makes no span at all (its
+    handler runs in none) and records nothing: no test's providers reach another's server."""
+    with otel_providers() as a, otel_providers() as b:
+        live_a = await live_server(_probing_server(), a.config())
+        live_b = await live_server(_probing_server(), b.config())
+        session_a = await open_session(live_a.url)
+        session_b = await open_session(live_b.url)
+        for session in (session_a, session_b, session_b):
+            answer = await session.call("tools/call", {"name": "probe", "arguments": {}})
+            assert json.loads(answer["result"]["content"][0]["text"]) == [True, True]
+        assert [_attrs(s)["mcp.session.id"] for s in a.finished("tools/call probe")] == [
+            session_a.id
+        ]
+        assert [_attrs(s)["mcp.session.id"] for s in b.finished("tools/call probe")] == [
+            session_b.id
+        ] * 2
+        counts = [
+            sum(p.count for p in o.points("mcp.server.operation.duration")
+                if p.attributes.get("gen_ai.tool.name") == "probe")
+            for o in (a, b)
+        ]
+        assert counts == [1, 2]
+
+    assert isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+    assert not isinstance(metrics.get_meter_provider(), MeterProvider)
+    live = await live_server(_probing_server())
+    session = await open_session(live.url)
+    answer = await session.call("tools/call", {"name": "probe", "arguments": {}})
+    assert json.loads(answer["result"]["content"][0]["text"]) == [False, False]
+    telemetry = live.app.runtime.requests.telemetry
+    assert telemetry is not None and telemetry.idle()
+    assert len(a.finished()) == 1 and len(b.finished()) == 2
+
+
+_LATE = textwrap.dedent("""
+    import json, time
+    import trio
+    from opentelemetry import metrics, trace
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from trio_mcp import Client, Server
+
+    server = Server("late")
+
+    @server.tool()
+    async def probe() -> str:
+        "Whether this call runs in a recording span."
+        return str(trace.get_current_span().is_recording())
+
+    def counted(reader):
+        data = reader.get_metrics_data()
+        return sum(p.count for rm in (data.resource_metrics if data else ())
+                   for sm in rm.scope_metrics for m in sm.metrics
+                   if m.name == "mcp.server.operation.duration"
+                   for p in m.data.data_points if p.attributes.get("gen_ai.tool.name") == "probe")
+
+    async def call(client):
+        result = await client.call_tool("probe", {})
+        return result["content"][0]["text"]
+
+    async def main():
+        out = {}
+        async with Client(server) as client:
+            out["before"] = await call(client)
+            reader = InMemoryMetricReader()
+            metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))
+            await trio.sleep(1.2)  # past LOOK_EVERY: the next request looks again
+            out["meter set"] = await call(client)
+            out["calls counted"] = counted(reader)
+            spans = InMemorySpanExporter()
+            provider = TracerProvider()
+            provider.add_span_processor(SimpleSpanProcessor(spans))
+            trace.set_tracer_provider(provider)
+            out["tracer set"] = await call(client)
+            out["spans"] = [s.name for s in spans.get_finished_spans()]
+        print(json.dumps(out))
+
+    trio.run(main)
+""")
+
+
+@pytest.mark.slow
+@pytest.mark.spec("TM-OTEL-OFF", "TM-OTEL-PROVIDERS")
+def test_global_providers_set_after_the_server_started_are_found_within_a_second() -> None:
+    """A server with the defaults makes no span while no global provider is set; a meter
+    provider set globally later is found within a second (the call before it is not
+    counted, the call after is), and a tracer provider set after that records the next
+    call's span. In a subprocess: the global providers cannot be unset."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    proc = subprocess.run(
+        [sys.executable, "-c", _LATE], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == {
+        "before": "False", "meter set": "False", "calls counted": 1,
+        "tracer set": "True", "spans": ["tools/call probe"],
+    }
+
+
+@pytest.mark.slow
+@pytest.mark.spec("TM-OTEL-EVENTS", "TM-BP-STALL")
+async def test_a_stall_cut_is_an_event_on_the_span_of_the_call_it_cuts(
+    otel: Otel, live_server: Any
+) -> None:
+    """A client that sends a tools/call and never reads its stream: the server cuts the
+    stream (TM-BP-STALL) while the call keeps running, and the call's span, which ends with
+    it, has an mcp.stream.cut event naming the stream and the cursor reached."""
+    server, record = make_server()
+    live = await live_server(server, otel.config(stall_budget=1.0, signal_timeout=0.5))
+    session = await open_session(live.url)
+    message = rpc_request(
+        "tools/call", {"name": "stream", "arguments": {"n": 300, "size": 2000, "tag": "x"}}
+    )
+    with trio.fail_after(30):
+        cm = open_slow(("127.0.0.1", live.port), "POST", "/mcp", session.headers(),
+                       dumps(message))
+        async with cm as client:
+            await client.read_head()
+            await wait_until(lambda: live.stats()["streams_cut"] >= 1)
+            await wait_until(lambda: "x" in record.finished)
+        await wait_until(lambda: bool(otel.finished("tools/call stream")))
+    [span] = otel.finished("tools/call stream")
+    [event] = [e for e in span.events if e.name == "mcp.stream.cut"]
+    attributes = dict(event.attributes or {})
+    assert isinstance(attributes["mcp.stream.id"], int)
+    assert isinstance(attributes["mcp.stream.cursor"], int)

@@ -3,9 +3,10 @@
 # telemetry is on (trio_mcp.runtime._otelswitch). One SERVER span per JSON-RPC request, named
 # "{mcp.method.name} {target}", its parent the trace context the request's params._meta
 # carries (SEP-414), else its HTTP request's traceparent header; the duration of each request
-# and of each legacy session as histograms. Configured the standard way: the global tracer
-# and meter providers (opentelemetry-instrument, or the application's own), looked up at each
-# request through the API's proxies, so a provider set after the server starts is used.
+# and of each legacy session as histograms. To the providers ServerConfig names (each server
+# its own: TM-OTEL-PROVIDERS), else the standard way: the global tracer and meter providers
+# (opentelemetry-instrument, or the application's own), looked up through the API's proxies,
+# so a provider set after the server starts is used.
 from __future__ import annotations
 
 import contextlib
@@ -17,7 +18,14 @@ import trio
 from opentelemetry import context as otel_context
 from opentelemetry import metrics, propagate, trace
 from opentelemetry.context import Context
-from opentelemetry.trace import ProxyTracerProvider, Span, SpanKind, StatusCode
+from opentelemetry.trace import (
+    NoOpTracerProvider,
+    ProxyTracerProvider,
+    Span,
+    SpanKind,
+    StatusCode,
+    TracerProvider,
+)
 
 from ..base._ports import InputRequired
 from ..protocol import ErrorResponse, ProtocolError
@@ -39,11 +47,26 @@ BUCKETS: Final = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60
 #: How often an idle telemetry looks for a provider set since, in seconds.
 LOOK_EVERY: Final = 1.0
 
+#: The API's metrics package: the meter providers it defines itself (its public
+#: NoOpMeterProvider, and the proxy get_meter_provider() hands out until a provider is set, a
+#: class it does not export) record nothing. Told by where the class lives, not by its name.
+API_METERS: Final = metrics.__name__
+
 #: Where a 2026-07-28 request names its revision in its _meta.
 META_VERSION: Final = "io.modelcontextprotocol/protocolVersion"
 
 #: The trace context keys of a _meta (W3C Trace Context and Baggage, SEP-414).
 CONTEXT_KEYS: Final = frozenset({"traceparent", "tracestate", "baggage"})
+
+
+def _global_providers_set() -> bool:
+    """Whether the process's global tracer or meter provider is one that records: set by
+    opentelemetry-instrument or the application (the API's proxies and no-op providers,
+    which it hands out until then, record nothing)."""
+    if not isinstance(trace.get_tracer_provider(), ProxyTracerProvider | NoOpTracerProvider):
+        return True
+    module = type(metrics.get_meter_provider()).__module__
+    return module != API_METERS and not module.startswith(API_METERS + ".")
 
 
 def _bounded(value: str) -> str:
@@ -70,13 +93,19 @@ def _parent_in(carrier: Mapping[str, Any]) -> Context | None:
 
 
 class OtelTelemetry:
-    """The runtime's telemetry through the OpenTelemetry API's global providers."""
+    """The runtime's telemetry: to the providers given, else to the OpenTelemetry API's
+    global ones."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        tracer_provider: TracerProvider | None = None,
+        meter_provider: metrics.MeterProvider | None = None,
+    ) -> None:
         from .. import __version__
 
-        self._tracer = trace.get_tracer("trio_mcp", __version__)
-        meter = metrics.get_meter("trio_mcp", __version__)
+        # A provider not given is the global one (as OpenTelemetry's instrumentations do).
+        self._tracer = trace.get_tracer("trio_mcp", __version__, tracer_provider)
+        meter = metrics.get_meter("trio_mcp", __version__, meter_provider)
         self._operation = meter.create_histogram(
             "mcp.server.operation.duration", unit="s",
             description="MCP request duration as observed on the receiver from the time it "
@@ -92,9 +121,10 @@ class OtelTelemetry:
         #: run shares its tools/call's: the newer holds the key), for request_event. As many
         #: as requests in flight.
         self._open: dict[int, Span] = {}
-        #: Whether a tracer or meter provider has been set (opentelemetry-instrument, or
-        #: the application): until then every span would be a no-op, and none is made.
-        self._live = False
+        #: Whether a tracer or meter provider is there: given to this server, or set globally
+        #: (opentelemetry-instrument, or the application). Until then every span would be a
+        #: no-op, and none is made. Each server's own: what one found says nothing of another.
+        self._live = tracer_provider is not None or meter_provider is not None
         #: When to look again (looking costs two environment lookups that raise KeyError:
         #: 3.5% of a tools/call when done at every request, benchmarks/results/issue-41-otel).
         self._look_at = 0.0
@@ -110,10 +140,7 @@ class OtelTelemetry:
         if now < self._look_at:
             return True
         self._look_at = now + LOOK_EVERY
-        self._live = not (
-            isinstance(trace.get_tracer_provider(), ProxyTracerProvider)
-            and type(metrics.get_meter_provider()).__name__ == "_ProxyMeterProvider"
-        )
+        self._live = _global_providers_set()
         return not self._live
 
     async def run(
@@ -166,8 +193,12 @@ class OtelTelemetry:
             else:
                 attributes["network.transport"] = "tcp"
                 attributes["network.protocol.name"] = "http"
+            if http.http_version is not None:
+                attributes["network.protocol.version"] = _bounded(http.http_version)
             if http.client is not None:
                 attributes["client.address"] = http.client
+            if http.client_port is not None:
+                attributes["client.port"] = http.client_port
             if http.server is not None:
                 attributes["server.address"] = http.server
         if version is not None:
@@ -225,7 +256,8 @@ class OtelTelemetry:
         """mcp.server.operation.duration, with the low-cardinality attributes only: a tool
         or prompt name only when it named one the server has (no JSON-RPC error)."""
         attributes: dict[str, str | int] = {"mcp.method.name": method}
-        for key in ("mcp.protocol.version", "network.transport", "network.protocol.name"):
+        for key in ("mcp.protocol.version", "network.transport", "network.protocol.name",
+                    "network.protocol.version"):
             if (value := span_attributes.get(key)) is not None:
                 attributes[key] = value
         if error is not None:

@@ -33,4 +33,4 @@ def telemetry_for(config: ServerConfig) -> Telemetry | None:
     except ImportError:
         # Part of OpenTelemetry is missing (a namespace package without its API).
         return None
-    return OtelTelemetry()
+    return OtelTelemetry(config.tracer_provider, config.meter_provider)

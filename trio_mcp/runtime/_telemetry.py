@@ -34,6 +34,8 @@ class HttpSide:
     """Its trace context headers: the parent of a message without one in its ``_meta``."""
     stdio: bool = False
     """A line of the stdio transport, which serves each as a request (edges/_stdio.py)."""
+    client_port: int | None = None
+    http_version: str | None = None
 
     @classmethod
     def of(cls, request: HttpRequest) -> HttpSide:
@@ -43,6 +45,7 @@ class HttpSide:
             headers.get("mcp-session-id"), headers.get("mcp-protocol-version"),
             None if stdio else request.peer_host, None if stdio else request.local_host,
             {k: v for k in CONTEXT_HEADERS if (v := headers.get(k)) is not None}, stdio,
+            None if stdio else request.peer_port, None if stdio else request.http_version,
         )
 
 
