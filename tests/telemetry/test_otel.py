@@ -554,7 +554,7 @@ async def test_each_server_reports_to_its_own_providers_and_leaves_the_globals_u
     assert json.loads(answer["result"]["content"][0]["text"]) == [False, False]
     telemetry = live.app.runtime.requests.telemetry
     assert telemetry is not None and telemetry.idle()
-    assert len(a.finished()) == 1 and len(b.finished()) == 2
+    assert len(a.finished("tools/call probe")) == 1 and len(b.finished("tools/call probe")) == 2
 
 
 _LATE = textwrap.dedent("""
