@@ -13,8 +13,12 @@ shutdown cancel out. The trees alternate (A B A B with ``--repeat 2``).
         --shape legacy:echo [--n 50 450] [--repeat 2] [--http trio-mcp|hypercorn]
 
 Shapes: ``legacy:echo``, ``legacy:echo_schema`` (a 2025-11-25 session, SSE answers),
-``modern:echo``, ``modern:echo_schema`` (2026-07-28, JSON answers). A tree is a directory
-holding ``trio_mcp/`` (``git archive <commit> | tar -x -C DIR``).
+``modern:echo``, ``modern:echo_schema`` (2026-07-28, JSON answers); ``modern:echo_task``
+calls a tool registered with ``task="optional"`` from a client that declares the tasks
+extension (a task-augmented call, quick enough to be answered on its exchange), and a
+``+tasks`` suffix (``modern:echo+tasks``) declares the extension for another tool. With
+``--task-tool`` the server has ``echo_task`` (so the tasks extension is installed) for every
+shape. A tree is a directory holding ``trio_mcp/`` (``git archive <commit> | tar -x -C DIR``).
 """
 
 from __future__ import annotations
@@ -61,7 +65,10 @@ SCHEMA: dict[str, Any] = {
 }
 
 
-def serve(port: int, http: str) -> None:
+TASKS = "io.modelcontextprotocol/tasks"
+
+
+def serve(port: int, http: str, task_tool: bool = False) -> None:
     """The server side: run by this script under callgrind (``--serve PORT``)."""
     import trio
 
@@ -79,6 +86,13 @@ def serve(port: int, http: str) -> None:
         """Echo, with a hand-written schema."""
         return text
 
+    if task_tool:
+
+        @server.tool(task="optional")
+        async def echo_task(text: str) -> str:
+            """Echo, which may run as a task (answered before task_after: no task made)."""
+            return text
+
     async def main() -> None:
         with trio.open_signal_receiver(signal.SIGTERM) as signals:
             async with trio.open_nursery() as nursery:
@@ -95,11 +109,17 @@ def serve(port: int, http: str) -> None:
 
 
 def _body(rid: int, tool: str, modern: bool) -> bytes:
+    declares = tool.endswith("+tasks") or tool == "echo_task"
+    tool = tool.removesuffix("+tasks")
     params: dict[str, Any] = {"name": tool, "arguments": {"text": f"hello {rid}"}}
     if tool == "echo_schema":
         params["arguments"].update({"count": rid, "tags": ["a", "b"]})
     if modern:
         params["_meta"] = modern_meta(None)
+        if declares:
+            params["_meta"]["io.modelcontextprotocol/clientCapabilities"] = {
+                "extensions": {TASKS: {}}
+            }
     message = {"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": params}
     return json.dumps(message, separators=(",", ":")).encode()
 
@@ -113,7 +133,7 @@ async def calls(port: int, shape: str, n: int) -> None:
     era, tool = shape.split(":")
     if era == "modern":
         conn = await Connection.open(HOST, port)
-        head = modern_head(HOST, port, "/mcp", "tools/call", tool)
+        head = modern_head(HOST, port, "/mcp", "tools/call", tool.removesuffix("+tasks"))
         for rid in range(1000, 1000 + n):
             conn.write(encode_request(head, _body(rid, tool, True)))
             response = await conn.read_response()
@@ -144,7 +164,7 @@ def _wait_port(port: int, timeout: float = 600) -> None:
     raise RuntimeError(f"the server did not listen on {port}")
 
 
-def total_ir(tree: Path, shape: str, n: int, http: str) -> int:
+def total_ir(tree: Path, shape: str, n: int, http: str, task_tool: bool = False) -> int:
     """Instructions of a whole server run that answered ``n`` calls of ``shape``."""
     port = _free_port()
     with tempfile.TemporaryDirectory() as tmp:
@@ -152,12 +172,16 @@ def total_ir(tree: Path, shape: str, n: int, http: str) -> int:
         env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONHASHSEED": "0"}
         server = subprocess.Popen(
             ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable,
-             __file__, "--serve", str(port), "--http", http],
-            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+             __file__, "--serve", str(port), "--http", http,
+             *(["--task-tool"] if task_tool or shape.endswith("echo_task") else [])],
+            env=env, stdout=subprocess.DEVNULL, stderr=(Path(tmp) / "stderr").open("wb"),
         )
         try:
             _wait_port(port)
             asyncio.run(calls(port, shape, n))
+        except BaseException:
+            print((Path(tmp) / "stderr").read_text()[-3000:], file=sys.stderr)
+            raise
         finally:
             server.send_signal(signal.SIGTERM)
             server.wait(timeout=600)
@@ -175,16 +199,17 @@ def main() -> None:
     parser.add_argument("--n", type=int, nargs=2, default=(50, 450))
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--http", default="trio-mcp", choices=("trio-mcp", "hypercorn"))
+    parser.add_argument("--task-tool", action="store_true")
     args = parser.parse_args()
     if args.serve is not None:
-        serve(args.serve, args.http)
+        serve(args.serve, args.http, args.task_tool)
         return
     low, high = args.n
     per_call: dict[str, list[float]] = {"a": [], "b": []}
     for _ in range(args.repeat):
         for label, tree in (("a", args.a), ("b", args.b)):
-            first = total_ir(tree, args.shape, low, args.http)
-            second = total_ir(tree, args.shape, high, args.http)
+            first = total_ir(tree, args.shape, low, args.http, args.task_tool)
+            second = total_ir(tree, args.shape, high, args.http, args.task_tool)
             per_call[label].append((second - first) / (high - low))
             print(f"{args.shape} {args.http} {label} ({tree}): "
                   f"{per_call[label][-1]:,.0f} Ir/call", flush=True)

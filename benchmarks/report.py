@@ -78,6 +78,11 @@ TASKS_BACK_KIB = 1024
 LOADGEN_BUSY = 0.9
 #: Issue 23: an open inspector page may cost at most 10% of the request rate.
 INSPECT_RATIO = 0.90
+MODERN_VS_LEGACY = 0.9
+MODERN_VS_SDK = 2.5
+MODERN_JSON_VS_TS = 1.5
+MODERN_SSE_VS_TS = 1.2
+MODERN_HYPERCORN_VS_BARE = 0.6
 
 
 def load(raw: Path) -> dict[str, Any]:
@@ -230,6 +235,54 @@ def issue19(data: dict[str, Any]) -> list[list[str]]:
     return rows
 
 
+def issue42(data: dict[str, Any]) -> list[list[str]]:
+    """Issue 42's done-when: the 2026-07-28 rows of ``modern`` against the Python and
+    TypeScript SDKs, and against the same run's 2025-11-25 and bare-hypercorn rows of
+    ``rps`` (each label below names one contender in one benchmark)."""
+    if "modern" not in data:
+        return []
+    skipped = skipped_of(data)
+    modern = data["modern"]["summary"]
+    legacy = data.get("rps", {}).get("summary", [])
+    concs = sorted({r["concurrency"] for r in modern})
+    one, many = concs[0], concs[-1]
+    now, before = f"{TRIO_MCP} 2026-07-28", f"{TRIO_MCP} 2025-11-25"
+    hyper, bare = f"{TRIO_HYPERCORN} 2026-07-28", f"{BARE_HYPERCORN} fixed answer"
+
+    def rows_at(shape: str, conc: int) -> Callable[[str], dict[str, Any] | None]:
+        mode = "json" if shape == "json" else "sse"
+        at = {now: find(modern, shape=shape, concurrency=conc, contender=TRIO_MCP),
+              before: find(legacy, mode=mode, concurrency=conc, contender=TRIO_MCP),
+              hyper: find(modern, shape=shape, concurrency=conc, contender=TRIO_HYPERCORN),
+              bare: find(legacy, mode=mode, concurrency=conc, contender=BARE_HYPERCORN)}
+        return lambda c: at[c] if c in at else find(
+            modern, shape=shape, concurrency=conc, contender=c)
+
+    json_many = rows_at("json", many)
+    sse_many = rows_at("sse", many)
+    rows = [
+        compare(f"JSON c={many}: {now} / {before} JSON, req/s", json_many, now, before, "rps",
+                MODERN_VS_LEGACY, skipped),
+        compare(f"JSON c={many}: {now} / {SDK}, req/s", json_many, now, SDK, "rps",
+                MODERN_VS_SDK, skipped),
+        compare(f"JSON c={many}: {now} / {TS_SDK_V2}, req/s", json_many, now, TS_SDK_V2, "rps",
+                MODERN_JSON_VS_TS, skipped),
+    ]
+    for peer in (SDK, TS_SDK_V2):
+        for key in ("p50_ms", "p99_ms"):
+            rows.append(compare(f"JSON c={one}: {now} {key[:3]} latency below {peer}'s",
+                                rows_at("json", one), now, peer, key, None, skipped))
+    rows += [
+        compare(f"SSE + 1 progress c={many}: {now} / {SDK}, req/s", sse_many, now, SDK, "rps",
+                MODERN_VS_SDK, skipped),
+        compare(f"SSE + 1 progress c={many}: {now} / {TS_SDK_V2}, req/s", sse_many, now,
+                TS_SDK_V2, "rps", MODERN_SSE_VS_TS, skipped),
+        compare(f"JSON c={many}: {hyper} / {bare} (JSON), req/s", json_many, hyper, bare, "rps",
+                MODERN_HYPERCORN_VS_BARE, skipped),
+    ]
+    return rows
+
+
 def targets(data: dict[str, Any]) -> list[list[str]]:
     """The memory, backpressure and resumption targets (issue 19's are ``issue19``)."""
     rows: list[list[str]] = []
@@ -349,6 +402,13 @@ def render(data: dict[str, Any], *, quick: bool, command: str, plots: dict[str, 
     rows = issue19(data)
     if rows:
         out.append(section_issue19(rows, skipped_of(data), settings.get("skip", [])))
+    rows = issue42(data)
+    if rows:
+        out.append("## Targets: issue 42, the 2026-07-28 path\n")
+        out.append("Ratios are between medians taken in the same invocation; the 2025-11-25 "
+                   "and bare-hypercorn figures are the requests-per-second benchmark's, the "
+                   "2026-07-28 ones the 2026-07-28 benchmark's.\n")
+        out.append(table(["done when", "measured", "target", "met"], rows) + "\n")
     rows = targets(data)
     if rows:
         out.append("## Targets: memory, backpressure, resumption\n")

@@ -78,6 +78,9 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import trio
+
+from trio_mcp import Client
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -578,15 +581,19 @@ async def settle(srv: ServerProcess, timeout: float, quiet: float = 0.02) -> flo
     return time.perf_counter() - t0
 
 
-async def warm_up(port: int, *, delete: bool = False) -> None:
-    """One session that calls both tools, so lazy imports and caches are not counted; with
-    ``delete``, it is then deleted."""
-    s = await open_session(HOST, port)
-    await s.call(tool_call(s.take_id(), "echo", {"text": "warm"}))
-    await s.call(tool_call(s.take_id(), "stream", {"n": 20, "size": 200}, progress=True))
-    if delete:
-        await s.delete()
-    s.conn.abort()
+async def warm_up(port: int) -> None:
+    """One session that calls both tools, so lazy imports and caches are not counted; the
+    session is ended (DELETE) after. Ordinary MCP calls and untimed, so they are made by
+    trio_mcp.Client, on a trio loop in a thread of its own (this one is asyncio's); what is
+    timed stays on the raw client of client.py."""
+    await asyncio.to_thread(trio.run, _warm_up_session, f"http://{HOST}:{port}{MCP_PATH}")
+
+
+async def _warm_up_session(url: str) -> None:
+    async with Client(url, mode="legacy") as client:
+        await client.call_tool("echo", {"text": "warm"})
+        await client.call_tool("stream", {"n": 20, "size": 200},
+                               on_progress=lambda progress, total, message: None)
 
 
 # -- rps --------------------------------------------------------------------------------------
@@ -1335,7 +1342,7 @@ async def warm_up_abandoned(srv: ServerProcess, cfg: Settings) -> None:
     imports, caches, and what so many connections at once take in the server and its
     allocators) is then in "before", for every contender alike, and the growth is what the
     abandoned sessions hold. Request ids stay apart from the measured clients'."""
-    await warm_up(srv.port, delete=True)
+    await warm_up(srv.port)
     await abandon_many(
         srv.port, ABANDON_CONCURRENCY, cfg, delete=True, first=10 * max(cfg.abandoned_sessions)
     )
@@ -1977,6 +1984,14 @@ async def main_async(args: argparse.Namespace) -> int:
     mode = "smoke" if args.smoke else "quick" if args.quick else "full"
     if args.runs:
         cfg = attrs.evolve(cfg, runs=args.runs)
+    if args.skip:
+        names = tuple(args.skip.split(","))
+        known = {*TRIO_CONTENDERS, SDK, SDK_PLAIN, *BARE_CONTENDERS, *NODE_CONTENDERS}
+        if set(names) - known:
+            print(f"unknown contender(s): {', '.join(sorted(set(names) - known))}; "
+                  f"choose from {', '.join(sorted(known))}", file=sys.stderr)
+            return 2
+        cfg = attrs.evolve(cfg, skip=(*cfg.skip, *names))
     only = tuple(args.only.split(",")) if args.only else BENCHMARKS
     unknown = set(only) - set(BENCHMARKS)
     if unknown:
@@ -2039,6 +2054,8 @@ def main() -> None:
     parser.add_argument("--only", help=f"comma-separated subset of {','.join(BENCHMARKS)}")
     parser.add_argument("--runs", type=int, help="runs per figure (default 3, quick 1)")
     parser.add_argument("--out", help="output directory (default benchmarks/results)")
+    parser.add_argument("--skip", help="comma-separated contenders to leave out as well "
+                                       "(their names as in RESULTS.md)")
     args = parser.parse_args()
 
     def on_signal(signum: int, _frame: Any) -> None:

@@ -289,7 +289,10 @@ async def timed(shape: str, port: int, pid: int, clients: int, seconds: float) -
     cpu = _cpu(pid) - cpu0
     for c in callers:
         c.close()
-    return {"calls": done, "rps": done / wall, "cpu_us_per_call": cpu / done * 1e6}
+    # Below ~90% the server waited on this one-process load generator, which then set the
+    # rate (and a server that waits wakes once for fewer requests: more CPU per call).
+    return {"calls": done, "rps": done / wall, "cpu_us_per_call": cpu / done * 1e6,
+            "server_cpu_share": cpu / wall}
 
 
 def rate(tree: Path, server: str, shape: str, clients: int, seconds: float,
@@ -364,7 +367,10 @@ def main() -> None:
                     row["round"] = round_
                     rows.append(row)
                     print(f"{args.server} {shape} c={args.clients} {tree}: {row['rps']:,.0f} "
-                          f"req/s, {row['cpu_us_per_call']:.0f} us CPU/call", flush=True)
+                          f"req/s, {row['cpu_us_per_call']:.0f} us CPU/call, server "
+                          f"{row['server_cpu_share']:.0%} busy"
+                          + (" (the load generator set the rate: use benchmarks/run.py)"
+                             if row["server_cpu_share"] < 0.9 else ""), flush=True)
         if args.out is not None:
             args.out.write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
         return

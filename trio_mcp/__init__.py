@@ -85,6 +85,7 @@ _EXPORTS: dict[str, str] = {
     "CacheScope": ".protocol",
     "InputRequest": ".protocol",
     "TaskSupport": ".protocol._tasks",
+    "Tasks": ".app._tasks",
     "elicitation_request": ".app._context",
     "sampling_request": ".app._context",
     "roots_request": ".app._context",
@@ -152,6 +153,7 @@ if TYPE_CHECKING:
     from .app._skills import SkillError as SkillError
     from .app._skills import SkillLimits as SkillLimits
     from .app._skills import Skills as Skills
+    from .app._tasks import Tasks as Tasks
     from .app._tools import ToolError as ToolError
     from .base._allocator import use_allocator as use_allocator
     from .base._collector import use_collector_threshold as use_collector_threshold

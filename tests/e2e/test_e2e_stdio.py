@@ -13,6 +13,7 @@ import trio
 import trio.testing
 
 from trio_mcp import Context, Server, ServerConfig
+from trio_mcp.app._guards import caller_of
 from trio_mcp.edges._stdio import StdioEdge, serve_stdio
 
 TIMEOUT = 20
@@ -46,6 +47,11 @@ def make_server() -> tuple[Server, dict[str, Any]]:
         for i in range(1, count + 1):
             await ctx.report_progress(i, count, "x" * 2048)
         return "done"
+
+    @server.tool()
+    async def whoami(ctx: Context) -> str:
+        """The caller's address and rate-limit key, as middleware sees them."""
+        return f"{ctx.peer} {caller_of(ctx)}"
 
     @server.tool()
     async def forever() -> str:
@@ -350,3 +356,22 @@ async def test_stdio_a_2026_request_is_served_without_the_session(
                                       "_meta": meta}}))
         answer = await h.read_until_id("m1")
     assert "now" == answer["result"]["content"][0]["text"], answer
+
+
+@pytest.mark.spec("TM-HAND-PEER", "TM-HAND-RATE-KEY")
+async def test_stdio_requests_have_no_peer_address(host: tuple[Host, dict[str, Any]]) -> None:
+    """Over stdio there is no client address: ctx.peer is None in both eras, and the rate
+    limit's key is not an address."""
+    h, _ = host
+    with trio.fail_after(TIMEOUT):
+        await h.initialize()
+        await h.send(line({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                           "params": {"name": "whoami", "arguments": {}}}))
+        legacy = await h.read_until_id(1)
+        await h.send(line({"jsonrpc": "2.0", "id": "m1", "method": "tools/call",
+                           "params": {"name": "whoami", "arguments": {},
+                                      "_meta": MODERN_META}}))
+        modern = await h.read_until_id("m1")
+    for answer in (legacy, modern):
+        peer, key = answer["result"]["content"][0]["text"].split(" ", 1)
+        assert "None" == peer and not key.startswith("ip:"), answer

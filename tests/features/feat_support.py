@@ -7,20 +7,25 @@ import contextlib
 import itertools
 import json
 import math
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import trio
 
-from trio_mcp import Server, ServerConfig
+from trio_mcp import Client, Server, ServerConfig
+from trio_mcp.client import ErrorAnswer
 from trio_mcp.edges._asgi import ASGIApp
 from trio_mcp.protocol import LATEST_LEGACY_VERSION, SSEDecoder, SSEEvent
 from trio_mcp.runtime._stats import as_dict
 from trio_mcp.runtime.legacy._table import SessionTable
 
-__all__ = ["Exchange", "MemoryServer", "MemorySession"]
+__all__ = ["Connect", "Exchange", "InProcess", "MemoryServer", "MemorySession", "error_of"]
 
 _ids = itertools.count(1000)
+
+#: The ``connect`` fixture (conftest.py): ``await connect(server, era, config=None,
+#: **client_options)`` is an open ``trio_mcp.Client(server)``, closed with the test.
+Connect = Callable[..., Awaitable[Client]]
 
 
 class Exchange:
@@ -285,3 +290,60 @@ async def memory_server(
         await nursery.start(ms.run)
         yield ms
         nursery.cancel_scope.cancel()
+
+
+async def error_of(
+    client: Client, method: str, params: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The JSON-RPC error a request through ``client`` is answered with, as its object
+    (``code``, ``message``, and ``data`` when there is some); fails when it succeeds."""
+    try:
+        result = await client.request(method, params)
+    except ErrorAnswer as error:
+        return _error_object(error)
+    raise AssertionError(f"{method} succeeded: {result}")
+
+
+def _error_object(error: ErrorAnswer) -> dict[str, Any]:
+    answer: dict[str, Any] = {"code": error.code, "message": error.message}
+    if error.data is not None:
+        answer["data"] = error.data
+    return answer
+
+
+class InProcess:
+    """One server reached through ``trio_mcp.Client(server)`` in either era: a client per
+    era, opened when first asked, for the tests that ask both eras the same thing."""
+
+    def __init__(self, connect: Connect, server: Server, **options: Any) -> None:
+        self.server = server
+        self._connect = connect
+        self._options = options
+        self._clients: dict[tuple[str, str], Client] = {}
+
+    async def client(
+        self, era: str, *, extensions: Mapping[str, Mapping[str, Any]] | None = None
+    ) -> Client:
+        """The open client of ``era`` declaring ``extensions``."""
+        key = (era, json.dumps(extensions or {}, sort_keys=True))
+        if key not in self._clients:
+            self._clients[key] = await self._connect(
+                self.server, era, extensions=extensions, **self._options)
+        return self._clients[key]
+
+    async def rpc(
+        self, era: str, method: str, params: Mapping[str, Any] | None = None,
+        *, extensions: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> dict[str, Any]:
+        """The answer to one request, as ``{"result": …}`` or ``{"error": …}``."""
+        client = await self.client(era, extensions=extensions)
+        try:
+            return {"result": await client.request(method, params)}
+        except ErrorAnswer as error:
+            return {"error": _error_object(error)}
+
+    async def tool_call(
+        self, era: str, name: str, arguments: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """One tools/call's result (an error answer fails the test)."""
+        return await (await self.client(era)).call_tool(name, arguments)

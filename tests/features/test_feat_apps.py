@@ -1,8 +1,8 @@
 """MCP Apps (io.modelcontextprotocol/ui, spec/apps.md): app tools listed with their
 ``_meta.ui``, ``ui://`` pages read as ``text/html;profile=mcp-app`` with their CSP and
 permissions, the extension declared in both eras, the text a host without it sees, and what
-registration refuses (traversal, oversize pages, CSP entries that are not origins). Over real
-sockets, on both HTTP servers, in both eras."""
+registration refuses (traversal, oversize pages, CSP entries that are not origins). In both
+eras, through trio_mcp.Client(server) declaring the extension as a host does."""
 
 from __future__ import annotations
 
@@ -11,20 +11,23 @@ from typing import Any
 
 import pytest
 import trio
-from support.client import open_session
+from feat_support import Connect, InProcess
 from support.docs import code_blocks
 from support.eras import ERAS, LEGACY, rpc
-from support.fixtures import HTTP_SERVERS, StartServer, start_live
+from support.fixtures import HTTP_SERVERS, start_live
 from support.modern import MODERN
 
 from trio_mcp import AppCsp, AppPermissions, Context, Server, ToolResult, apps_supported
 from trio_mcp._demo_page import DICE_PAGE
 from trio_mcp.app._apps import APP_MIME_TYPE, APPS_EXTENSION, MAX_APP_HTML
+from trio_mcp.demo import server as demo
 
 DICE = "ui://trio-mcp-demo/dice.html"
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "apps.md"
 #: What a host with MCP Apps declares (the extension's settings: the MIME types it renders).
 UI_CAPS: dict[str, Any] = {"extensions": {APPS_EXTENSION: {"mimeTypes": [APP_MIME_TYPE]}}}
+#: The same, as trio_mcp.Client's ``extensions``.
+UI: dict[str, Any] = UI_CAPS["extensions"]
 
 PAGE = "<!DOCTYPE html><html><head><title>t</title></head><body><p id=x>hi</p></body></html>"
 
@@ -54,11 +57,11 @@ def app_server(page: str = PAGE, *, max_bytes: int = MAX_APP_HTML) -> Server:
 
 @pytest.mark.spec("UI-TOOL-META", "TM-APPS-LEGACYKEY")
 @pytest.mark.parametrize("era", ERAS)
-async def test_an_app_tool_is_listed_with_its_ui_meta(live_server: StartServer, era: str) -> None:
+async def test_an_app_tool_is_listed_with_its_ui_meta(connect: Connect, era: str) -> None:
     """tools/list gives an app tool ``_meta.ui.resourceUri`` (and ``visibility``), and the
     flat ``ui/resourceUri`` older hosts read, in both eras."""
-    url = (await live_server()).url
-    answer = await rpc(url, era, "tools/list", capabilities=UI_CAPS)
+    served = InProcess(connect, demo)
+    answer = await served.rpc(era, "tools/list", extensions=UI)
     tools = {t["name"]: t for t in answer["result"]["tools"]}
     meta = tools["roll_dice"]["_meta"]
     assert meta["ui"] == {"resourceUri": DICE, "visibility": ["model", "app"]}
@@ -69,14 +72,14 @@ async def test_an_app_tool_is_listed_with_its_ui_meta(live_server: StartServer, 
 
 @pytest.mark.spec("UI-RES-MIME", "UI-RES-URI", "TM-APPS-LIST")
 @pytest.mark.parametrize("era", ERAS)
-async def test_the_demo_page_is_read_as_mcp_app_html(live_server: StartServer, era: str) -> None:
+async def test_the_demo_page_is_read_as_mcp_app_html(connect: Connect, era: str) -> None:
     """resources/read of the page an app tool names answers the HTML document, with the MIME
     type ``text/html;profile=mcp-app``; resources/list shows it with that type too."""
-    url = (await live_server()).url
-    listed = (await rpc(url, era, "resources/list"))["result"]["resources"]
+    served = InProcess(connect, demo)
+    listed = (await served.rpc(era, "resources/list"))["result"]["resources"]
     [entry] = [r for r in listed if r["uri"] == DICE]
     assert entry["mimeType"] == APP_MIME_TYPE
-    answer = await rpc(url, era, "resources/read", {"uri": DICE}, capabilities=UI_CAPS)
+    answer = await served.rpc(era, "resources/read", {"uri": DICE}, extensions=UI)
     [contents] = answer["result"]["contents"]
     assert contents["uri"] == DICE
     assert contents["mimeType"] == APP_MIME_TYPE
@@ -87,11 +90,11 @@ async def test_the_demo_page_is_read_as_mcp_app_html(live_server: StartServer, e
 @pytest.mark.spec("UI-RES-META", "TM-APPS-CSP", "TM-APPS-LIST")
 @pytest.mark.parametrize("era", ERAS)
 async def test_a_pages_csp_and_permissions_are_its_ui_meta(
-    live_server: StartServer, era: str
+    connect: Connect, era: str
 ) -> None:
     """A page's CSP origins, permissions, domain and border preference are ``_meta.ui`` of its
     contents and of its listing, in the spec's camelCase."""
-    url = (await live_server(app_server())).url
+    served = InProcess(connect, app_server())
     ui = {
         "csp": {"connectDomains": ["https://api.example.com"],
                 "resourceDomains": ["https://*.cdn.example.com"]},
@@ -99,31 +102,30 @@ async def test_a_pages_csp_and_permissions_are_its_ui_meta(
         "domain": "board.example-content.com",
         "prefersBorder": False,
     }
-    answer = await rpc(url, era, "resources/read", {"uri": "ui://apps-tests/board.html"})
+    answer = await served.rpc(era, "resources/read", {"uri": "ui://apps-tests/board.html"})
     [contents] = answer["result"]["contents"]
     assert (contents["mimeType"], contents["text"], contents["_meta"]) == (
         APP_MIME_TYPE, PAGE, {"ui": ui}
     )
-    [entry] = (await rpc(url, era, "resources/list"))["result"]["resources"]
+    [entry] = (await served.rpc(era, "resources/list"))["result"]["resources"]
     assert entry == {
         "uri": "ui://apps-tests/board.html", "name": "ui://apps-tests/board.html",
         "title": "Board", "description": "A board.", "mimeType": APP_MIME_TYPE,
         "_meta": {"ui": ui},
     }
-    tools = (await rpc(url, era, "tools/list"))["result"]["tools"]
+    tools = (await served.rpc(era, "tools/list"))["result"]["tools"]
     assert tools[0]["_meta"]["ui"]["visibility"] == ["app"]
 
 
 @pytest.mark.spec("UI-CAP", "TM-APPS-DECLARE")
-async def test_the_extension_is_declared_in_both_eras(live_server: StartServer) -> None:
+async def test_the_extension_is_declared_in_both_eras(connect: Connect) -> None:
     """The legacy initialize result and the 2026-07-28 server/discover result declare
     ``io.modelcontextprotocol/ui`` under ``capabilities.extensions``; a server with no app
     declares no extension."""
-    url = (await live_server()).url
-    session = await open_session(url, capabilities=UI_CAPS)
-    legacy = session.initialize_result["capabilities"]
+    served = InProcess(connect, demo)
+    legacy = (await served.client(LEGACY, extensions=UI)).server_capabilities
     assert legacy["extensions"][APPS_EXTENSION] == {}
-    discover = await rpc(url, MODERN, "server/discover", capabilities=UI_CAPS)
+    discover = await served.rpc(MODERN, "server/discover", extensions=UI)
     assert discover["result"]["capabilities"]["extensions"][APPS_EXTENSION] == {}
     assert "extensions" not in Server("plain").capabilities()
 
@@ -131,17 +133,17 @@ async def test_the_extension_is_declared_in_both_eras(live_server: StartServer) 
 @pytest.mark.spec("UI-FALLBACK", "UI-CAP-CLIENT", "UI-CHECK")
 @pytest.mark.parametrize("era", ERAS)
 async def test_a_host_without_the_extension_gets_the_roll_as_text(
-    live_server: StartServer, era: str
+    connect: Connect, era: str
 ) -> None:
     """An app tool's result has meaningful text for every client; a client that did not
     declare the extension (or declared it without the HTML profile) is told in the text what
     the page would have shown, one that did gets the same result with its structured data."""
-    url = (await live_server()).url
+    served = InProcess(connect, demo)
     args = {"name": "roll_dice", "arguments": {"sides": 6, "count": 3}}
-    plain = (await rpc(url, era, "tools/call", args))["result"]
-    other = {"extensions": {APPS_EXTENSION: {"mimeTypes": ["text/uri-list"]}}}
-    other_profile = (await rpc(url, era, "tools/call", args, capabilities=other))["result"]
-    ui = (await rpc(url, era, "tools/call", args, capabilities=UI_CAPS))["result"]
+    plain = (await served.rpc(era, "tools/call", args))["result"]
+    other = {APPS_EXTENSION: {"mimeTypes": ["text/uri-list"]}}
+    other_profile = (await served.rpc(era, "tools/call", args, extensions=other))["result"]
+    ui = (await served.rpc(era, "tools/call", args, extensions=UI))["result"]
     for result in (plain, other_profile, ui):
         [text] = result["content"]
         rolls = result["structuredContent"]["rolls"]
@@ -163,13 +165,12 @@ async def test_a_host_without_the_extension_gets_the_roll_as_text(
     "ui://trio-mcp-demo/DICE.html",
 ])
 async def test_a_read_of_another_spelling_of_a_page_names_nothing(
-    live_server: StartServer, era: str, uri: str
+    connect: Connect, era: str, uri: str
 ) -> None:
     """A ``ui://`` URI is the page's exact name: a traversal, an empty segment, a query or
-    another case reads nothing (resource not found: -32002, -32602 in 2026-07-28), on both
-    HTTP servers."""
-    url = (await live_server()).url
-    answer = await rpc(url, era, "resources/read", {"uri": uri})
+    another case reads nothing (resource not found: -32002, -32602 in 2026-07-28)."""
+    served = InProcess(connect, demo)
+    answer = await served.rpc(era, "resources/read", {"uri": uri})
     assert answer["error"]["code"] == {LEGACY: -32002, MODERN: -32602}[era], answer
     assert answer["error"]["data"] == {"uri": uri}
 
@@ -264,12 +265,12 @@ def test_a_page_over_the_size_bound_or_not_html_is_refused() -> None:
 
 @pytest.mark.spec("TM-APPS-SIZE")
 @pytest.mark.parametrize("era", ERAS)
-async def test_a_page_near_the_bound_is_read_whole(live_server: StartServer, era: str) -> None:
+async def test_a_page_near_the_bound_is_read_whole(connect: Connect, era: str) -> None:
     """A page just under 2 MiB is served whole, byte for byte, in both eras."""
     filler = "x" * (MAX_APP_HTML - len(PAGE) - 64)
     page = PAGE.replace("hi", filler)
-    url = (await live_server(app_server(page))).url
-    answer = await rpc(url, era, "resources/read", {"uri": "ui://apps-tests/board.html"})
+    served = InProcess(connect, app_server(page))
+    answer = await served.rpc(era, "resources/read", {"uri": "ui://apps-tests/board.html"})
     assert answer["result"]["contents"][0]["text"] == page
 
 
@@ -353,7 +354,7 @@ def test_apps_supported_reads_the_declared_extension() -> None:
 @pytest.mark.spec("UI-FALLBACK", "UI-RES-META")
 @pytest.mark.parametrize("era", ERAS)
 async def test_the_docs_example_serves_what_the_page_says(
-    live_server: StartServer, era: str
+    connect: Connect, era: str
 ) -> None:
     """docs/apps.md's example, run as written (its page given), lists the tool with its page,
     serves the page with the CSP and permission it shows, and answers in text with and
@@ -361,10 +362,10 @@ async def test_the_docs_example_serves_what_the_page_says(
     [block] = [b for b in code_blocks(DOCS.read_text("utf-8"), "python") if "app_tool" in b]
     scope: dict[str, Any] = {"DASHBOARD_HTML": PAGE}
     exec(block, scope)
-    url = (await live_server(scope["server"])).url
-    [tool] = (await rpc(url, era, "tools/list"))["result"]["tools"]
+    served = InProcess(connect, scope["server"])
+    [tool] = (await served.rpc(era, "tools/list"))["result"]["tools"]
     assert tool["_meta"]["ui"] == {"resourceUri": "ui://weather/dashboard.html"}
-    read = await rpc(url, era, "resources/read", {"uri": "ui://weather/dashboard.html"})
+    read = await served.rpc(era, "resources/read", {"uri": "ui://weather/dashboard.html"})
     [contents] = read["result"]["contents"]
     assert contents["_meta"]["ui"] == {
         "csp": {"connectDomains": ["https://api.weather.example"]},
@@ -372,8 +373,8 @@ async def test_the_docs_example_serves_what_the_page_says(
         "prefersBorder": True,
     }
     call = {"name": "forecast", "arguments": {"city": "Lyon"}}
-    plain = (await rpc(url, era, "tools/call", call))["result"]
-    ui = (await rpc(url, era, "tools/call", call, capabilities=UI_CAPS))["result"]
+    plain = (await served.rpc(era, "tools/call", call))["result"]
+    ui = (await served.rpc(era, "tools/call", call, extensions=UI))["result"]
     assert plain["content"][0]["text"].startswith("Lyon: high 21, low 12. (A host")
     assert ui["content"] == [{"type": "text", "text": "Lyon: high 21, low 12."}]
     assert ui["structuredContent"] == {"city": "Lyon", "high": 21, "low": 12}
@@ -382,7 +383,7 @@ async def test_the_docs_example_serves_what_the_page_says(
 @pytest.mark.spec("UI-TOOL-META", "UI-FALLBACK")
 @pytest.mark.parametrize("era", ERAS)
 async def test_one_decorator_on_two_plain_functions_binds_each(
-    live_server: StartServer, era: str
+    connect: Connect, era: str
 ) -> None:
     """An ``app_tool`` decorator applied to two functions registers both with their page,
     and a plain ``def`` app tool, run in a worker thread, reads ``apps_supported(ctx)``."""
@@ -400,12 +401,12 @@ async def test_one_decorator_on_two_plain_functions_binds_each(
         return f"second {apps_supported(ctx)}"
 
     server.add_app_resource("ui://x/p.html", PAGE)
-    url = (await live_server(server)).url
-    tools = (await rpc(url, era, "tools/list"))["result"]["tools"]
+    served = InProcess(connect, server)
+    tools = (await served.rpc(era, "tools/list"))["result"]["tools"]
     assert [(t["name"], t["_meta"]["ui"]["resourceUri"]) for t in tools] == [
         ("first", "ui://x/p.html"), ("second", "ui://x/p.html"),
     ]
-    for name, caps, said in [("first", UI_CAPS, "first True"), ("second", {}, "second False")]:
+    for name, caps, said in [("first", UI, "first True"), ("second", {}, "second False")]:
         call = {"name": name, "arguments": {}}
-        result = (await rpc(url, era, "tools/call", call, capabilities=caps))["result"]
+        result = (await served.rpc(era, "tools/call", call, extensions=caps))["result"]
         assert result["content"] == [{"type": "text", "text": said}]

@@ -7,6 +7,7 @@ from typing import Literal
 
 import pytest
 import trio
+from feat_support import error_of
 
 from trio_mcp import Completion, CompletionRef, Context, Server
 
@@ -51,15 +52,14 @@ def ref_prompt(name: str) -> dict[str, str]:
 
 
 @pytest.mark.spec("U-COMP-1")
-async def test_a_specific_handler_completes_a_prompt_argument(autojump_clock, mem):
+async def test_a_specific_handler_completes_a_prompt_argument(autojump_clock, connect):
     """completion/complete for a prompt argument with a handler returns its values; the
     handler sees the value, the other arguments already given and the context."""
     server, calls = completion_server()
-    ms = await mem(server)
-    s = await ms.open_session()
-    assert s.initialize_result["capabilities"]["completions"] == {}
+    s = await connect(server)
+    assert s.server_capabilities["completions"] == {}
     with trio.fail_after(10):
-        result = await s.result(
+        result = await s.request(
             "completion/complete",
             {
                 "ref": ref_prompt("greet"),
@@ -72,19 +72,18 @@ async def test_a_specific_handler_completes_a_prompt_argument(autojump_clock, me
 
 
 @pytest.mark.spec("U-COMP-2")
-async def test_resource_template_variables_and_the_100_value_cap(autojump_clock, mem):
+async def test_resource_template_variables_and_the_100_value_cap(autojump_clock, connect):
     """A template variable completes through its handler; a Completion carries total and
     hasMore; a list longer than 100 is cut to 100 with total and hasMore: true."""
     server, _ = completion_server()
-    ms = await mem(server)
-    s = await ms.open_session()
+    s = await connect(server)
     ref = {"type": "ref/resource", "uri": "db://{table}/{row}"}
     with trio.fail_after(10):
-        result = await s.result(
+        result = await s.request(
             "completion/complete", {"ref": ref, "argument": {"name": "table", "value": "u"}}
         )
         assert result == {"completion": {"values": ["users"], "total": 12, "hasMore": True}}
-        result = await s.result(
+        result = await s.request(
             "completion/complete", {"ref": ref, "argument": {"name": "row", "value": ""}}
         )
         completion = result["completion"]
@@ -93,26 +92,25 @@ async def test_resource_template_variables_and_the_100_value_cap(autojump_clock,
 
 
 @pytest.mark.spec("U-COMP-4")
-async def test_no_handler_means_no_values_or_the_literal_choices(autojump_clock, mem):
+async def test_no_handler_means_no_values_or_the_literal_choices(autojump_clock, connect):
     """Without a handler an argument has no suggestions (an empty list); a Literal[...]
     argument completes from its allowed values by prefix."""
     server, _ = completion_server()
-    ms = await mem(server)
-    s = await ms.open_session()
+    s = await connect(server)
     with trio.fail_after(10):
-        result = await s.result(
+        result = await s.request(
             "completion/complete",
             {"ref": ref_prompt("plain"), "argument": {"name": "topic", "value": "x"}},
         )
         assert result == {"completion": {"values": []}}
-        result = await s.result(
+        result = await s.request(
             "completion/complete",
             {"ref": ref_prompt("greet"), "argument": {"name": "language", "value": "f"}},
         )
         assert result == {"completion": {"values": ["fr"]}}
 
 
-async def test_a_generic_handler_takes_the_rest(autojump_clock, mem):
+async def test_a_generic_handler_takes_the_rest(autojump_clock, connect):
     """A @server.complete() handler answers every argument without a specific handler; when
     it returns None the answer is empty."""
     server, _ = completion_server()
@@ -125,15 +123,14 @@ async def test_a_generic_handler_takes_the_rest(autojump_clock, mem):
         seen.append((ref, argument, value))
         return [value + "!"] if argument == "topic" else None
 
-    ms = await mem(server)
-    s = await ms.open_session()
+    s = await connect(server)
     with trio.fail_after(10):
-        result = await s.result(
+        result = await s.request(
             "completion/complete",
             {"ref": ref_prompt("plain"), "argument": {"name": "topic", "value": "x"}},
         )
         assert result == {"completion": {"values": ["x!"]}}
-        result = await s.result(
+        result = await s.request(
             "completion/complete",
             {"ref": ref_prompt("greet"), "argument": {"name": "name", "value": "b"}},
         )
@@ -156,24 +153,22 @@ async def test_a_generic_handler_takes_the_rest(autojump_clock, mem):
     ],
 )
 @pytest.mark.spec("U-COMP-3", "U-COMP-4", "U-COMP-5")
-async def test_invalid_completion_requests(autojump_clock, mem, params):
+async def test_invalid_completion_requests(autojump_clock, connect, params):
     """An unknown prompt or template, or a malformed ref or argument, is -32602."""
     server, _ = completion_server()
-    ms = await mem(server)
-    s = await ms.open_session()
+    s = await connect(server)
     with trio.fail_after(10):
-        assert (await s.error("completion/complete", params))["code"] == -32602
+        assert (await error_of(s, "completion/complete", params))["code"] == -32602
 
 
 @pytest.mark.spec("U-COMP-1", "U-COMP-3")
-async def test_no_completions_capability_without_prompts_or_templates(autojump_clock, mem):
+async def test_no_completions_capability_without_prompts_or_templates(autojump_clock, connect):
     """A server with neither prompts nor templates declares no completions capability, and
     completion/complete is -32601 there."""
-    ms = await mem(Server("bare"))
-    s = await ms.open_session()
-    assert "completions" not in s.initialize_result["capabilities"]
+    s = await connect(Server("bare"))
+    assert "completions" not in s.server_capabilities
     with trio.fail_after(10):
-        error = await s.error(
+        error = await error_of(s,
             "completion/complete",
             {"ref": ref_prompt("x"), "argument": {"name": "a", "value": ""}},
         )

@@ -7,6 +7,7 @@ from typing import Any
 import attrs
 import pytest
 import trio
+from feat_support import error_of
 
 from trio_mcp import (
     Audio,
@@ -132,22 +133,20 @@ def content_server() -> Server:
         ("nothing", []),
     ],
 )
-async def test_plain_values_become_content_blocks(autojump_clock, mem, tool, content):
+async def test_plain_values_become_content_blocks(autojump_clock, connect, tool, content):
     """A tool may return a str, a content object, a list of them, or None: each becomes the
     matching content blocks (binary data base64-encoded), with no structured content."""
-    ms = await mem(content_server())
-    s = await ms.open_session()
+    s = await connect(content_server())
     with trio.fail_after(10):
-        result = await s.result("tools/call", {"name": tool})
+        result = await s.request("tools/call", {"name": tool})
         assert result == {"content": content}
 
 
-async def test_content_tools_have_no_output_schema(autojump_clock, mem):
+async def test_content_tools_have_no_output_schema(autojump_clock, connect):
     """Tools that return content blocks list no outputSchema; structured ones do."""
-    ms = await mem(content_server())
-    s = await ms.open_session()
+    s = await connect(content_server())
     with trio.fail_after(10):
-        tools = {t["name"]: t for t in (await s.result("tools/list"))["tools"]}
+        tools = {t["name"]: t for t in (await s.request("tools/list"))["tools"]}
         for name in ("text", "image", "audio", "link", "embedded", "mixed", "nothing"):
             assert "outputSchema" not in tools[name], name
         assert tools["point"]["outputSchema"]["properties"].keys() == {"x", "y"}
@@ -159,39 +158,36 @@ async def test_content_tools_have_no_output_schema(autojump_clock, mem):
     [("point", {"x": 1, "y": 2}, '{"x": 1, "y": 2}'), ("number", {"result": 42}, "42")],
 )
 async def test_structured_results_also_come_as_json_text(
-    autojump_clock, mem, tool, structured, text
+    autojump_clock, connect, tool, structured, text
 ):
     """A structured result conforms to the tool's outputSchema and is also sent as JSON in
     a text block, for clients that do not read structuredContent: an object as itself, a
     value that is no object (wrapped as {"result": ...} for structuredContent) as the
     value alone."""
-    ms = await mem(content_server())
-    s = await ms.open_session()
+    s = await connect(content_server())
     with trio.fail_after(10):
-        result = await s.result("tools/call", {"name": tool})
+        result = await s.request("tools/call", {"name": tool})
         assert result["structuredContent"] == structured
         assert [{"type": "text", "text": text}] == result["content"]
 
 
 @pytest.mark.spec("U-TOOL-6", "TM-TOOL-SCHEMA")
-async def test_a_result_that_breaks_the_output_schema_is_an_error(autojump_clock, mem):
+async def test_a_result_that_breaks_the_output_schema_is_an_error(autojump_clock, connect):
     """A tool whose value does not match its own outputSchema does not send it: the call
     fails with an internal error instead."""
-    ms = await mem(content_server())
-    s = await ms.open_session()
+    s = await connect(content_server())
     with trio.fail_after(10):
-        error = await s.error("tools/call", {"name": "liar"})
+        error = await error_of(s, "tools/call", {"name": "liar"})
         assert error["code"] == -32603
         assert "outputSchema" in error["message"]
 
 
 @pytest.mark.spec("U-TOOL-7")
-async def test_an_explicit_tool_result(autojump_clock, mem):
+async def test_an_explicit_tool_result(autojump_clock, connect):
     """ToolResult spells out content, structured content and isError."""
-    ms = await mem(content_server())
-    s = await ms.open_session()
+    s = await connect(content_server())
     with trio.fail_after(10):
-        result = await s.result("tools/call", {"name": "explicit"})
+        result = await s.request("tools/call", {"name": "explicit"})
         assert result == {
             "content": [{"type": "text", "text": "partial"}],
             "structuredContent": {"ok": False},
@@ -247,7 +243,7 @@ def test_a_tool_name_with_a_space_or_a_comma_is_refused(name):
 
 
 @pytest.mark.spec("U-TOOL-10")
-async def test_tool_names_are_case_sensitive(autojump_clock, mem):
+async def test_tool_names_are_case_sensitive(autojump_clock, connect):
     """getUser and getuser are two tools; another spelling is an unknown tool (-32602)."""
     server = Server("case")
 
@@ -261,21 +257,20 @@ async def test_tool_names_are_case_sensitive(autojump_clock, mem):
 
     server.add_tool(upper, name="getUser")
     server.add_tool(lower, name="getuser")
-    ms = await mem(server)
-    s = await ms.open_session()
+    s = await connect(server)
     with trio.fail_after(10):
-        names = [t["name"] for t in (await s.result("tools/list"))["tools"]]
+        names = [t["name"] for t in (await s.request("tools/list"))["tools"]]
         assert sorted(names) == ["getUser", "getuser"]
-        upper_result = await s.result("tools/call", {"name": "getUser"})
-        lower_result = await s.result("tools/call", {"name": "getuser"})
+        upper_result = await s.request("tools/call", {"name": "getUser"})
+        lower_result = await s.request("tools/call", {"name": "getuser"})
         assert upper_result["content"] == [{"type": "text", "text": "upper"}]
         assert lower_result["content"] == [{"type": "text", "text": "lower"}]
-        error = await s.error("tools/call", {"name": "GETUSER"})
+        error = await error_of(s, "tools/call", {"name": "GETUSER"})
         assert error["code"] == -32602
 
 
 @pytest.mark.spec("U-TOOL-13")
-async def test_a_tool_name_is_listed_once(autojump_clock, mem):
+async def test_a_tool_name_is_listed_once(autojump_clock, connect):
     """A second tool under a taken name, registered with replace=True, replaces the first:
     the name is listed once."""
     server = Server("unique")
@@ -290,13 +285,12 @@ async def test_a_tool_name_is_listed_once(autojump_clock, mem):
 
     server.add_tool(first, name="tool")
     server.add_tool(second, name="tool", replace=True)
-    ms = await mem(server)
-    s = await ms.open_session()
+    s = await connect(server)
     with trio.fail_after(10):
-        tools = (await s.result("tools/list"))["tools"]
+        tools = (await s.request("tools/list"))["tools"]
         assert [t["name"] for t in tools] == ["tool"]
         assert tools[0]["description"] == "Second."
-        result = await s.result("tools/call", {"name": "tool"})
+        result = await s.request("tools/call", {"name": "tool"})
         assert result["content"] == [{"type": "text", "text": "second"}]
 
 

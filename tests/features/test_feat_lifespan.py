@@ -1,5 +1,6 @@
 # The lifespan and dependencies (issue 40, spec/handlers.md TM-HAND-LIFESPAN,
-# TM-HAND-DEPENDS), over loopback in both eras: the lifespan is entered once before the
+# TM-HAND-DEPENDS), in both eras (dependencies through trio_mcp.Client(server), serving over
+# loopback): the lifespan is entered once before the
 # first request and left after the server stops, on both HTTP servers and in hypercorn's
 # own ASGI lifespan; dependencies are resolved for each request, once each, async or not,
 # and their teardowns run after the handler, with its exception.
@@ -14,9 +15,10 @@ from typing import Annotated, Any
 
 import pytest
 import trio
+from feat_support import Connect, InProcess
 from hypercorn.trio import serve as hypercorn_serve
 from support.eras import ERAS, tool_call
-from support.fixtures import StartServer, start_live, wait_until
+from support.fixtures import start_live, wait_until
 
 from trio_mcp import Context, Depends, Server, ServerConfig, ToolError
 from trio_mcp.edges._asgi import ASGIApp
@@ -200,23 +202,23 @@ def _on_main() -> bool:
 @pytest.mark.spec("TM-HAND-DEPENDS")
 @pytest.mark.parametrize("era", ERAS)
 async def test_dependencies_resolve_once_per_request_and_tear_down_after(
-    live_server: StartServer, era: str
+    connect: Connect, era: str
 ) -> None:
     """Each request resolves its dependencies once (settings is asked for three times, and
     called once), sync ones in a thread; the generators' teardowns run after the handler,
     inner first; the parameters are not in the inputSchema; a second request resolves them
     again."""
     log: list[str] = []
-    live = await live_server(depends_server(log))
+    served = InProcess(connect, depends_server(log))
     with trio.fail_after(TIMEOUT):
-        first = await tool_call(live.url, era, "run", {"q": "select"})
+        first = await served.tool_call(era, "run", {"q": "select"})
         assert "select via cursor on conn#1 / conn#1 / db://x" == first["content"][0]["text"]
         assert [
             "settings in thread", "open db://x for tools/call", "cursor", "run select",
             "cursor closed", "close",
         ] == log
         log.clear()
-        second = await tool_call(live.url, era, "run_sync", {"q": "x"})
+        second = await served.tool_call(era, "run_sync", {"q": "x"})
     assert "x in thread via conn#2" == second["content"][0]["text"]
     assert ["settings in thread", "open db://x for tools/call", "close"] == log
 
@@ -224,14 +226,14 @@ async def test_dependencies_resolve_once_per_request_and_tear_down_after(
 @pytest.mark.spec("TM-HAND-DEPENDS")
 @pytest.mark.parametrize("era", ERAS)
 async def test_a_failing_handler_reaches_its_dependencies_teardown(
-    live_server: StartServer, era: str
+    connect: Connect, era: str
 ) -> None:
     """The handler's exception is thrown into the generator dependencies, which can roll
     back; the tool error still answers the call."""
     log: list[str] = []
-    live = await live_server(depends_server(log))
+    served = InProcess(connect, depends_server(log))
     with trio.fail_after(TIMEOUT):
-        result = await tool_call(live.url, era, "run", {"q": "fail"})
+        result = await served.tool_call(era, "run", {"q": "fail"})
     assert result["isError"] is True and "bad query" == result["content"][0]["text"]
     assert "rollback after bad query" in log and "close" == log[-1]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import trio
+from feat_support import error_of
 
 from trio_mcp import Context, Server
 
@@ -21,20 +22,18 @@ def logging_server() -> Server:
 
 
 @pytest.mark.spec("U-LOG-2")
-async def test_set_level_returns_an_empty_result(autojump_clock, mem):
+async def test_set_level_returns_an_empty_result(autojump_clock, connect):
     """logging/setLevel answers with exactly {} (the conformance suite fails any key)."""
-    ms = await mem(logging_server())
-    s = await ms.open_session()
+    s = await connect(logging_server())
     with trio.fail_after(10):
-        assert await s.result("logging/setLevel", {"level": "info"}) == {}
+        assert await s.request("logging/setLevel", {"level": "info"}) == {}
 
 
 @pytest.mark.spec("U-LOG-1")
-async def test_the_logging_capability_is_declared(autojump_clock, mem):
+async def test_the_logging_capability_is_declared(autojump_clock, connect):
     """A server that can send log messages declares the logging capability."""
-    ms = await mem(logging_server())
-    s = await ms.open_session()
-    assert "logging" in s.initialize_result["capabilities"]
+    s = await connect(logging_server())
+    assert "logging" in s.server_capabilities
 
 
 @pytest.mark.spec("U-LOG-4")
@@ -43,12 +42,11 @@ async def test_the_logging_capability_is_declared(autojump_clock, mem):
     [{"level": "verbose"}, {"level": 3}, {}, {"level": "INFO"}, {"level": ["info"]},
      {"level": {"info": 1}}],
 )
-async def test_an_invalid_level_is_invalid_params(autojump_clock, mem, params):
+async def test_an_invalid_level_is_invalid_params(autojump_clock, connect, params):
     """An unknown or missing log level is -32602 (Invalid params)."""
-    ms = await mem(logging_server())
-    s = await ms.open_session()
+    s = await connect(logging_server())
     with trio.fail_after(10):
-        error = await s.error("logging/setLevel", params)
+        error = await error_of(s, "logging/setLevel", params)
         assert error["code"] == -32602
 
 

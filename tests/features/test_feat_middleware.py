@@ -1,6 +1,7 @@
-# Middleware (issue 40, spec/handlers.md TM-HAND-MIDDLEWARE, TM-HAND-MW-ORDER), over loopback
-# in both eras: it wraps every request the application answers, first outermost, sees the
-# method, params and era, may answer in the handler's place, and is cancelled with its
+# Middleware (issue 40, spec/handlers.md TM-HAND-MIDDLEWARE, TM-HAND-MW-ORDER), in both eras
+# (over loopback, and through trio_mcp.Client(server) where only its answer is in question):
+# it wraps every request the application answers, first outermost, sees the method, params
+# and era, may answer in the handler's place, and is cancelled with its
 # request.
 
 from __future__ import annotations
@@ -11,12 +12,22 @@ from typing import Any
 
 import pytest
 import trio
-from support.client import open_session
+from feat_support import Connect, InProcess
+from support.client import (
+    dumps,
+    initialize_params,
+    open_session,
+    post_headers,
+    request,
+    rpc_messages,
+    rpc_request,
+)
 from support.eras import ERAS, LEGACY, rpc
 from support.fixtures import StartServer, wait_until
-from support.modern import call_tool, open_raw
+from support.modern import call_tool, modern_headers, modern_request, open_raw
 
 from trio_mcp import AuditLog, CallNext, Context, McpError, RateLimit, Server
+from trio_mcp.app._guards import _address_key, caller_of
 
 TIMEOUT = 20
 
@@ -114,16 +125,16 @@ async def test_middleware_wraps_every_request_first_outermost(
 @pytest.mark.spec("TM-HAND-MIDDLEWARE")
 @pytest.mark.parametrize("era", ERAS)
 async def test_middleware_answers_in_the_handlers_place(
-    live_server: StartServer, era: str
+    connect: Connect, era: str
 ) -> None:
     """A middleware may answer with a result of its own, or with a JSON-RPC error by
     raising McpError (its code, message and data); one that returns no result is -32603."""
     log: list[str] = []
-    live = await live_server(middleware_server(log))
+    served = InProcess(connect, middleware_server(log))
     with trio.fail_after(TIMEOUT):
-        cached = await rpc(live.url, era, "tools/call", {"name": "cached", "arguments": {}})
-        blocked = await rpc(live.url, era, "tools/call", {"name": "blocked", "arguments": {}})
-        lost = await rpc(live.url, era, "tools/call", {"name": "forgetful", "arguments": {}})
+        cached = await served.rpc(era, "tools/call", {"name": "cached", "arguments": {}})
+        blocked = await served.rpc(era, "tools/call", {"name": "blocked", "arguments": {}})
+        lost = await served.rpc(era, "tools/call", {"name": "forgetful", "arguments": {}})
     assert "from the cache" == cached["result"]["content"][0]["text"]
     assert {"code": -31900, "message": "Blocked by policy", "data": {"retryAfterMs": 250}} == (
         blocked["error"]
@@ -216,3 +227,75 @@ def test_the_rate_limit_keeps_at_most_max_callers_buckets() -> None:
     assert 3 == len(limit._buckets)
     assert 1.0 == limit._take("caller 999", 0.0)
     assert 0 == limit._take("caller 0", 0.0)
+
+
+async def _call_from(url: str, era: str, source: str, name: str) -> dict[str, Any]:
+    """One tools/call of ``name`` on connections bound to ``source`` (a loopback address): in
+    a new session in the legacy era. The JSON-RPC answer."""
+    if era == LEGACY:
+        init = await request(url, "POST", post_headers(), dumps(rpc_request(
+            "initialize", initialize_params(LEGACY, None))), local=source)
+        headers = post_headers(extra=[("mcp-session-id", init.header("mcp-session-id") or ""),
+                                      ("mcp-protocol-version", LEGACY)])
+        await request(url, "POST", headers, dumps(
+            {"jsonrpc": "2.0", "method": "notifications/initialized"}), local=source)
+        message = rpc_request("tools/call", {"name": name, "arguments": {}})
+    else:
+        message = modern_request("tools/call", {"name": name, "arguments": {}})
+        headers = modern_headers(message)
+    response = await request(url, "POST", headers, dumps(message), local=source)
+    [answer] = [m for m in rpc_messages(response) if m.get("id") == message["id"]]
+    return answer
+
+
+@pytest.mark.spec("TM-HAND-PEER", "TM-HAND-RATE-KEY")
+@pytest.mark.parametrize("era", ERAS)
+async def test_anonymous_callers_are_rate_limited_by_their_address(
+    live_server: StartServer, era: str
+) -> None:
+    """Two anonymous clients on 127.0.0.1 and 127.0.0.2: the first spends its burst and is
+    refused -31005, the second is still served; the middleware sees each one's address (in
+    the legacy era, a new session does not buy a new bucket)."""
+    server = Server("peers", middleware=[RateLimit(rate=0.01, burst=2, methods={"tools/call"})])
+
+    @server.tool()
+    async def whoami(ctx: Context) -> str:
+        """The caller's address and rate-limit key."""
+        return f"{ctx.peer} {caller_of(ctx)}"
+
+    live = await live_server(server)
+    with trio.fail_after(TIMEOUT):
+        first = [await _call_from(live.url, era, "127.0.0.1", "whoami") for _ in range(3)]
+        second = await _call_from(live.url, era, "127.0.0.2", "whoami")
+    assert ["127.0.0.1 ip:127.0.0.1"] * 2 == [a["result"]["content"][0]["text"]
+                                              for a in first[:2]], first
+    assert -31005 == first[2]["error"]["code"]
+    assert "127.0.0.2 ip:127.0.0.2" == second["result"]["content"][0]["text"], second
+
+
+@pytest.mark.spec("TM-HAND-RATE-KEY")
+def test_an_ipv6_client_is_limited_by_its_64() -> None:
+    """The addresses of one IPv6 /64 share a bucket (one host is given a whole /64); an
+    IPv4-mapped address is its IPv4 address."""
+    assert _address_key("2001:db8:1:2::5") == _address_key("2001:db8:1:2:ffff::9")
+    assert _address_key("2001:db8:1:2::5") != _address_key("2001:db8:1:3::5")
+    assert "ip:192.0.2.7" == _address_key("::ffff:192.0.2.7")
+
+
+@pytest.mark.spec("TM-HAND-RATE-BOUND")
+def test_the_rate_limit_drops_idle_buckets_and_holds_10000_addresses_at_most() -> None:
+    """10,000 addresses (then 10,000 more) each spending a token keep at most max_callers
+    buckets; once they have been idle burst / rate seconds, the next caller finds only its own
+    bucket left; a caller still short of tokens keeps its bucket."""
+    limit = RateLimit(rate=2, burst=4, max_callers=5_000)
+    for n in range(20_000):
+        assert 0 == limit._take(f"ip:10.{n >> 16}.{(n >> 8) & 255}.{n & 255}", n * 1e-5)
+        assert len(limit) <= 5_000
+    assert 5_000 == len(limit)
+    for _ in range(5):
+        limit._take("ip:192.0.2.1", 0.3)  # spent: 4 tokens, then short
+    assert 0 < limit._take("ip:192.0.2.1", 0.3)
+    limit._take("ip:192.0.2.2", 2.2)  # over 2 s (burst / rate) after the others' last call
+    assert 2 == len(limit)  # 192.0.2.1 was seen 1.9 s ago: not yet refilled
+    limit._take("ip:192.0.2.3", 2.4)
+    assert 2 == len(limit)  # 192.0.2.1 (2.1 s) dropped; .2 and .3 kept

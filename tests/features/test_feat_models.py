@@ -1,8 +1,8 @@
-# Models as tool parameters and results, end to end over loopback in both eras (issue 40,
+# Models as tool parameters and results, end to end in both eras (issue 40,
 # spec/handlers.md): a pydantic model, a dataclass and the scalars arrive at the tool as
 # Python values, come back as JSON meeting the outputSchema, and an argument that does not
-# fit is refused naming its field; hostile arguments are refused in a line and the server
-# keeps serving.
+# fit is refused naming its field (through trio_mcp.Client(server), in process); hostile
+# arguments are refused in a line and the server keeps serving (over loopback: the wire).
 
 from __future__ import annotations
 
@@ -18,8 +18,9 @@ import jsonschema
 import pydantic
 import pytest
 import trio
+from feat_support import Connect
 from support.client import request
-from support.eras import ERAS, rpc, tool_call
+from support.eras import ERAS, tool_call
 from support.fixtures import StartServer
 from support.modern import modern_headers, modern_request, post
 
@@ -92,18 +93,18 @@ ORDER = {
 @pytest.mark.spec("TM-HAND-PYDANTIC", "TM-HAND-TYPES", "TM-HAND-CONSTRAINTS")
 @pytest.mark.parametrize("era", ERAS)
 async def test_a_pydantic_order_in_and_a_dataclass_receipt_out(
-    live_server: StartServer, era: str
+    connect: Connect, era: str
 ) -> None:
     """The tool gets an Order instance (UUID, Decimal, date converted), and answers a
     dataclass whose structuredContent meets the advertised outputSchema; tools/list shows
     pydantic's own schema and the constraints."""
     server = models_server()
-    live = await live_server(server)
+    client = await connect(server, era)
     with trio.fail_after(TIMEOUT):
-        listed = await rpc(live.url, era, "tools/list")
-        result = await tool_call(live.url, era, "place", {"order": ORDER, "note": "ring twice"})
+        listed = await client.list_tools()
+        result = await client.call_tool("place", {"order": ORDER, "note": "ring twice"})
 
-    tools = {t["name"]: t for t in listed["result"]["tools"]}
+    tools = {t["name"]: t for t in listed}
     place = tools["place"]
     assert Order.model_json_schema(ref_template="#/$defs/{model}")["properties"] == (
         place["inputSchema"]["$defs"]["Order"]["properties"]
@@ -126,18 +127,18 @@ async def test_a_pydantic_order_in_and_a_dataclass_receipt_out(
 @pytest.mark.spec("TM-HAND-PATH", "TM-HAND-CONSTRAINTS")
 @pytest.mark.parametrize("era", ERAS)
 async def test_an_order_that_does_not_fit_is_a_tool_error_naming_the_field(
-    live_server: StartServer, era: str
+    connect: Connect, era: str
 ) -> None:
     """A bad quantity deep in the order, a bad SKU, and a date that is no date are refused
     before the tool runs, each naming where it is."""
     server = models_server()
-    live = await live_server(server)
+    client = await connect(server, era)
     bad_quantity = {**ORDER, "items": [{**ORDER["items"][0], "quantity": 0}]}  # type: ignore[dict-item]
     bad_date = {**ORDER, "deliver_on": "soon"}
     with trio.fail_after(TIMEOUT):
-        quantity = await tool_call(live.url, era, "place", {"order": bad_quantity})
-        date = await tool_call(live.url, era, "place", {"order": bad_date})
-        blob = await tool_call(live.url, era, "echo_bytes", {"blob": "??", "when": "2026-01-01"})
+        quantity = await client.call_tool("place", {"order": bad_quantity})
+        date = await client.call_tool("place", {"order": bad_date})
+        blob = await client.call_tool("echo_bytes", {"blob": "??", "when": "2026-01-01"})
 
     assert quantity["isError"] is True
     assert "order.items[0].quantity" in quantity["content"][0]["text"]
@@ -148,13 +149,13 @@ async def test_an_order_that_does_not_fit_is_a_tool_error_naming_the_field(
 
 @pytest.mark.spec("TM-HAND-PYDANTIC", "TM-HAND-TYPES")
 @pytest.mark.parametrize("era", ERAS)
-async def test_a_pydantic_result_is_its_json_dump(live_server: StartServer, era: str) -> None:
+async def test_a_pydantic_result_is_its_json_dump(connect: Connect, era: str) -> None:
     """bytes arrive decoded and a datetime parsed; a model result is model_dump(mode="json")
     and meets pydantic's serialization schema."""
-    live = await live_server(models_server())
+    client = await connect(models_server(), era)
     with trio.fail_after(TIMEOUT):
-        result = await tool_call(
-            live.url, era, "echo_bytes", {"blob": "aGVsbG8=", "when": "2026-07-28T10:00:00Z"}
+        result = await client.call_tool(
+            "echo_bytes", {"blob": "aGVsbG8=", "when": "2026-07-28T10:00:00Z"}
         )
     assert {
         "customer": str(uuid.UUID(int=5)),

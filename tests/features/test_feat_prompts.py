@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 import pytest
 import trio
+from feat_support import error_of
 
 from trio_mcp import (
     AssistantMessage,
@@ -65,30 +66,27 @@ def prompt_server() -> Server:
 
 
 @pytest.mark.spec("U-PROMPT-1", "U-PROMPT-9")
-async def test_the_capability_is_declared_only_with_prompts(autojump_clock, mem):
+async def test_the_capability_is_declared_only_with_prompts(autojump_clock, connect):
     """A server with prompts declares prompts {listChanged} and completions; one without
     declares neither and answers prompts/* with -32601."""
-    ms = await mem(prompt_server())
-    s = await ms.open_session()
-    caps = s.initialize_result["capabilities"]
+    s = await connect(prompt_server())
+    caps = s.server_capabilities
     assert caps["prompts"] == {"listChanged": True}
     assert caps["completions"] == {}
-    bare = await mem(Server("bare"))
-    b = await bare.open_session()
-    assert "prompts" not in b.initialize_result["capabilities"]
+    b = await connect(Server("bare"))
+    assert "prompts" not in b.server_capabilities
     with trio.fail_after(10):
-        assert (await b.error("prompts/list"))["code"] == -32601
-        assert (await b.error("prompts/get", {"name": "x"}))["code"] == -32601
+        assert (await error_of(b, "prompts/list"))["code"] == -32601
+        assert (await error_of(b, "prompts/get", {"name": "x"}))["code"] == -32601
 
 
-async def test_prompts_list_describes_arguments(autojump_clock, mem):
+async def test_prompts_list_describes_arguments(autojump_clock, connect):
     """prompts/list gives each prompt's name, title, description, and arguments derived
     from the signature: name, description from the docstring's Args, required unless it
     has a default. A Context parameter is not an argument."""
-    ms = await mem(prompt_server())
-    s = await ms.open_session()
+    s = await connect(prompt_server())
     with trio.fail_after(10):
-        prompts = {p["name"]: p for p in (await s.result("prompts/list"))["prompts"]}
+        prompts = {p["name"]: p for p in (await s.request("prompts/list"))["prompts"]}
         assert prompts["review"] == {
             "name": "review",
             "title": "Review code",
@@ -106,43 +104,40 @@ async def test_prompts_list_describes_arguments(autojump_clock, mem):
 
 
 @pytest.mark.spec("U-PAGE-4")
-async def test_prompts_list_pages(autojump_clock, mem):
+async def test_prompts_list_pages(autojump_clock, connect):
     """prompts/list is paginated; a bad cursor is -32602."""
-    ms = await mem(prompt_server(), ServerConfig(page_size=3))
-    s = await ms.open_session()
+    s = await connect(prompt_server(), config=ServerConfig(page_size=3))
     with trio.fail_after(10):
-        first = await s.result("prompts/list")
-        second = await s.result("prompts/list", {"cursor": first["nextCursor"]})
+        first = await s.request("prompts/list")
+        second = await s.request("prompts/list", {"cursor": first["nextCursor"]})
         names = [p["name"] for p in first["prompts"] + second["prompts"]]
         assert names == ["broken", "custom-name", "dialogue", "review"]
         assert "nextCursor" not in second
-        assert (await s.error("prompts/list", {"cursor": "nope"}))["code"] == -32602
+        assert (await error_of(s, "prompts/list", {"cursor": "nope"}))["code"] == -32602
 
 
-async def test_get_renders_messages(autojump_clock, mem):
+async def test_get_renders_messages(autojump_clock, connect):
     """prompts/get returns the description and the messages: a str is one user message,
     arguments fill the function's parameters (defaults for the absent ones)."""
-    ms = await mem(prompt_server())
-    s = await ms.open_session()
+    s = await connect(prompt_server())
     with trio.fail_after(10):
-        result = await s.result("prompts/get", {"name": "review", "arguments": {"code": "x=1"}})
+        result = await s.request("prompts/get", {"name": "review", "arguments": {"code": "x=1"}})
         assert result == {
             "description": "Ask for a code review.",
             "messages": [
                 {"role": "user", "content": {"type": "text", "text": "Review this (kind): x=1"}}
             ],
         }
-        result = await s.result("prompts/get", {"name": "custom-name"})
+        result = await s.request("prompts/get", {"name": "custom-name"})
         assert result["description"] == "Rendered for you."
 
 
-async def test_every_message_form(autojump_clock, mem):
+async def test_every_message_form(autojump_clock, connect):
     """Messages may be str, UserMessage/AssistantMessage with text, image, audio, embedded
     resource or resource link content, a bare content block, or a {role, content} dict."""
-    ms = await mem(prompt_server())
-    s = await ms.open_session()
+    s = await connect(prompt_server())
     with trio.fail_after(10):
-        result = await s.result("prompts/get", {"name": "dialogue", "arguments": {"topic": "x"}})
+        result = await s.request("prompts/get", {"name": "dialogue", "arguments": {"topic": "x"}})
         messages = result["messages"]
         assert [m["role"] for m in messages] == [
             "user",
@@ -187,21 +182,19 @@ async def test_every_message_form(autojump_clock, mem):
         {"name": "review", "arguments": ["x"]},
     ],
 )
-async def test_bad_prompt_requests_are_invalid_params(autojump_clock, mem, params):
+async def test_bad_prompt_requests_are_invalid_params(autojump_clock, connect, params):
     """An unknown prompt, a missing required argument or an invalid argument is -32602."""
-    ms = await mem(prompt_server())
-    s = await ms.open_session()
+    s = await connect(prompt_server())
     with trio.fail_after(10):
-        error = await s.error("prompts/get", params)
+        error = await error_of(s, "prompts/get", params)
         assert error["code"] == -32602
 
 
-async def test_a_failing_prompt_is_an_internal_error(autojump_clock, mem):
+async def test_a_failing_prompt_is_an_internal_error(autojump_clock, connect):
     """A prompt function that raises gives -32603, without its details on the wire."""
-    ms = await mem(prompt_server())
-    s = await ms.open_session()
+    s = await connect(prompt_server())
     with trio.fail_after(10):
-        error = await s.error("prompts/get", {"name": "broken"})
+        error = await error_of(s, "prompts/get", {"name": "broken"})
         assert error["code"] == -32603 and "secret" not in str(error)
 
 
@@ -270,12 +263,11 @@ def media_server() -> Server:
 
 
 @pytest.mark.spec("U-PROMPT-5", "U-PROMPT-6")
-async def test_image_and_audio_data_is_base64_with_a_mime_type(autojump_clock, mem):
+async def test_image_and_audio_data_is_base64_with_a_mime_type(autojump_clock, connect):
     """Raw image and audio bytes go out as strict base64 with a type/subtype MIME type."""
-    ms = await mem(media_server())
-    s = await ms.open_session()
+    s = await connect(media_server())
     with trio.fail_after(10):
-        messages = (await s.result("prompts/get", {"name": "media"}))["messages"]
+        messages = (await s.request("prompts/get", {"name": "media"}))["messages"]
     image, audio = messages[0]["content"], messages[1]["content"]
     assert (image["type"], audio["type"]) == ("image", "audio")
     assert base64.b64decode(image["data"], validate=True) == PNG
@@ -285,12 +277,11 @@ async def test_image_and_audio_data_is_base64_with_a_mime_type(autojump_clock, m
 
 
 @pytest.mark.spec("U-PROMPT-7")
-async def test_embedded_resources_carry_uri_mime_type_and_their_data(autojump_clock, mem):
+async def test_embedded_resources_carry_uri_mime_type_and_their_data(autojump_clock, connect):
     """An embedded resource has its URI, its MIME type, and text or base64 blob data."""
-    ms = await mem(media_server())
-    s = await ms.open_session()
+    s = await connect(media_server())
     with trio.fail_after(10):
-        messages = (await s.result("prompts/get", {"name": "media"}))["messages"]
+        messages = (await s.request("prompts/get", {"name": "media"}))["messages"]
     text, blob = messages[2]["content"], messages[3]["content"]
     assert text == {
         "type": "resource",
@@ -312,7 +303,7 @@ async def test_embedded_resources_carry_uri_mime_type_and_their_data(autojump_cl
     [None, {"style": "kind"}, {"code": "x", "style": "rude"}, {"code": "x", "extra": "y"}],
 )
 async def test_prompt_arguments_are_validated_before_the_prompt_runs(
-    autojump_clock, mem, arguments
+    autojump_clock, connect, arguments
 ):
     """Invalid prompt arguments are -32602, and the prompt function never runs."""
     server = Server("validate")
@@ -324,16 +315,15 @@ async def test_prompt_arguments_are_validated_before_the_prompt_runs(
         runs.append(code)
         return code
 
-    ms = await mem(server)
-    s = await ms.open_session()
+    s = await connect(server)
     params: dict[str, Any] = {"name": "review"}
     if arguments is not None:
         params["arguments"] = arguments
     with trio.fail_after(10):
-        error = await s.error("prompts/get", params)
+        error = await error_of(s, "prompts/get", params)
         assert error["code"] == -32602
         assert runs == []
-        await s.result("prompts/get", {"name": "review", "arguments": {"code": "ok"}})
+        await s.request("prompts/get", {"name": "review", "arguments": {"code": "ok"}})
         assert runs == ["ok"]
 
 

@@ -10,7 +10,7 @@ import trio
 from trio_mcp import Server
 
 
-async def test_bare_tool_and_prompt_decorators_register_the_function(autojump_clock, mem):
+async def test_bare_tool_and_prompt_decorators_register_the_function(autojump_clock, connect):
     """`@server.tool` and `@server.prompt` without parentheses register the function as the
     forms with parentheses do, and hand it back unchanged: listed and callable."""
     server = Server("bare")
@@ -26,13 +26,12 @@ async def test_bare_tool_and_prompt_decorators_register_the_function(autojump_cl
         """Ask about a topic."""
         return f"Tell me about {topic}"
 
-    ms = await mem(server)
-    s = await ms.open_session()
+    s = await connect(server)
     with trio.fail_after(10):
-        tools = await s.result("tools/list")
-        called = await s.result("tools/call", {"name": "plain", "arguments": {"text": "hi"}})
-        prompts = await s.result("prompts/list")
-        got = await s.result("prompts/get", {"name": "ask", "arguments": {"topic": "trio"}})
+        tools = await s.request("tools/list")
+        called = await s.request("tools/call", {"name": "plain", "arguments": {"text": "hi"}})
+        prompts = await s.request("prompts/list")
+        got = await s.request("prompts/get", {"name": "ask", "arguments": {"topic": "trio"}})
 
     assert registered is plain
     assert ["plain"] == [t["name"] for t in tools["tools"]]
@@ -94,7 +93,7 @@ def test_a_second_tool_of_the_same_name_is_refused_naming_the_first():
 
 
 @pytest.mark.spec("U-TOOL-13", "U-TOOL-2")
-async def test_replace_true_replaces_a_tool_and_announces_the_change(autojump_clock, mem):
+async def test_replace_true_replaces_a_tool_and_announces_the_change(autojump_clock, connect):
     """With replace=True the second tool takes the name: tools/list shows it, once, and the
     call runs it."""
     server = Server("replace")
@@ -109,11 +108,10 @@ async def test_replace_true_replaces_a_tool_and_announces_the_change(autojump_cl
         """Second."""
         return "2"
 
-    ms = await mem(server)
-    s = await ms.open_session()
+    s = await connect(server)
     with trio.fail_after(10):
-        tools = await s.result("tools/list")
-        called = await s.result("tools/call", {"name": "greet"})
+        tools = await s.request("tools/list")
+        called = await s.request("tools/call", {"name": "greet"})
 
     assert [("greet", "Second.")] == [(t["name"], t["description"]) for t in tools["tools"]]
     assert "2" == called["content"][0]["text"]

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import trio
+from feat_support import error_of
 from support.modern import modern_headers, modern_request
 
 from trio_mcp import (
@@ -60,32 +61,29 @@ def resource_server() -> Server:
 
 
 @pytest.mark.spec("U-RES-1")
-async def test_the_capability_is_declared_only_with_resources(autojump_clock, mem):
+async def test_the_capability_is_declared_only_with_resources(autojump_clock, connect):
     """A server with resources declares resources {subscribe, listChanged} (and completions,
     for its templates); one without declares no resources capability and answers the
     resources methods with -32601."""
-    ms = await mem(resource_server())
-    s = await ms.open_session()
-    caps = s.initialize_result["capabilities"]
+    s = await connect(resource_server())
+    caps = s.server_capabilities
     assert caps["resources"] == {"subscribe": True, "listChanged": True}
     assert caps["completions"] == {}
-    bare = await mem(Server("bare"))
-    b = await bare.open_session()
-    assert "resources" not in b.initialize_result["capabilities"]
-    assert "completions" not in b.initialize_result["capabilities"]
+    b = await connect(Server("bare"))
+    assert "resources" not in b.server_capabilities
+    assert "completions" not in b.server_capabilities
     with trio.fail_after(10):
         for method in ("resources/list", "resources/templates/list", "resources/read"):
-            error = await b.error(method, {"uri": "test://text"})
+            error = await error_of(b, method, {"uri": "test://text"})
             assert error["code"] == -32601
 
 
-async def test_list_and_templates_list(autojump_clock, mem):
+async def test_list_and_templates_list(autojump_clock, connect):
     """resources/list gives the fixed resources (uri, name, title, description, mimeType);
     resources/templates/list gives the templates (uriTemplate, name, description)."""
-    ms = await mem(resource_server())
-    s = await ms.open_session()
+    s = await connect(resource_server())
     with trio.fail_after(10):
-        listed = await s.result("resources/list")
+        listed = await s.request("resources/list")
         assert [r["uri"] for r in listed["resources"]] == [
             "test://broken",
             "test://bytes",
@@ -99,7 +97,7 @@ async def test_list_and_templates_list(autojump_clock, mem):
             "mimeType": "text/plain",
         }
         assert "nextCursor" not in listed
-        templates = await s.result("resources/templates/list")
+        templates = await s.request("resources/templates/list")
         assert templates == {
             "resourceTemplates": [
                 {
@@ -112,7 +110,7 @@ async def test_list_and_templates_list(autojump_clock, mem):
 
 
 @pytest.mark.spec("U-PAGE-2", "U-PAGE-4", "TM-PAGE-ORDER")
-async def test_pagination_and_invalid_cursors(autojump_clock, mem):
+async def test_pagination_and_invalid_cursors(autojump_clock, connect):
     """Lists come in pages of the configured size with an opaque nextCursor that walks the
     whole list once; an invalid cursor (or one of another list) is -32602."""
     server = Server("many")
@@ -123,14 +121,13 @@ async def test_pagination_and_invalid_cursors(autojump_clock, mem):
             return "x"
 
         server.add_resource(fn, f"test://r/{i}", name=f"r{i}")
-    ms = await mem(server, ServerConfig(page_size=3))
-    s = await ms.open_session()
+    s = await connect(server, config=ServerConfig(page_size=3))
     with trio.fail_after(10):
         seen: list[str] = []
         params: dict[str, Any] = {}
         pages = 0
         while True:
-            page = await s.result("resources/list", params)
+            page = await s.request("resources/list", params)
             pages += 1
             seen += [r["uri"] for r in page["resources"]]
             if "nextCursor" not in page:
@@ -139,29 +136,28 @@ async def test_pagination_and_invalid_cursors(autojump_clock, mem):
         assert pages == 3
         assert seen == [f"test://r/{i}" for i in range(7)]
         for bad in ("garbage", 42, params["cursor"][:-4]):
-            error = await s.error("resources/list", {"cursor": bad})
+            error = await error_of(s, "resources/list", {"cursor": bad})
             assert error["code"] == -32602
         tools_cursor = params["cursor"]
-        error = await s.error("resources/templates/list", {"cursor": tools_cursor})
+        error = await error_of(s, "resources/templates/list", {"cursor": tools_cursor})
         assert error["code"] == -32602
 
 
 @pytest.mark.spec("U-RES-3")
-async def test_read_text_blob_and_template(autojump_clock, mem):
+async def test_read_text_blob_and_template(autojump_clock, connect):
     """resources/read returns text contents for a str, base64 blob contents for bytes, and
     for a template the function gets the URI's variables (converted to its types) and a
     JSON value becomes application/json text."""
-    ms = await mem(resource_server())
-    s = await ms.open_session()
+    s = await connect(resource_server())
     with trio.fail_after(10):
-        assert await s.result("resources/read", {"uri": "test://text"}) == {
+        assert await s.request("resources/read", {"uri": "test://text"}) == {
             "contents": [{"uri": "test://text", "mimeType": "text/plain", "text": "hello"}]
         }
-        [blob] = (await s.result("resources/read", {"uri": "test://bytes"}))["contents"]
+        [blob] = (await s.request("resources/read", {"uri": "test://bytes"}))["contents"]
         assert blob == {"uri": "test://bytes", "mimeType": "image/png", "blob": "iVBORw=="}
         assert base64.b64decode(blob["blob"]) == b"\x89PNG"
         uri = "test://items/a%20b/rev/3"
-        [item] = (await s.result("resources/read", {"uri": uri}))["contents"]
+        [item] = (await s.request("resources/read", {"uri": uri}))["contents"]
         assert item["uri"] == uri and item["mimeType"] == "application/json"
         assert item["text"] == '{"item": "a b", "rev": 3, "session": true}'
 
@@ -177,35 +173,32 @@ async def test_read_text_blob_and_template(autojump_clock, mem):
         "test://text/",
     ],
 )
-async def test_a_missing_resource_is_32002_with_its_uri(autojump_clock, mem, uri):
+async def test_a_missing_resource_is_32002_with_its_uri(autojump_clock, connect, uri):
     """Reading a URI that names no resource is error -32002 with data {uri}."""
-    ms = await mem(resource_server())
-    s = await ms.open_session()
+    s = await connect(resource_server())
     with trio.fail_after(10):
-        error = await s.error("resources/read", {"uri": uri})
+        error = await error_of(s, "resources/read", {"uri": uri})
         assert error["code"] == -32002
         assert error["data"] == {"uri": uri}
 
 
 @pytest.mark.spec("J-ERR-5")
-async def test_a_failing_resource_is_an_internal_error(autojump_clock, mem):
+async def test_a_failing_resource_is_an_internal_error(autojump_clock, connect):
     """A resource function that raises gives -32603, without its details on the wire."""
-    ms = await mem(resource_server())
-    s = await ms.open_session()
+    s = await connect(resource_server())
     with trio.fail_after(10):
-        error = await s.error("resources/read", {"uri": "test://broken"})
+        error = await error_of(s, "resources/read", {"uri": "test://broken"})
         assert error["code"] == -32603
         assert "secret" not in str(error)
 
 
 @pytest.mark.parametrize("params", [{}, {"uri": 3}, {"uri": ""}])
-async def test_a_read_without_a_uri_is_invalid_params(autojump_clock, mem, params):
+async def test_a_read_without_a_uri_is_invalid_params(autojump_clock, connect, params):
     """resources/read, subscribe and unsubscribe need a uri string: else -32602."""
-    ms = await mem(resource_server())
-    s = await ms.open_session()
+    s = await connect(resource_server())
     with trio.fail_after(10):
         for method in ("resources/read", "resources/subscribe", "resources/unsubscribe"):
-            assert (await s.error(method, params))["code"] == -32602
+            assert (await error_of(s, method, params))["code"] == -32602
 
 
 async def test_subscriptions_and_updates(autojump_clock, mem):

@@ -11,6 +11,7 @@ import attrs
 import jsonschema
 import pytest
 import trio
+from feat_support import Connect
 
 from trio_mcp import Server
 
@@ -60,13 +61,6 @@ def nested(levels: int) -> dict[str, Any]:
     return tree
 
 
-async def call(session: Any, name: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
-    result: dict[str, Any] = await session.result(
-        "tools/call", {"name": name, "arguments": dict(arguments)}
-    )
-    return result
-
-
 @pytest.mark.spec("TM-RPC-SCHEMA", "U-TOOL-8")
 @pytest.mark.parametrize(
     ("tool", "arguments", "said"),
@@ -77,13 +71,13 @@ async def call(session: Any, name: str, arguments: Mapping[str, Any]) -> dict[st
     ],
 )
 async def test_a_megabyte_argument_of_the_wrong_kind_is_answered_in_a_line(
-    mem: Any, tool: str, arguments: dict[str, Any], said: str
+    connect: Connect, tool: str, arguments: dict[str, Any], said: str
 ) -> None:
     """The tool error names where the value is and what was expected, and shows at most a
     few dozen characters of it: a client cannot make the server echo its megabyte back."""
-    session = await (await mem(schema_server())).open_session()
+    client = await connect(schema_server())
     with trio.fail_after(30):
-        result = await call(session, tool, arguments)
+        result = await client.call_tool(tool, arguments)
 
     text = result["content"][0]["text"]
     assert result["isError"] is True
@@ -93,7 +87,7 @@ async def test_a_megabyte_argument_of_the_wrong_kind_is_answered_in_a_line(
 
 @pytest.mark.spec("TM-RPC-SCHEMA")
 async def test_a_tool_schema_is_checked_and_compiled_once_not_on_every_call(
-    mem: Any, monkeypatch: pytest.MonkeyPatch
+    connect: Connect, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Validation runs on every call, so its schema is checked against its dialect's
     metaschema (the costly part) on the first call only."""
@@ -107,11 +101,11 @@ async def test_a_tool_schema_is_checked_and_compiled_once_not_on_every_call(
     monkeypatch.setattr(
         jsonschema.Draft202012Validator, "check_schema", classmethod(counting)
     )
-    session = await (await mem(schema_server())).open_session()
+    client = await connect(schema_server())
     with trio.fail_after(30):
         for n in range(5):
-            assert not (await call(session, "paint", {"size": n})).get("isError")
-            assert not (await call(session, "count", {"n": n})).get("isError")
+            assert not (await client.call_tool("paint", {"size": n})).get("isError")
+            assert not (await client.call_tool("count", {"n": n})).get("isError")
 
     # Three schemas: paint's as written and the one derived from its signature, which
     # converts the arguments after (TM-TOOL-INPUT), and count's derived one.
@@ -120,15 +114,15 @@ async def test_a_tool_schema_is_checked_and_compiled_once_not_on_every_call(
 
 @pytest.mark.spec("TM-RPC-SCHEMA")
 async def test_a_tree_nested_deeper_than_the_schema_can_follow_is_a_tool_error(
-    mem: Any,
+    connect: Connect,
 ) -> None:
     """A recursive schema is followed as deep as the stack allows: a deeper value is refused
     with a tool error saying so, and the server answers the next call as before."""
-    session = await (await mem(schema_server())).open_session()
+    client = await connect(schema_server())
     with trio.fail_after(30):
-        shallow = await call(session, "depth", {"tree": nested(20)})
-        deep = await call(session, "depth", {"tree": nested(300)})
-        after = await call(session, "depth", {"tree": nested(3)})
+        shallow = await client.call_tool("depth", {"tree": nested(20)})
+        deep = await client.call_tool("depth", {"tree": nested(300)})
+        after = await client.call_tool("depth", {"tree": nested(3)})
 
     assert "20" == shallow["content"][0]["text"]
     assert deep["isError"] is True

@@ -6,16 +6,15 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import pytest
 import trio
-from feat_support import MemoryServer
-from support.modern import modern_headers, modern_request
+from feat_support import InProcess, error_of
+from support.eras import LEGACY
+from support.modern import MODERN
 
 from trio_mcp import Server, ServerConfig, Skill, SkillError, SkillLimits, Skills
 from trio_mcp.demo import server as demo
@@ -59,15 +58,6 @@ def tree(tmp_path: Path) -> Path:
     })
 
 
-async def modern(ms: MemoryServer, method: str, params: Mapping[str, Any] | None = None
-                 ) -> dict[str, Any]:
-    message = modern_request(method, params)
-    ex = await ms.request("POST", modern_headers(message), json.dumps(message).encode())
-    answer = await ex.next_message()
-    assert answer is not None
-    return answer
-
-
 @pytest.fixture
 def skills_tree(tmp_path: Path) -> Path:
     return tree(tmp_path)
@@ -102,35 +92,29 @@ def test_a_tree_loads_every_skill_with_its_files_digested(skills_tree: Path) -> 
 
 
 @pytest.mark.spec("SK-CAPABILITY", "SK-LIST", "SK-GET", "SK-RESOURCES", "SK-METADATA")
-async def test_list_get_and_read_in_both_eras(autojump_clock, mem, skills_tree: Path):
+async def test_list_get_and_read_in_both_eras(autojump_clock, connect, skills_tree: Path):
     """The server declares the extension with directoryRead; skills/list pages the entries
     (none split), skills/get answers a served skill and -32602 for another URI, with
     caching hints in 2026-07-28; SKILL.md reads back as text/markdown with the listed bytes,
     a binary file as a blob; SKILL.md's resource is named and described by its
     frontmatter."""
     server = Server("skills", extensions=[Skills(skills_tree)])
-    ms = await mem(server, ServerConfig(page_size=1))
+    served = InProcess(connect, server, config=ServerConfig(page_size=1))
     with trio.fail_after(10):
-        session = await ms.open_session()
-        first = await session.result("skills/list")
-        second = await session.result("skills/list", {"cursor": first["nextCursor"]})
-        got = await session.result("skills/get", {"uri": "skill://pdf-processing/SKILL.md"})
-        unknown = await session.error("skills/get", {"uri": "skill://nope/SKILL.md"})
-        read = await session.result("resources/read", {"uri": "skill://pdf-processing/SKILL.md"})
-        blob = await session.result(
-            "resources/read", {"uri": "skill://pdf-processing/scripts/blob.bin"})
-        listed: list[dict[str, Any]] = []
-        cursor = None
-        while True:
-            page = await session.result("resources/list", {"cursor": cursor} if cursor else {})
-            listed += page["resources"]
-            if not (cursor := page.get("nextCursor")):
-                break
-        modern_get = await modern(ms, "skills/get", {"uri": "skill://pdf-processing/SKILL.md"})
-        modern_list = await modern(ms, "skills/list")
-        modern_unknown = await modern(ms, "skills/get", {"uri": 7})
+        session = await served.client(LEGACY)
+        first = await session.request("skills/list")
+        second = await session.request("skills/list", {"cursor": first["nextCursor"]})
+        got = await session.request("skills/get", {"uri": "skill://pdf-processing/SKILL.md"})
+        unknown = await error_of(session, "skills/get", {"uri": "skill://nope/SKILL.md"})
+        read = await session.read_resource("skill://pdf-processing/SKILL.md")
+        blob = await session.read_resource("skill://pdf-processing/scripts/blob.bin")
+        listed = await session.list_resources()
+        modern_get = await served.rpc(MODERN, "skills/get",
+                                      {"uri": "skill://pdf-processing/SKILL.md"})
+        modern_list = await served.rpc(MODERN, "skills/list")
+        modern_unknown = await served.rpc(MODERN, "skills/get", {"uri": 7})
 
-    caps = session.initialize_result["capabilities"]
+    caps = session.server_capabilities
     assert {"io.modelcontextprotocol/skills": {"directoryRead": True}} == caps["extensions"]
     assert "resources" in caps
     assert ["skill://acme/billing/refunds/SKILL.md"] == [s["uri"] for s in first["skills"]]
@@ -151,32 +135,32 @@ async def test_list_get_and_read_in_both_eras(autojump_clock, mem, skills_tree: 
 
 @pytest.mark.spec("SK-DIRECTORY")
 async def test_directory_read_lists_direct_children_and_refuses_the_rest(
-    autojump_clock, mem, skills_tree: Path
+    autojump_clock, connect, skills_tree: Path
 ):
     """resources/directory/read lists a folder's direct children (subfolders as
     inode/directory), pages them, and answers -32602 for a file, an unknown URI, a trailing
     slash and any walk out of the tree; without directoryRead it is not a method."""
-    ms = await mem(Server("skills", extensions=[Skills(skills_tree)]), ServerConfig(page_size=2))
-    off = await mem(Server("off", extensions=[Skills(skills_tree, directory_read=False)]))
     with trio.fail_after(10):
-        session = await ms.open_session()
-        first = await session.result("resources/directory/read",
+        session = await connect(Server("skills", extensions=[Skills(skills_tree)]),
+                                config=ServerConfig(page_size=2))
+        off = await connect(Server("off", extensions=[Skills(skills_tree, directory_read=False)]))
+        first = await session.request("resources/directory/read",
                                      {"uri": "skill://pdf-processing"})
-        rest = await session.result("resources/directory/read",
+        rest = await session.request("resources/directory/read",
                                     {"uri": "skill://pdf-processing",
                                      "cursor": first["nextCursor"]})
-        regional = await session.result("resources/directory/read",
+        regional = await session.request("resources/directory/read",
                                         {"uri": "skill://pdf-processing/templates"})
         refused = [
-            (await session.error("resources/directory/read", {"uri": uri}))["code"]
+            (await error_of(session, "resources/directory/read", {"uri": uri}))["code"]
             for uri in ("skill://pdf-processing/SKILL.md", "skill://pdf-processing/",
                         "skill://pdf-processing/../acme", "skill://pdf-processing/%2e%2e",
                         "file:///etc", "skill://acme/billing/refunds/../../../..", None)
         ]
-        traversal = await session.error(
-            "resources/read", {"uri": "skill://pdf-processing/../../etc/passwd"})
-        not_served = await (await off.open_session()).error(
-            "resources/directory/read", {"uri": "skill://pdf-processing"})
+        traversal = await error_of(
+            session, "resources/read", {"uri": "skill://pdf-processing/../../etc/passwd"})
+        not_served = await error_of(
+            off, "resources/directory/read", {"uri": "skill://pdf-processing"})
 
     children = first["resources"] + rest["resources"]
     assert [
@@ -287,27 +271,28 @@ def test_skills_from_code_follow_the_same_rules() -> None:
 
 
 @pytest.mark.spec("SK-CAPABILITY", "SK-LIST")
-async def test_the_demo_serves_two_skills(autojump_clock, mem):
+async def test_the_demo_serves_two_skills(autojump_clock, connect):
     """The demo declares the skills extension and lists two skills, each with a subfolder."""
-    ms = await mem(demo)
     with trio.fail_after(10):
-        listed = (await modern(ms, "skills/list"))["result"]
+        listed = await (await connect(demo, MODERN)).request("skills/list")
 
     assert 2 == len(listed["skills"])
     assert all(any(r["uri"].count("/") > 3 for r in s["resources"]) for s in listed["skills"])
 
 
 @pytest.mark.spec("SK-CAPABILITY", "SK-LIST")
-async def test_a_server_with_no_skill_yet_declares_resources_and_lists_none(autojump_clock, mem):
+async def test_a_server_with_no_skill_yet_declares_resources_and_lists_none(
+    autojump_clock, connect
+):
     """Skills() with no skill still declares the extension and the resources capability its
     files are read through, and skills/list answers an empty list."""
-    ms = await mem(Server("empty", extensions=[Skills()]))
+    served = InProcess(connect, Server("empty", extensions=[Skills()]))
     with trio.fail_after(10):
-        session = await ms.open_session()
-        listed = await session.result("skills/list")
-        discovered = (await modern(ms, "server/discover"))["result"]
+        session = await served.client(LEGACY)
+        listed = await session.request("skills/list")
+        discovered = (await served.rpc(MODERN, "server/discover"))["result"]
 
-    assert "resources" in session.initialize_result["capabilities"]
+    assert "resources" in session.server_capabilities
     assert "resources" in discovered["capabilities"]
     assert {"directoryRead": True} == discovered["capabilities"]["extensions"][
         "io.modelcontextprotocol/skills"]

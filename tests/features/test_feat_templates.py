@@ -1,7 +1,7 @@
 # Resource templates beyond level 1 (issue 40, spec/handlers.md TM-HAND-TEMPLATE): the RFC
 # 6570 expressions a resource URI uses, matched with their values decoded, expanded, and
 # screened for a walk out of a directory unless the resource opts out; read end to end in
-# both eras.
+# both eras through trio_mcp.Client(server).
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 import trio
-from support.eras import ERAS, rpc
-from support.fixtures import StartServer
+from feat_support import Connect, InProcess
+from support.eras import ERAS
 
 from trio_mcp import Server
 from trio_mcp.app._uritemplate import UriTemplate
@@ -114,18 +114,18 @@ def files_server() -> Server:
 
 @pytest.mark.parametrize("era", ERAS)
 async def test_templates_read_end_to_end_and_a_traversal_is_not_found(
-    live_server: StartServer, era: str
+    connect: Connect, era: str
 ) -> None:
     """Reads through {+path}, {/parts*} and {?q,limit} reach their functions with the values
     converted; a traversal through {+path} is not found; a missing required query parameter
     names nothing; a resource that opted out gets the raw value."""
-    live = await live_server(files_server())
+    served = InProcess(connect, files_server())
     with trio.fail_after(TIMEOUT):
-        reads = {uri: await rpc(live.url, era, "resources/read", {"uri": uri}) for uri in (
+        reads = {uri: await served.rpc(era, "resources/read", {"uri": uri}) for uri in (
             "file:///docs/deep/x.md", "tree://root/a/b%20c", "search://notes?limit=3&q=trio",
             "file:///docs/../../etc/passwd", "search://notes?limit=3", "raw://../up",
         )}
-        listed = await rpc(live.url, era, "resources/templates/list")
+        listed = await served.rpc(era, "resources/templates/list")
 
     def text(uri: str) -> str:
         return str(reads[uri]["result"]["contents"][0]["text"])
@@ -140,7 +140,7 @@ async def test_templates_read_end_to_end_and_a_traversal_is_not_found(
             "raw://{+path}"} == {t["uriTemplate"] for t in listed["result"]["resourceTemplates"]}
 
 
-async def test_a_template_variable_completes(live_server: StartServer) -> None:
+async def test_a_template_variable_completes(connect: Connect) -> None:
     """completion/complete names a level 4 template's variables as it does level 1's."""
     server = files_server()
 
@@ -148,9 +148,9 @@ async def test_a_template_variable_completes(live_server: StartServer) -> None:
     async def paths(value: str) -> list[str]:
         return [p for p in ("docs/intro.md", "docs/deep/x.md") if p.startswith(value)]
 
-    live = await live_server(server)
+    served = InProcess(connect, server)
     with trio.fail_after(TIMEOUT):
-        answer = await rpc(live.url, ERAS[1], "completion/complete", {
+        answer = await served.rpc(ERAS[1], "completion/complete", {
             "ref": {"type": "ref/resource", "uri": "file:///{+path}"},
             "argument": {"name": "path", "value": "docs/d"},
         })

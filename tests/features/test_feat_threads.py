@@ -1,5 +1,6 @@
-# Plain `def` tools (issue 40, spec/handlers.md TM-HAND-THREAD), end to end over loopback in
-# both eras: each runs in a worker thread, at most max_threads at once; the context is
+# Plain `def` tools (issue 40, spec/handlers.md TM-HAND-THREAD), end to end in both eras
+# (through trio_mcp.Client(server) where only the handler is in question, over loopback where
+# the wire is): each runs in a worker thread, at most max_threads at once; the context is
 # reachable from the thread (ctx.sync); a cancelled call stops waiting for its thread, which
 # can see the cancellation, and keeps its slot until it really returns.
 
@@ -11,8 +12,9 @@ from typing import Annotated, Any
 
 import pytest
 import trio
+from feat_support import Connect, InProcess
 from support.client import open_session, rpc_messages
-from support.eras import ERAS, LEGACY, rpc, tool_call
+from support.eras import ERAS, LEGACY
 from support.fixtures import StartServer, wait_until
 from support.modern import call_tool, messages_of, open_raw, post
 
@@ -105,16 +107,16 @@ async def test_a_def_tool_runs_in_a_worker_thread_and_reaches_its_context(
 
 @pytest.mark.parametrize("era", ERAS)
 async def test_no_more_def_tools_run_at_once_than_max_threads(
-    live_server: StartServer, era: str
+    connect: Connect, era: str
 ) -> None:
     """With max_threads=2, five calls of a blocking def tool run two at a time; the others
     wait for a thread, and all five finish once released."""
     server, state = thread_server(max_threads=2)
-    live = await live_server(server)
+    served = InProcess(connect, server)
     results: list[dict[str, Any]] = []
 
     async def one() -> None:
-        results.append(await tool_call(live.url, era, "hold"))
+        results.append(await served.tool_call(era, "hold"))
 
     with trio.fail_after(TIMEOUT):
         async with trio.open_nursery() as nursery:
@@ -174,7 +176,7 @@ async def test_a_cancelled_stubborn_thread_keeps_its_slot_until_it_returns(
 @pytest.mark.spec("TM-HAND-THREAD", "TM-HAND-DEPENDS")
 @pytest.mark.parametrize("era", ERAS)
 async def test_prompts_and_resources_may_be_def_functions_with_dependencies(
-    live_server: StartServer, era: str
+    connect: Connect, era: str
 ) -> None:
     """A plain def prompt and a def resource template run in worker threads, and take
     dependencies as tools do."""
@@ -193,11 +195,11 @@ async def test_prompts_and_resources_may_be_def_functions_with_dependencies(
         """A note."""
         return f"{how} note {name} main={threading.current_thread() is threading.main_thread()}"
 
-    live = await live_server(server)
+    served = InProcess(connect, server)
     with trio.fail_after(TIMEOUT):
-        prompt = await rpc(live.url, era, "prompts/get",
+        prompt = await served.rpc(era, "prompts/get",
                            {"name": "greet", "arguments": {"name": "Ada"}})
-        read = await rpc(live.url, era, "resources/read", {"uri": "notes://n1"})
+        read = await served.rpc(era, "resources/read", {"uri": "notes://n1"})
     assert "kind hello Ada from False" == prompt["result"]["messages"][0]["content"]["text"]
     assert "kind note n1 main=False" == read["result"]["contents"][0]["text"]
     assert ["name"] == [a["name"] for a in server.prompts["greet"].arguments()]

@@ -32,7 +32,6 @@ from trio_mcp.protocol._methods import (
     NAME_PARAM,
     SESSION_METHODS,
     SUBSCRIBED,
-    TASK_METHODS,
     UNCANCELLABLE,
     Handler,
     Kind,
@@ -42,7 +41,7 @@ from trio_mcp.protocol._methods import (
     declared,
     named,
 )
-from trio_mcp.protocol._tasks import TaskAction
+from trio_mcp.protocol._tasks import TASK_METHODS, TASK_ROWS, TASKS_EXTENSION, TaskAction
 from trio_mcp.protocol._versions import Era
 from trio_mcp.runtime.legacy._session import Session
 
@@ -83,7 +82,7 @@ def test_every_method_set_is_a_view_of_the_table() -> None:
         INPUT_METHODS
     )
     assert {n for n, m in METHODS.items() if m.cacheable} == CACHEABLE_METHODS
-    assert {n for n, m in METHODS.items() if m.handler is Handler.TASKS} == TASK_METHODS
+    assert {n for n, m in METHODS.items() if m.extension == TASKS_EXTENSION} == TASK_METHODS
     assert all(Era.MODERN in METHODS[n].eras for n in MODERN_METHODS | set(NAME_PARAM))
     assert all(METHODS[n].capability == c for n, c in METHOD_CAPABILITY.items())
     assert all(METHODS[n].target == f for n, f in NAME_PARAM.items())
@@ -109,11 +108,17 @@ def test_the_notifications_a_client_follows_and_listens_for_are_rows() -> None:
     assert set(LISTEN_FLAGS.values()) | {"notifications/resources/updated"} == BROADCASTS
 
 
-@pytest.mark.spec("TK-GET", "TK-UPDATE", "TK-CANCEL")
-def test_the_task_actions_are_the_tasks_rows() -> None:
-    """Each tasks/* row is one TaskAction and each action a row (protocol/_tasks.py
-    refuses to load otherwise): a tasks row without its handler cannot be served."""
+@pytest.mark.spec("TK-GET", "TK-UPDATE", "TK-CANCEL", "TM-TASK-EXT")
+def test_the_task_actions_are_the_tasks_extensions_rows() -> None:
+    """Each tasks/* row is one TaskAction and each action a row: the extension's rows
+    (Handler.EXTENSION, of 2026-07-28 alone, Mcp-Name the task id), in the table."""
     assert {a.value for a in TaskAction} == TASK_METHODS
+    for row in TASK_ROWS:
+        assert METHODS[row.name] is row
+        assert (Handler.EXTENSION, TASKS_EXTENSION, "taskId") == (
+            row.handler, row.extension, row.target
+        )
+        assert frozenset({Era.MODERN}) == row.eras
 
 
 @pytest.mark.spec("TK-HEADERS", "MT-HDR-6")
@@ -225,7 +230,6 @@ def test_named_reads_the_target_field_of_the_kind_asked() -> None:
         {"sent_by": Sender.SERVER},
         {"feature": "listChanged"},
         {"cacheable": True, "eras": frozenset({Era.LEGACY})},
-        {"task_capable": True, "handler": Handler.SESSION},
         {"broadcast": True},
         {"listen_flag": "toolsExampleChanged"},
         {"kind": Kind.NOTIFICATION, "cancellable": False},

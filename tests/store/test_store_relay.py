@@ -6,6 +6,7 @@
 # put between the workers, in place of the holder's advertised address.
 from __future__ import annotations
 
+import base64
 import json
 import time
 from collections.abc import Sequence
@@ -299,3 +300,93 @@ async def test_the_relay_port_serves_only_requests_sealed_by_a_worker(
     assert "working" == json.loads(good[1])["result"]["status"]
     assert "working" == _only(forged)["result"]["status"]
     assert 401 == anonymous.status
+
+
+def _peer_app() -> Server:
+    """The tasks' tools, and a tool that answers the client address its context names."""
+    server = tasks_server()
+
+    @server.tool()
+    async def whoami(ctx: Context) -> str:
+        """The caller's address, as ``ctx.peer`` reads it."""
+        return str(ctx.peer)
+
+    return server
+
+
+def _length(data: bytearray) -> int:
+    """The length of a whole response whose head ``data`` holds (by its Content-Length)."""
+    head, _, _ = bytes(data).partition(b"\r\n\r\n")
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            return len(head) + 4 + int(value)
+    raise AssertionError(f"no content-length in {head!r}")
+
+
+def _seal_of(sent: bytes) -> dict[str, Any]:
+    """The blob of the first relay seal among ``sent`` bytes."""
+    marker = f"{RELAY_HEADER}: ".encode()
+    start = sent.lower().index(marker) + len(marker)
+    value = sent[start:sent.index(b"\r\n", start)].decode()
+    blob = value.split(".")[1]
+    decoded: dict[str, Any] = json.loads(base64.urlsafe_b64decode(blob + "=" * (-len(blob) % 4)))
+    return decoded
+
+
+@pytest.mark.spec("TM-WORK-PEER", "TM-HAND-PEER")
+async def test_a_relayed_request_is_served_as_its_clients_address(
+    live_server: StartServer, nursery: trio.Nursery, shared_store: StoreBackend
+) -> None:
+    """An anonymous tasks/get that reaches worker B from 127.0.0.2, with a forged
+    X-Forwarded-For, is relayed to A with a seal naming 127.0.0.2 (B trusts no proxy) and
+    without the forwarding header; A serves a sealed request as the sealed address's, never
+    as the relaying connection's (here 127.0.0.1), and a seal whose address was changed
+    does not verify."""
+    config = shared_store.config(secret=SECRET, workers=2)
+    a = await live_server(_peer_app(), config)
+    b = await live_server(_peer_app(), config)
+    with trio.fail_after(TIMEOUT):
+        created = _only(await post(a.url, call_tool("job", {"seconds": 30},
+                                                    capabilities=WITH_TASKS)))
+        task_id = created["result"]["taskId"]
+        tap = await _tap(nursery, a)
+        message = _task_get(task_id)
+        headers = [*modern_headers(message), ("host", "127.0.0.1"),
+                   ("x-forwarded-for", "203.0.113.9")]
+        host, _, port = b.url.split("//", 1)[1].split("/", 1)[0].rpartition(":")
+        async with await trio.open_tcp_stream(
+            host, int(port), local_address="127.0.0.2"
+        ) as stream:
+            await stream.send_all(_raw("POST", "/mcp", headers, json.dumps(message).encode()))
+            answer = bytearray()
+            while b"\r\n\r\n" not in answer or len(answer) < _length(answer):
+                chunk = await stream.receive_some(65536)
+                assert chunk, bytes(answer)
+                answer += chunk
+        relay_at = await a.cluster.store.locate(a.cluster.store.origin)
+        assert relay_at is not None
+        whoami = call_tool("whoami", {})
+        plain = [*modern_headers(whoami), ("host", "127.0.0.1")]
+        key = a.runtime.relay_seal.key
+        body = json.dumps(whoami).encode()
+        req = HttpRequest(method="POST", path="/mcp",
+                          headers=Headers([(k.encode(), v.encode()) for k, v in plain]),
+                          body=body)
+        seal = RelaySeal(key, address_of=lambda r: "198.51.100.7").seal(req, time.time())
+        served = await _send(relay_at, _raw("POST", "/mcp", [*plain, (RELAY_HEADER, seal)], body))
+        stamp, blob, tag = seal.split(".")
+        raw = base64.urlsafe_b64decode(blob + "=" * (-len(blob) % 4))
+        forged_blob = base64.urlsafe_b64encode(raw.replace(b"198.51.100.7", b"198.51.100.8"))
+        forged = f"{stamp}.{forged_blob.rstrip(b'=').decode()}.{tag}"
+        refused = await _send(relay_at, _raw("POST", "/mcp", [*plain, (RELAY_HEADER, forged)],
+                                             body))
+    assert b" 200 " in bytes(answer).split(b"\r\n", 1)[0], bytes(answer)[:200]
+    sent = bytes(tap.sent)
+    assert "127.0.0.2" == _seal_of(sent)["a"]
+    assert b"x-forwarded-for" not in sent.lower()
+    assert b"203.0.113.9" not in sent
+    assert 200 == served[0], served
+    text = json.loads(served[1])["result"]["content"][0]["text"]
+    assert "198.51.100.7" == text
+    assert 403 == refused[0]

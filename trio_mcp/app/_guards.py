@@ -5,6 +5,8 @@
 # runtime's handler_seconds histogram already times each request, middleware included.
 from __future__ import annotations
 
+import functools
+import ipaddress
 import logging
 import math
 import time
@@ -22,14 +24,29 @@ __all__ = ["AuditLog", "RateLimit", "caller_of"]
 
 
 def caller_of(ctx: Context) -> str:
-    """Who is asking: the token's subject with authorization, else the legacy session, else
-    one key for every anonymous 2026-07-28 caller (the port does not tell callers apart)."""
+    """Who is asking (TM-HAND-RATE-KEY): the token's subject with authorization; else the
+    client's address (an IPv6 client's /64, the network one host is given), in both eras and
+    on both HTTP servers; else, where there is no address (stdio), the legacy session; else
+    one key."""
     principal = ctx.principal
     if principal is not None:
         return f"subject:{principal.subject}"
+    peer = ctx.peer
+    if peer is not None:
+        return _address_key(peer)
     if ctx.session_id is not None:
         return f"session:{ctx.session_id}"
     return "anonymous"
+
+
+@functools.lru_cache(maxsize=4096)
+def _address_key(peer: str) -> str:
+    ip = ipaddress.ip_address(peer.split("%", 1)[0])
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return f"ip:{ip.ipv4_mapped}"
+        return f"ip:{ipaddress.IPv6Network((ip, 64), strict=False)}"
+    return f"ip:{ip}"
 
 
 class RateLimit:
@@ -38,8 +55,13 @@ class RateLimit:
     A request past the limit is answered -31005 (``ErrorCode.RATE_LIMITED``) with
     ``data.retryAfterMs``, the wait until one token is back, and its handler does not run.
     ``key`` says who a request counts against (``caller_of`` by default); ``methods``
-    limits only those methods (all by default). At most ``max_callers`` buckets are kept:
-    the least recently used goes first, so a client inventing callers fills no memory.
+    limits only those methods (all by default).
+
+    Memory is bounded (TM-HAND-RATE-BOUND): a bucket that has refilled (its caller idle for
+    ``burst / rate`` seconds) is the same as none and is dropped, and at most ``max_callers``
+    buckets are kept, the least recently used going first; so the buckets are those of the
+    callers of the last ``burst / rate`` seconds, at most ``max_callers`` of them (about
+    200 bytes each).
     """
 
     def __init__(
@@ -83,9 +105,22 @@ class RateLimit:
         else:
             wait = (1 - tokens) / self._rate
         self._buckets[caller] = (tokens, now)
-        while len(self._buckets) > self._max:
-            self._buckets.popitem(last=False)
+        buckets = self._buckets
+        while len(buckets) > self._max:
+            buckets.popitem(last=False)
+        # The least recently used first: drop those that have refilled since (a full bucket
+        # is what a caller without one gets), stopping at the first still short.
+        idle = self._burst / self._rate
+        while buckets:
+            oldest, (_tokens, seen) = next(iter(buckets.items()))
+            if now - seen < idle:
+                break
+            del buckets[oldest]
         return wait
+
+    def __len__(self) -> int:
+        """How many callers' buckets are kept now."""
+        return len(self._buckets)
 
 
 class AuditLog:

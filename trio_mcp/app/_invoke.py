@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import trio
@@ -30,6 +30,16 @@ class ServerState:
             raise ValueError("max_threads must be at least 1")
         self.limiter = trio.CapacityLimiter(max_threads)
         self._lifespan: Any = None
+        self._reader: Callable[[str, Any], Awaitable[list[dict[str, Any]]]] | None = None
+
+    def serve_reads(self, reader: Callable[[str, Any], Awaitable[list[dict[str, Any]]]]) -> None:
+        """``reader(uri, ctx)`` reads the server's resources for ``ctx.read_resource``."""
+        self._reader = reader
+
+    async def read_resource(self, uri: str, ctx: Any) -> list[dict[str, Any]]:
+        if self._reader is None:
+            raise RuntimeError("this server has no resources to read")
+        return await self._reader(uri, ctx)
 
     @property
     def lifespan(self) -> Any:
@@ -62,7 +72,7 @@ class Invocation:
     down in reverse order when the request's handler is done."""
 
     def __init__(
-        self, ctx: Any, stack: contextlib.AsyncExitStack, limiter: trio.CapacityLimiter
+        self, ctx: Any, stack: contextlib.AsyncExitStack | None, limiter: trio.CapacityLimiter
     ) -> None:
         self._ctx = ctx
         self._stack = stack
@@ -86,13 +96,17 @@ class Invocation:
 
     async def _enter(self, fn: Callable[..., Any], dep: Dependency, kwargs: dict[str, Any]) -> Any:
         kind = dep.kind
+        # Only a request with a generator among its dependencies has a stack.
+        stack = self._stack
         if kind.is_async and kind.is_generator:
-            return await self._stack.enter_async_context(
+            assert stack is not None
+            return await stack.enter_async_context(
                 contextlib.asynccontextmanager(fn)(**kwargs)
             )
         if kind.is_async:
             return await fn(**kwargs)
         if kind.is_generator:
+            assert stack is not None
             # A sync generator's set-up and teardown run in a worker thread, as a plain
             # handler does; they are waited for (never abandoned), so the teardown always
             # follows its set-up.
@@ -110,7 +124,7 @@ class Invocation:
                     )
                 return done
 
-            self._stack.push_async_exit(exit_in_thread)
+            stack.push_async_exit(exit_in_thread)
             return value
         return await _in_thread(fn, kwargs, self._limiter, abandon=False)
 
@@ -142,6 +156,12 @@ async def call_handler(
     if not injections:
         # No dependency: nothing to enter or leave (the path without one stays as cheap as
         # it was).
+        if is_async:
+            return await fn(**kwargs)
+        return await _in_thread(fn, kwargs, limiter, abandon=True)
+    if not any(i.dependency.tears_down for i in injections):
+        # Nothing to tear down (no generator among them): no exit stack to enter and leave.
+        kwargs.update(await Invocation(ctx, None, limiter).resolve(injections))
         if is_async:
             return await fn(**kwargs)
         return await _in_thread(fn, kwargs, limiter, abandon=True)

@@ -189,6 +189,7 @@ class ResourceRegistry:
 
     def __init__(self, state: ServerState) -> None:
         self._state = state
+        state.serve_reads(self.read)
         self.fixed: dict[str, ResourceDef] = {}
         self.templates: dict[str, ResourceDef] = {}
         #: Set at the first registration: the capability stays declared after that, so a

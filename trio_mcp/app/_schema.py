@@ -741,7 +741,7 @@ def derive_signature(
                 "arguments are passed by name"
             )
         annotation = hints.get(param.name, Any)
-        marker = find_depends(annotation)
+        marker = find_depends(annotation, param.default)
         if marker is not None:
             def is_context(tp: Any) -> bool:
                 return context_type is not None and _is_context(tp, context_type)

@@ -13,8 +13,9 @@ from ..base._ports import Hub, NotificationHandler, RequestPort
 from ..protocol import CacheHint, CacheScope, Notification, Request
 from ..protocol._jsonschema import preload as preload_schemas
 from ..protocol._methods import BROADCASTS, METHODS, ScopeKind, named
-from ..protocol._tasks import TaskSupport
+from ..protocol._tasks import TASKS_EXTENSION, TaskSupport
 from ..protocol._transport import Reply
+from ..protocol._versions import Era
 from . import _apps, _prompts, _resources
 from ._completion import GenericHandler, SpecificHandler
 from ._content import EmbeddedResource
@@ -27,6 +28,7 @@ from ._middleware import Middleware
 from ._prompts import PromptDef
 from ._resources import ResourceDef
 from ._routes import RouteHandler, Routes
+from ._tasks import Tasks
 from ._tools import ToolDef, ToolError, make_tool
 
 if TYPE_CHECKING:
@@ -251,6 +253,11 @@ class Server:
             icons=icons,
         )
         self._dispatcher.tools.add(tool, replace=replace)
+        if tool.task is not TaskSupport.FORBIDDEN and TASKS_EXTENSION not in (
+            self._dispatcher.extensions.installed
+        ):
+            # TM-TASK-EXT: a tool that may run as a task is the opt-in to the extension.
+            self.add_extension(Tasks())
         self._set_scopes(ScopeKind.TOOL, tool.name, scopes)
         self._list_changed("tools")
 
@@ -799,8 +806,8 @@ class Server:
             info["icons"] = [dict(i) for i in self._icons]
         return info
 
-    def capabilities(self) -> dict[str, Any]:
-        caps = self._dispatcher.capabilities()
+    def capabilities(self, era: Era = Era.LEGACY) -> dict[str, Any]:
+        caps = self._dispatcher.capabilities(era)
         apps = self._apps.capabilities()
         if apps:
             # UI-CAP: the extension is declared in capabilities.extensions, in both eras.
@@ -862,8 +869,14 @@ class Server:
     def required_client_capabilities(self, request: Request) -> Mapping[str, Any]:
         return self._dispatcher.required_client_capabilities(request)
 
-    def task_support(self, tool: str) -> TaskSupport:
-        return self._dispatcher.task_support(tool)
+    def task_support(self, request: Request, client_capabilities: Mapping[str, Any]) -> (
+        TaskSupport
+    ):
+        return self._dispatcher.task_support(request, client_capabilities)
+
+    def tool_task_support(self, tool: str) -> TaskSupport:
+        """What ``task=`` said of ``tool`` (FORBIDDEN for an unknown one)."""
+        return self._dispatcher.tool_task_support(tool)
 
     def runs_tasks(self) -> bool:
         return self._dispatcher.runs_tasks()

@@ -10,6 +10,9 @@
 #   RequestPort  the same, for one request: its stream, and whether it has finished.
 #   Hub          what the application may ask of the runtime: every live session, and a
 #                change announced to everyone subscribed.
+#   Engine       what the runtime keeps for an extension across requests, connections and
+#                workers (the tasks extension's tasks), reached by the extension's methods
+#                through their request's port (TM-EXT-ENGINE).
 from __future__ import annotations
 
 import contextlib
@@ -22,11 +25,13 @@ from ..protocol._modern import CacheHint
 from ..protocol._mrtr import InputRequest
 from ..protocol._tasks import TaskSupport
 from ..protocol._transport import Reply
+from ..protocol._versions import Era
 
 __all__ = [
     "App",
     "ClientCapabilityError",
     "ClientTimeoutError",
+    "Engine",
     "Hub",
     "InputRequired",
     "NotificationHandler",
@@ -129,8 +134,26 @@ class RequestPort(SessionPort, Protocol):
     def principal(self) -> Principal | None:
         """Who the request's access token speaks for (None without authorization)."""
 
+    @property
+    def peer(self) -> str | None:
+        """The client's address as the fair shares read it (TM-SEC-UNIT: a trusted proxy's
+        forwarded address, else the connection's peer); None when there is none."""
+
     def close_stream(self) -> bool:
         """Close the request's SSE connection so the client resumes it (legacy polling)."""
+
+    def engine(self, identifier: str) -> Engine | None:
+        """The runtime's engine for the extension ``identifier`` where this request is
+        served, None where it has none (TM-EXT-ENGINE)."""
+
+
+class Engine(Protocol):
+    """State the runtime keeps for an extension beyond one request (the tasks extension's
+    tasks, in memory or in the workers' shared store), answering the extension's requests
+    about it (TM-EXT-ENGINE)."""
+
+    def answer(self, request: Request, principal: Principal | None) -> Mapping[str, JSON]:
+        """The result of ``request`` (raises RemoteProtocolError to refuse it)."""
 
 
 NotificationHandler = Callable[[SessionPort, Mapping[str, JSON]], Awaitable[None]]
@@ -170,7 +193,7 @@ class App(Protocol):
     @property
     def instructions(self) -> str | None: ...
 
-    def capabilities(self) -> dict[str, JSON]:
+    def capabilities(self, era: Era = Era.LEGACY) -> dict[str, JSON]:
         """What the server declares (L-CAP-1: exactly what it serves)."""
 
     def serves(self, method: str) -> bool:
@@ -201,11 +224,11 @@ class App(Protocol):
     def required_client_capabilities(self, request: Request) -> Mapping[str, JSON]:
         """The client capabilities ``request`` needs before it runs (ML-META-3)."""
 
-    def task_support(self, tool: str) -> TaskSupport:
-        """Whether a call of ``tool`` may run as a task (TM-TASK-DECIDE)."""
-
-    def runs_tasks(self) -> bool:
-        """Whether any tool may run as a task: then the tasks extension is served."""
+    def task_support(self, request: Request, client_capabilities: Mapping[str, JSON]) -> (
+        TaskSupport
+    ):
+        """Whether ``request`` may outlive its exchange as a run of the runtime's engine,
+        as the installed extension that runs calls there says (TM-EXT-ENGINE)."""
 
     def notification_handler(self, method: str) -> NotificationHandler | None:
         """What to run for a notification from a legacy client, if anything."""

@@ -10,7 +10,10 @@
 # wire over), narrates what it does, and checks its outcome twice: from what the client got,
 # and from the inspector's /tree.json, which is what the page draws. A scene whose outcome is
 # not what it shows raises SceneFailed, saying what happened instead. The tests of
-# tests/tour/ run these same functions.
+# tests/tour/ run these same functions. Not trio_mcp.Client: what each scene shows is the
+# wire itself (one connection per call, the DELETE, where a stream is dropped and the cursor
+# it resumes from, a reader that stops reading), which the client exists to hide; and its own
+# GET stream and cancellations would be on the page too.
 #
 # Command-line code: it uses the public API (Server, serve) and the HTTP edges; nothing in the
 # runtime or the protocol layer imports it.

@@ -102,6 +102,10 @@ class Client:
             declares its capability.
         on_log: called with each log message's params.
         on_notification: called with every other notification (a ``Notification``).
+        extensions: the extensions the client supports, by identifier, with their settings
+            (``{"io.modelcontextprotocol/ui": {"mimeTypes": [...]}}``): declared under
+            ``capabilities.extensions`` in both eras, so the server serves their methods and
+            wrappers to this client.
         headers: extra HTTP headers on every request (an ``Authorization``, say).
         http: an httpx2.AsyncClient to use (its transport, TLS and proxy settings).
         client_info: the ``clientInfo`` sent to the server.
@@ -125,6 +129,7 @@ class Client:
         roots: RootsSource | None = None,
         on_log: LogCallback | None = None,
         on_notification: NotificationCallback | None = None,
+        extensions: Mapping[str, Mapping[str, Any]] | None = None,
         headers: Mapping[str, str] | None = None,
         http: httpx2.AsyncClient | None = None,
         client_info: Mapping[str, Any] | None = None,
@@ -139,7 +144,8 @@ class Client:
         self._mode = mode
         self._answerer = Answerer(Callbacks(on_elicit=on_elicit, on_sample=on_sample,
                                             roots=roots, on_log=on_log,
-                                            on_notification=on_notification))
+                                            on_notification=on_notification,
+                                            extensions=dict(extensions or {})))
         self._headers = dict(headers or {})
         self._given_http = http
         self._client_info = dict(client_info or _CLIENT_INFO)

@@ -60,6 +60,8 @@ class Callbacks:
     roots: RootsSource | None = None
     on_log: LogCallback | None = None
     on_notification: NotificationCallback | None = None
+    #: The extensions the client supports, by identifier, with their settings (SEP-2133).
+    extensions: Mapping[str, Mapping[str, Any]] = attrs.field(factory=dict)
 
 
 class Answerer:
@@ -78,6 +80,9 @@ class Answerer:
             caps["sampling"] = {}
         if self._callbacks.roots is not None:
             caps["roots"] = {"listChanged": False}
+        if self._callbacks.extensions:
+            caps["extensions"] = {name: dict(settings)
+                                  for name, settings in self._callbacks.extensions.items()}
         return caps
 
     async def answer(self, method: str, params: Mapping[str, Any]) -> JSONObject:

@@ -13,6 +13,7 @@ from typing import Any, Final
 import httpx2
 import trio
 
+from ..protocol import _tasks as _tasks  # the tasks extension's rows: Mcp-Name (TK-HEADERS)
 from ..protocol._era import (
     META_CLIENT_CAPABILITIES,
     META_CLIENT_INFO,
@@ -21,7 +22,7 @@ from ..protocol._era import (
     header_text,
 )
 from ..protocol._methods import NAME_PARAM
-from ..protocol._modern import META_SUBSCRIPTION_ID, param_headers
+from ..protocol._modern import META_SUBSCRIPTION_ID, mirror_params, param_headers
 from ..protocol._versions import MODERN_VERSIONS
 from ._errors import ConnectionLost, ErrorAnswer, HttpStatusError
 from ._events import read_incoming
@@ -53,18 +54,6 @@ def _header_value(text: str) -> str:
     if header_text(text) and text == text.strip(" \t") and not text.startswith("=?base64?"):
         return text
     return "=?base64?" + base64.b64encode(text.encode("utf-8")).decode("ascii") + "?="
-
-
-def _param_value(value: Any) -> str | None:
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, str):
-        return _header_value(value)
-    return None
 
 
 class ModernClient:
@@ -148,13 +137,9 @@ class ModernClient:
         if method == "tools/call":
             arguments = params.get("arguments")
             arguments = arguments if isinstance(arguments, Mapping) else {}
-            for key, path in self._mirrored.get(str(params.get("name")), {}).items():
-                value: Any = arguments
-                for part in path:
-                    value = value.get(part) if isinstance(value, Mapping) else None
-                text = _param_value(value)
-                if text is not None:
-                    headers["mcp-param-" + key] = text
+            headers.update(
+                mirror_params(self._mirrored.get(str(params.get("name")), {}), arguments)
+            )
         return headers
 
     # -- requests -----------------------------------------------------------------------

@@ -27,7 +27,8 @@ import trio
 from ..protocol import ErrorCode, Reply
 from ..protocol._era import MCP_METHOD, MCP_NAME, has_modern_claim, header_text
 from ..protocol._headers import Headers
-from ..protocol._methods import NAME_PARAM
+from ..protocol._methods import NAME_PARAM, ScopeKind, named
+from ..protocol._modern import mirror_params
 from ..protocol._sse import SSEDecoder
 from ..protocol._transport import HttpRequest
 from ..runtime.backpressure._responder import Departure
@@ -67,6 +68,9 @@ class _Line:
     """A ``notifications/cancelled``'s requestId."""
     name: str | None = None
     """What a 2026-07-28 request names (a tool's, a prompt's name, a resource's URI)."""
+    arguments: Any = None
+    """A 2026-07-28 request's ``params.arguments`` (a tools/call's), for its Mcp-Param
+    headers (TM-STDIO-PARAMS)."""
 
 
 #: A line longer than this is parsed in a worker thread, as the runtime decodes a large body
@@ -116,6 +120,9 @@ def _classify(body: bytes, message: Any) -> _Line | bytes:
         modern_version=modern if isinstance(modern, str) else None,
         cancels=cancels,
         name=_name_of(method, params),
+        arguments=params.get("arguments") if modern is not None and isinstance(
+            params, dict
+        ) else None,
     )
 
 
@@ -479,6 +486,16 @@ class StdioEdge:
                 raw.append((MCP_METHOD.encode(), _header_value(line.method)))
             if line.name is not None:
                 raw.append((MCP_NAME.encode(), _header_value(line.name)))
+                if isinstance(line.arguments, dict):
+                    # TM-STDIO-PARAMS: the tool's mirrored parameters, from the body too.
+                    mirrored = self.runtime.app.mirrored_params(line.name)
+                    if mirrored and line.method is not None and named(
+                        line.method, {"name": line.name}, ScopeKind.TOOL
+                    ):
+                        raw.extend(
+                            (k.encode("ascii"), v.encode("ascii"))
+                            for k, v in mirror_params(mirrored, line.arguments)
+                        )
         elif self.session_id is not None:
             raw.append((b"mcp-session-id", self.session_id.encode("latin-1")))
             if self.version is not None:

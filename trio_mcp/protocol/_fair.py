@@ -18,6 +18,7 @@ from typing import Final
 import attrs
 
 from ._headers import Headers
+from ._transport import HttpRequest
 
 __all__ = [
     "FairShare",
@@ -156,6 +157,10 @@ class UnitPolicy:
             if not self.trusted(entry):
                 break
         return current
+
+    def client_address_of(self, request: HttpRequest) -> str | None:
+        """``client_address`` of ``request``'s connection peer and headers."""
+        return self.client_address(request.peer_host, request.headers)
 
     def of_address(self, address: str | None) -> Unit:
         """The unit of a client at ``address`` (None: unknown)."""

@@ -39,7 +39,6 @@ __all__ = [
     "RUNTIME_METHODS",
     "SESSION_METHODS",
     "SUBSCRIBED",
-    "TASK_METHODS",
     "UNCANCELLABLE",
     "Handler",
     "Input",
@@ -87,8 +86,6 @@ class Handler(enum.Enum):
     #: An era's runtime: initialize (the legacy session table), server/discover and
     #: subscriptions/listen (``runtime.modern._modern.ModernServer``, ``runtime._runtime.Runtime``).
     RUNTIME = "runtime"
-    #: The tasks extension's manager (``runtime.tasks._tasks.TaskManager.answer``).
-    TASKS = "tasks"
     #: An extension the application installed (``app._extension``): served only by a
     #: server that installed it, never one of the core methods (TM-EXT-ROWS).
     EXTENSION = "extension"
@@ -162,8 +159,6 @@ class Method:
     input: Input | None = None
     cacheable: bool = False
     """Its modern complete result carries caching hints (MU-CACHE-1)."""
-    task_capable: bool = False
-    """A call may run as a task (TM-TASK-DECIDE), when the tool and the client allow it."""
     lifecycle: MessageClass | None = None
     """Its class in the lifecycle table, when it has one of its own."""
     cancellable: bool = True
@@ -181,9 +176,9 @@ class Method:
         if (self.handler is Handler.CLIENT) != (self.sent_by is Sender.SERVER):
             problems.append("the client handles exactly the methods only the server sends")
         if self.kind is Kind.NOTIFICATION and (
-            self.scope or self.input or self.cacheable or self.task_capable
+            self.scope or self.input or self.cacheable
         ):
-            problems.append("a notification has no scope, input, cache or task")
+            problems.append("a notification has no scope, input or cache")
         if self.kind is Kind.NOTIFICATION and self.target and self.sent_by is not Sender.SERVER:
             problems.append("only the server's notifications are about one thing followed")
         if not self.cancellable and not (self.kind is Kind.REQUEST and self.sent_by.client):
@@ -198,14 +193,12 @@ class Method:
             problems.append("a feature belongs to a capability or an extension")
         if (self.extension is not None) != (self.handler is Handler.EXTENSION):
             problems.append("an extension's methods, and only they, are declared by it")
-        if (self.cacheable or self.task_capable) and Era.MODERN not in self.eras:
-            problems.append("caching hints and tasks are of the 2026-07-28 era")
+        if self.cacheable and Era.MODERN not in self.eras:
+            problems.append("caching hints are of the 2026-07-28 era")
         if self.input is Input.ASKS and not self.sent_by.client:
             problems.append("only a client's request can ask for input")
         if self.input is Input.ASKED and (self.sent_by is not Sender.SERVER or not self.capability):
             problems.append("an input request is the server's, behind a client capability")
-        if self.task_capable and self.handler is not Handler.APP:
-            problems.append("only the application's methods run as tasks")
         if problems:
             raise ValueError(f"method table row {self.name}: {'; '.join(problems)}")
 
@@ -242,7 +235,7 @@ _ROWS: Final = (
     # U-TOOL-*, MU-TOOL-*.
     _request("tools/list", _BOTH, Handler.APP, capability="tools", cacheable=True),
     _request("tools/call", _BOTH, Handler.APP, capability="tools", target="name",
-             scope=ScopeKind.TOOL, input=Input.ASKS, task_capable=True),
+             scope=ScopeKind.TOOL, input=Input.ASKS),
     # U-PROMPT-*, MU-PROMPT-*.
     _request("prompts/list", _BOTH, Handler.APP, capability="prompts", cacheable=True),
     _request("prompts/get", _BOTH, Handler.APP, capability="prompts", target="name",
@@ -264,11 +257,8 @@ _ROWS: Final = (
     # ML-VER-2, MU-SUB-1: the modern runtime's own.
     _request("server/discover", _MODERN, Handler.RUNTIME, cacheable=True),
     _request("subscriptions/listen", _MODERN, Handler.RUNTIME),
-    # TK-GET, TK-UPDATE, TK-CANCEL; TK-HEADERS: Mcp-Name carries the task id. tasks/result
-    # and tasks/list are not served (TM-TASK-NOLIST).
-    _request("tasks/get", _MODERN, Handler.TASKS, target="taskId"),
-    _request("tasks/update", _MODERN, Handler.TASKS, target="taskId"),
-    _request("tasks/cancel", _MODERN, Handler.TASKS, target="taskId"),
+    # The tasks extension's requests (tasks/get, tasks/update, tasks/cancel) are its rows,
+    # registered by protocol/_tasks.py as any extension's are (TM-EXT-ROWS).
     # -- what a client tells -------------------------------------------------------------------
     # L-INIT-4. A modern notification is accepted and not acted on (TM-ERA-NOTIFY).
     _notification("notifications/initialized", _LEGACY, Sender.CLIENT,
@@ -407,10 +397,6 @@ APP_METHODS: Final = _names(lambda m: _received(m) and m.handler is Handler.APP)
 
 #: The requests a legacy session answers itself.
 SESSION_METHODS: Final = _names(lambda m: _received(m) and m.handler is Handler.SESSION)
-
-#: TM-TASK-SERVED: the requests about a task that exists; tasks/result and tasks/list are not
-#: among them (TK-NOLIST).
-TASK_METHODS: Final = _names(lambda m: m.handler is Handler.TASKS)
 
 #: MU-MRTR-1: the only methods whose result may be an InputRequiredResult.
 INPUT_METHODS: Final = _names(lambda m: m.input is Input.ASKS)

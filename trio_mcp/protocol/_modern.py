@@ -5,6 +5,7 @@
 # a RemoteProtocolError.
 from __future__ import annotations
 
+import base64
 import decimal
 import enum
 import re
@@ -40,6 +41,7 @@ __all__ = [
     "is_interim",
     "is_retry",
     "method_not_found",
+    "mirror_params",
     "missing_capability",
     "param_headers",
 ]
@@ -278,6 +280,33 @@ def _value_at(arguments: Mapping[str, Any], path: ParamPath) -> Any:
             return _ABSENT
         value = value[key]
     return value
+
+
+def mirror_params(
+    mirrored: Mapping[str, ParamPath], arguments: Mapping[str, Any]
+) -> list[tuple[str, str]]:
+    """The Mcp-Param headers a client sends for ``arguments`` (MT-HDR-7, MT-HDR-19): for
+    each mirrored parameter given and not null, ``("mcp-param-<key>", its header text)``
+    (a string as itself or its Base64 form, MT-HDR-21; an integer in decimal; a boolean as
+    true or false). A value of another type has no header."""
+    out = []
+    for key, path in mirrored.items():
+        value = _value_at(arguments, path)
+        if isinstance(value, bool):
+            text = "true" if value else "false"
+        elif isinstance(value, int):
+            text = str(value)
+        elif isinstance(value, str):
+            if header_text(value) and value == value.strip(" \t") and not value.startswith(
+                "=?base64?"
+            ):
+                text = value
+            else:
+                text = "=?base64?" + base64.b64encode(value.encode("utf-8")).decode() + "?="
+        else:
+            continue
+        out.append((_PARAM_PREFIX + key, text))
+    return out
 
 
 def check_param_headers(

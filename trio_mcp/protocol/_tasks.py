@@ -1,7 +1,8 @@
 # The tasks extension (io.modelcontextprotocol/tasks, SEP-2663; spec/tasks.md): a modern
 # tools/call answered at once with a task id while its work goes on, then polled, answered
 # and cancelled by id from any connection. Pure: the state machine of one task, the wire
-# shapes of its results, and the reading of tasks/* requests. The runtime owns the tasks
+# shapes of its results, the rows of its requests in the method table, and the reading of
+# tasks/* requests. The runtime owns the tasks
 # (trio_mcp.runtime.tasks._tasks) and hands in ids, clocks and results.
 from __future__ import annotations
 
@@ -14,15 +15,18 @@ import attrs
 
 from ._errors import ErrorCode, RemoteProtocolError
 from ._jsonrpc import JSON, ErrorResponse, Request
-from ._methods import TASK_METHODS
+from ._methods import Handler, Kind, Method, Sender, register
 from ._modern import modern_error
 from ._mrtr import InputRequest
+from ._versions import Era
 
 __all__ = [
     "ENDED_BY_SERVER",
     "PREEMPTED",
     "RESULT_TOO_LARGE",
     "TASKS_EXTENSION",
+    "TASK_METHODS",
+    "TASK_ROWS",
     "WORKER_STOPPED",
     "IllegalTransition",
     "TaskAction",
@@ -295,8 +299,8 @@ def read_task_id(request: Request) -> str:
 
 
 class TaskAction(enum.Enum):
-    """What a tasks/* request asks of its task; each value is a TASKS row of the method
-    table, and every such row is one of them (checked when this module loads)."""
+    """What a tasks/* request asks of its task; each value is one of the extension's rows
+    (TASK_ROWS), and every row is one of them."""
 
     #: TK-GET: its state, and its result or error once it has ended.
     GET = "tasks/get"
@@ -306,11 +310,23 @@ class TaskAction(enum.Enum):
     CANCEL = "tasks/cancel"
 
 
-if frozenset(a.value for a in TaskAction) != TASK_METHODS:
-    raise ValueError(
-        "the task actions and the method table's tasks rows disagree: "
-        f"{sorted(frozenset(a.value for a in TaskAction) ^ TASK_METHODS)}"
+#: TK-GET, TK-UPDATE, TK-CANCEL: the extension's requests, rows of the method table as any
+#: extension's are (TM-EXT-ROWS, TM-TASK-EXT), registered when this module loads so that a
+#: client in this process sends their Mcp-Name (TK-HEADERS: the task id); a server serves
+#: them only once it installed the extension (``trio_mcp.app._tasks.Tasks``). tasks/result
+#: and tasks/list are not among them (TM-TASK-NOLIST).
+TASK_ROWS: Final = tuple(
+    Method(
+        name=action.value, kind=Kind.REQUEST, sent_by=Sender.CLIENT,
+        eras=frozenset({Era.MODERN}), handler=Handler.EXTENSION, extension=TASKS_EXTENSION,
+        target="taskId",
     )
+    for action in TaskAction
+)
+register(TASK_ROWS)
+
+#: TM-TASK-SERVED: the requests about a task that exists.
+TASK_METHODS: Final = frozenset(row.name for row in TASK_ROWS)
 
 
 @attrs.frozen

@@ -28,7 +28,7 @@ from ..protocol._era import Era, ModernCall, ModernNotification, route_other, ro
 from ..protocol._fair import Unit, UnitPolicy
 from ..protocol._jsonrpc import request_id_of
 from ..protocol._mrtr import RequestStateCodec
-from ..protocol._tasks import declares_tasks, task_notification
+from ..protocol._tasks import TASKS_EXTENSION, declares_tasks, task_notification
 from ..protocol._transport import HttpRequest, Reply, error_reply
 from ._auth import Authenticator
 from ._budget import BodyPool, BodyStatistics
@@ -163,7 +163,9 @@ class Runtime:
         self._edge_pools: list[Pool[Any]] = []
         #: T-AUTH-17 / TM-STORE-STREAMS: what a relayed request carries instead of its
         #: client's credentials, under a key only the workers sharing the secret have.
-        self.relay_seal = RelaySeal(config.derived_key("relay"))
+        self.relay_seal = RelaySeal(
+            config.derived_key("relay"), address_of=self.units.client_address_of
+        )
         #: The other workers serving this endpoint: a Cluster sharing the configured store,
         #: else none (Alone).
         self.peers: Peers = self._peers_for(config)
@@ -217,6 +219,7 @@ class Runtime:
             spawn=self.spawn,
             state_codec=codec,
             tasks=self.tasks,
+            engines={TASKS_EXTENSION: self.tasks},  # TM-EXT-ENGINE
             requests=self.requests,
             handlers=self.handlers,
         )
@@ -225,7 +228,7 @@ class Runtime:
             releaser=self.releaser,
         )
         self.auth = Authenticator(config.auth) if config.auth is not None else None
-        #: run()'s task, once it runs (for the inspector; ``tasks`` are the extension's).
+        #: The task of run(), once it runs (for the inspector).
         self.run_task: trio.lowlevel.Task | None = None
 
     def _peers_for(self, config: ServerConfig) -> Peers:
@@ -353,16 +356,11 @@ class Runtime:
                     http_status=503,
                 )
             if relay_port:
-                # T-AUTH-17: a relayed request carries no token; the worker that relayed it
-                # verified it, and its seal says for whom. Nothing else is served here.
-                relayed = self.relay_seal.open(request, time.time())
-                if self.auth is not None and relayed.principal is None:
-                    raise RemoteProtocolError(
-                        "Forbidden: a relayed request names no principal.",
-                        code=ErrorCode.INVALID_REQUEST,
-                        http_status=403,
-                    )
-                request = attrs.evolve(request, principal=relayed.principal, relayed=True)
+                # T-AUTH-17, TM-WORK-PEER: nothing but a sealed request is served here, as
+                # its client's, for the principal the relaying worker verified.
+                request = self.relay_seal.admit(
+                    request, time.time(), principal_required=self.auth is not None
+                )
             elif self.auth is not None:
                 # T-AUTH-EVERY (MUST): every request carries its token, in a session or not.
                 principal = await self.auth.authenticate(request.headers)
@@ -433,8 +431,8 @@ class Runtime:
                 request.headers,
                 responder,
                 principal=request.principal,
-                unit=unit,
-                charge=charge,
+                peer=self.units.client_address(request.peer_host, request.headers),
+                unit=unit, charge=charge,
             )
 
     def unit_of(self, request: HttpRequest) -> Unit:

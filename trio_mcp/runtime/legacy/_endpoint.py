@@ -28,7 +28,6 @@ from ...protocol import (
     Response,
     dumps,
 )
-from ...protocol._auth import Principal
 from ...protocol._fair import Unit, UnitPolicy
 from ...protocol._jsonrpc import dumps_json
 from ...protocol._lifecycle import initialize_result
@@ -140,9 +139,7 @@ class LegacyEndpoint:
         return session
 
     def _unit_of(self, request: HttpRequest) -> Unit:
-        return self.units.of_request(
-            _principal_key(request), request.peer_host, request.headers
-        )
+        return self.units.of_request(_principal_key(request), request.peer_host, request.headers)
 
     # -- POST -----------------------------------------------------------------------------
 
@@ -182,11 +179,11 @@ class LegacyEndpoint:
                 self._trace(TraceKind.REPLY, session, responder, status=202)
             return
         if self.config.response_mode is ResponseMode.JSON:
-            await self._answer_json(session, received.requests, plan, responder, request.principal,
-                                    charge)
+            await self._answer_json(session, received.requests, plan, responder, request, charge)
             return
         started = session.start(
-            received.requests, sse=True, principal=request.principal, charge=charge
+            received.requests, sse=True, principal=request.principal, charge=charge,
+            peer=self.units.client_address(request.peer_host, request.headers),
         )
         assert started.stream is not None
         # Handlers that answer without waiting on anything have done so after two turns of
@@ -204,10 +201,12 @@ class LegacyEndpoint:
         requests: tuple[Request, ...],
         plan: PostPlan,
         responder: Responder,
-        principal: Principal | None,
+        request: HttpRequest,
         charge: Charge | None,
     ) -> None:
-        flights = session.start(requests, sse=False, principal=principal, charge=charge).flights
+        peer = self.units.client_address(request.peer_host, request.headers)
+        flights = session.start(requests, sse=False, principal=request.principal, peer=peer,
+                                charge=charge).flights
         # The POST waits for its handlers (Handlers.wait_json); a client that leaves gets
         # nothing (T-PSSE-12: the handlers finish, their results dropped).
         if not await session.handlers.wait_json(flights, responder):

@@ -53,6 +53,8 @@ class InFlight:
     cancelled_by_client: bool = False
     principal: Principal | None = None
     """Who the request's access token speaks for (None without authorization)."""
+    peer: str | None = None
+    """The client's address as TM-SEC-UNIT reads it (None when unknown)."""
     task: trio.lowlevel.Task | None = None
     """The handler's task, once it runs (for describe())."""
     charge: Charge | None = None
@@ -145,13 +147,16 @@ class Handlers:
         stream: int | None,
         principal: Principal | None,
         charge: Charge | None,
+        peer: str | None = None,
     ) -> list[InFlight]:
         """Start a handler task for each request, in the session's nursery; each holds
         ``charge`` (TM-SEC-MEMORY) until its task ends."""
         flights = []
         run = self._run if self._config.tracer is None else self._run_traced
         for req in requests:
-            flight = InFlight(request=req, stream=stream, principal=principal, charge=charge)
+            flight = InFlight(
+                request=req, stream=stream, principal=principal, peer=peer, charge=charge
+            )
             if charge is not None:
                 charge.hold()
             self.inflight[req.id] = flight

@@ -179,6 +179,14 @@ class RequestPort(SessionPort):
     def principal(self) -> Principal | None:
         return self._flight.principal
 
+    def engine(self, identifier: str) -> Any:
+        """None: the runtime's engines (the tasks') serve 2026-07-28 requests alone."""
+        return None
+
+    @property
+    def peer(self) -> str | None:
+        return self._flight.peer
+
     def close_stream(self) -> bool:
         stream = self._flight.stream
         if stream is None or self.finished:

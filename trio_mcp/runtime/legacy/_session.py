@@ -355,7 +355,7 @@ class Session:
         *,
         sse: bool,
         principal: Principal | None = None,
-        charge: Charge | None = None,
+        peer: str | None = None, charge: Charge | None = None,
     ) -> Started:
         """Start a handler for each request ``receive`` returned (raises RemoteProtocolError
         when the session has no room for them, or an id is in flight): with ``sse``, their
@@ -370,7 +370,9 @@ class Session:
         if charge is not None:
             charge.attach(self.meter, requests[0].id)
         stream, priming = self.out.open(tuple(r.id for r in requests)) if sse else (None, None)
-        flights = self.handlers.start(requests, stream=stream, principal=principal, charge=charge)
+        flights = self.handlers.start(
+            requests, stream=stream, principal=principal, peer=peer, charge=charge
+        )
         return Started(tuple(flights), stream, priming)
 
     def receive_response(

@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
@@ -74,6 +74,11 @@ class EnvelopePort:
     @property
     def page_size(self) -> int:
         return self._config.page_size
+
+    def engine(self, identifier: str) -> Any:
+        """None: a task's run serves tools/call alone, no extension's method (TM-EXT-ENGINE);
+        an exchange has its server's engines."""
+        return None
 
     def close_stream(self) -> bool:
         # MT-SSE-6: a modern stream cannot be resumed, so it is never closed for polling.

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 import attrs
 import trio
 
-from ...base._ports import App, InputRequired
+from ...base._ports import App, Engine, InputRequired
 from ...base._trace import TraceKind, TraceRecord
 from ...protocol import (
     ErrorCode,
@@ -28,7 +28,7 @@ from ...protocol import (
 from ...protocol._auth import Principal
 from ...protocol._era import ModernCall
 from ...protocol._jsonrpc import error_response
-from ...protocol._methods import INPUT_METHODS, METHODS, ScopeKind, named
+from ...protocol._methods import INPUT_METHODS
 from ...protocol._modern import (
     CacheHint,
     complete_result,
@@ -47,7 +47,6 @@ from ...protocol._sse import encode_message_event
 from ...protocol._tasks import (
     TaskSupport,
     create_task_result,
-    declares_tasks,
 )
 from ...protocol._transport import SSE_HEADERS, modern_reply
 from .._describe import ExchangeInfo
@@ -91,6 +90,7 @@ class ExchangeHost(Protocol):
     config: ServerConfig
     codec: RequestStateCodec
     tasks: TaskManager
+    engines: Mapping[str, Engine]
     requests: RequestMetrics | None
     stats: ModernStats
 
@@ -123,7 +123,8 @@ class ModernExchange(EnvelopePort):
         #: The task this call became, until its CreateTaskResult is sent.
         self._task: TaskRun | None = None
         self.principal = principal
-        self._peer = peer
+        #: The client's address as TM-SEC-UNIT reads it (RequestPort.peer).
+        self.peer = peer
         #: TM-AUTH-BIND: a requestState is valid only for the principal it was sealed for.
         self._principal = principal.key if principal is not None else ""
         self._responder = responder
@@ -239,7 +240,7 @@ class ModernExchange(EnvelopePort):
                 self._call,
                 front=self,
                 principal=self.principal,
-                peer=self._peer,
+                peer=self.peer,
                 unit=self._unit,
                 answers=self._answers,
                 publish=support is TaskSupport.REQUIRED,
@@ -271,17 +272,13 @@ class ModernExchange(EnvelopePort):
         )
 
     def _task_support(self) -> TaskSupport:
-        """TM-TASK-DECIDE: whether this call may run as a task: a call of a method that may
-        (the method table's task_capable: tools/call) to a tool that may, from a client whose
-        request declares the extension (TK-OPTIN)."""
-        request = self._request
-        spec = METHODS.get(request.method)
-        if spec is None or not spec.task_capable or not declares_tasks(
-            self._envelope.client_capabilities
-        ):
-            return TaskSupport.FORBIDDEN
-        tool = named(request.method, request.params, ScopeKind.TOOL)
-        return TaskSupport.FORBIDDEN if tool is None else self._server.app.task_support(tool)
+        """TM-TASK-DECIDE, TM-EXT-ENGINE: whether this call may run as a task, as the
+        extension that runs calls in the tasks' engine says (a tools/call of a tool that
+        may, from a client whose request declares the extension: TK-OPTIN)."""
+        return self._server.app.task_support(self._request, self._envelope.client_capabilities)
+
+    def engine(self, identifier: str) -> Engine | None:
+        return self._server.engines.get(identifier)
 
     async def _via_task(self, run: TaskRun) -> Response | ErrorResponse:
         """Wait for a run to end or to be worth a task (TM-TASK-DECIDE), and answer for it: its

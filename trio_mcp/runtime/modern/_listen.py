@@ -22,6 +22,7 @@ from ...protocol._modern import (
     stamp_subscription,
 )
 from ...protocol._sse import encode_message_event
+from ...protocol._versions import Era
 from .._memory import MemoryReleaser
 from .._pools import Charge, Pool, pool_busy
 from ..backpressure._responder import Responder, watching_disconnect
@@ -124,7 +125,7 @@ class Listeners:
         request = call.request
         filter = ListenFilter.parse(
             request,
-            self.app.capabilities(),
+            self.app.capabilities(Era.MODERN),
             max_resources=self.config.max_listen_resources,
             max_uri_bytes=self.config.max_uri_bytes,
             accept_task=accept_task,

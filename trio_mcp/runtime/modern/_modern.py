@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from ...base._ports import App
+from ...base._ports import App, Engine
 from ...protocol import (
     JSON,
     Request,
@@ -22,7 +22,7 @@ from ...protocol._auth import Principal
 from ...protocol._era import ModernCall
 from ...protocol._fair import Unit
 from ...protocol._headers import Headers
-from ...protocol._methods import TASK_METHODS, ScopeKind, named
+from ...protocol._methods import ScopeKind, named
 from ...protocol._modern import (
     NOT_CACHEABLE,
     CacheHint,
@@ -37,11 +37,8 @@ from ...protocol._modern import (
 from ...protocol._mrtr import (
     RequestStateCodec,
 )
-from ...protocol._tasks import (
-    TASKS_EXTENSION,
-    tasks_requirement,
-)
 from ...protocol._transport import modern_reply
+from ...protocol._versions import Era
 from .._pools import Charge, Pool, handler_pool, pool_busy
 from .._reqstats import RequestMetrics
 from ..backpressure._responder import Responder
@@ -65,6 +62,7 @@ class ModernServer:
         spawn: Callable[..., bool],
         state_codec: RequestStateCodec,
         tasks: TaskManager,
+        engines: Mapping[str, Engine] | None = None,
         requests: RequestMetrics | None = None,
         handlers: Pool[Any] | None = None,
     ) -> None:
@@ -74,7 +72,10 @@ class ModernServer:
         self.config = config
         self._spawn = spawn
         self.codec = state_codec
+        #: The engine that runs calls that outlive their exchange (TM-EXT-ENGINE).
         self.tasks = tasks
+        #: The runtime's engines, by extension: what their methods' handlers reach.
+        self.engines: Mapping[str, Engine] = dict(engines or {})
         self.requests = requests
         self.stats = ModernStats()
         #: The exchanges running now, for shutdown (TM-SESS-SHUTDOWN).
@@ -98,12 +99,6 @@ class ModernServer:
         own = self.app.cache_hint(request.method, request.params or {})
         return own or self.config.cache_hints.get(request.method, self.config.cache_hint)
 
-    def _serves(self, method: str) -> bool:
-        if method in TASK_METHODS:
-            # TM-TASK-SERVED: served when some tool may run as a task.
-            return self.app.runs_tasks()
-        return self.app.serves(method)
-
     def check(self, call: ModernCall, headers: Headers) -> None:
         """The rungs after the envelope: a method served here, headers mirroring tool
         parameters that agree with the body, and the client capabilities the request needs.
@@ -112,7 +107,7 @@ class ModernServer:
             RemoteProtocolError: 404 -32601, 400 -32020 or 400 -32021.
         """
         request = call.request
-        check_method(request, self._serves)
+        check_method(request, self.app.serves)
         params = request.params or {}
         tool = named(request.method, params, ScopeKind.TOOL)
         if tool is not None:
@@ -125,10 +120,9 @@ class ModernServer:
                     headers,
                     request,
                 )
+        # An extension's method or tool needs it declared (TK-GATE, TK-REQUIRED) before it
+        # runs, as a tool's own requirements are.
         required = self.app.required_client_capabilities(request)
-        if request.method in TASK_METHODS:
-            # TK-GATE: the extension is checked before the task is looked up.
-            required = tasks_requirement()
         missing = undeclared(required, call.envelope.client_capabilities)
         if missing:
             # ML-META-3 (MUST), decided before the first byte of the answer.
@@ -152,17 +146,8 @@ class ModernServer:
         self.check(call, headers)
         self.stats.requests += 1
         if call.request.method == "server/discover":
-            capabilities = self.app.capabilities()
-            if self.app.runs_tasks():
-                # TK-DISCOVER: the extension is declared under capabilities.extensions.
-                extensions = capabilities.get("extensions")
-                capabilities = {
-                    **capabilities,
-                    "extensions": {
-                        **(extensions if isinstance(extensions, Mapping) else {}),
-                        TASKS_EXTENSION: {},
-                    },
-                }
+            # EX-DECLARE, TK-DISCOVER: this era's extensions among them (TM-EXT-ERAS).
+            capabilities = self.app.capabilities(Era.MODERN)
             result = discover_result(
                 capabilities=capabilities,
                 server_info=self.server_info(),
@@ -172,9 +157,6 @@ class ModernServer:
             await responder.reply(
                 modern_reply(200, dumps(Response(id=call.request.id, result=result)))
             )
-            return
-        if call.request.method in TASK_METHODS:
-            await self.reply_task(call, self.tasks.answer(call.request, principal), responder)
             return
         key = "" if unit is None else unit.key
         if not self.handlers.admit(key):
@@ -194,10 +176,11 @@ class ModernServer:
                 self._drained.set()
                 self._drained = trio.Event()
 
-    async def reply_task(
+    async def reply_complete(
         self, call: ModernCall, answer: Mapping[str, JSON], responder: Responder
     ) -> None:
-        """Send the answer to a tasks/* request (TK-GET, TK-ACK)."""
+        """Send a complete result given for ``call`` elsewhere than in an exchange (a task's,
+        by the worker that holds it: TM-STORE-TASKS)."""
         result = complete_result(
             call.request.method, dict(answer), server_info=self.server_info(), cache=None
         )

@@ -15,8 +15,8 @@ import attrs
 import trio
 
 from ...protocol._logtext import LogLimiter
-from ...protocol._methods import TASK_METHODS
 from ...protocol._tasks import (
+    TASK_METHODS,
     TaskAction,
     TaskQuery,
     TaskSnapshot,
@@ -163,7 +163,7 @@ class ClusterTasks:
             held = await self._stored(self._store.save_task(failed, ttl)) if ttl > 0 else None
             stored = held or failed
         if query.action is TaskAction.GET:
-            await self._modern.reply_task(call, stored_task_result(stored.task), responder)
+            await self._modern.reply_complete(call, stored_task_result(stored.task), responder)
             return
         # TK-ACK: an update or a cancel of an ended task changes nothing, and is acked.
-        await self._modern.reply_task(call, task_ack_result(), responder)
+        await self._modern.reply_complete(call, task_ack_result(), responder)

@@ -12,6 +12,10 @@
 # it, and says who it spoke for in a header MAC'd with a key derived from the secret the
 # workers share (TM-WORK-SECRET), bound to the request and to a time; the holder takes the
 # principal from that header, and its relay port serves nothing without one that verifies.
+# The seal also names the client's address as the relaying worker resolved it (TM-SEC-UNIT,
+# TM-WORK-PEER): without it every relayed request would be one client, the relaying
+# worker's address, to the holder's fair shares and rate limits, and a forwarding header
+# the relaying worker had rightly ignored could be believed by a holder that trusts it.
 from __future__ import annotations
 
 import base64
@@ -21,7 +25,7 @@ import hmac
 import json
 import logging
 from collections.abc import Callable, Sequence
-from typing import Final
+from typing import Any, Final
 
 import attrs
 import h11
@@ -45,8 +49,12 @@ _NOT_RELAYED = frozenset({
     b"connection", b"keep-alive", b"proxy-connection", b"te", b"trailer",
     b"transfer-encoding", b"upgrade", b"content-length",
     b"authorization", RELAY_HEADER.encode(),
+    # Read once, by the worker the client reached; the seal says what they came to.
+    b"forwarded", b"x-forwarded-for", b"x-real-ip",
 })
-_HOP_BY_HOP = _NOT_RELAYED - {b"authorization", RELAY_HEADER.encode()}
+_HOP_BY_HOP = _NOT_RELAYED - {
+    b"authorization", RELAY_HEADER.encode(), b"forwarded", b"x-forwarded-for", b"x-real-ip",
+}
 #: The most a relayed answer that is not a stream may hold (an error body).
 _MAX_REPLY = 64 * 1024
 #: What the MAC of a seal covers begins with this, so that a MAC made for anything else
@@ -64,20 +72,26 @@ def _unb64(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
-def _principal_blob(principal: Principal | None) -> bytes:
-    if principal is None:
-        return b""
-    return json.dumps(
-        {"s": principal.subject, "i": principal.issuer, "c": principal.client_id,
-         "sc": sorted(principal.scopes), "e": principal.expires_at},
-        separators=(",", ":"), ensure_ascii=False,
-    ).encode("utf-8")
+def _seal_blob(principal: Principal | None, address: str | None) -> bytes:
+    who: dict[str, object] = {"a": address}
+    if principal is not None:
+        who.update({"s": principal.subject, "i": principal.issuer, "c": principal.client_id,
+                    "sc": sorted(principal.scopes), "e": principal.expires_at})
+    return json.dumps(who, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
-def _principal_of(blob: bytes) -> Principal | None:
-    if not blob:
+def _address_of(raw: dict[str, Any]) -> str | None:
+    address = raw["a"]
+    if address is None:
         return None
-    raw = json.loads(blob)
+    if not isinstance(address, str) or len(address) > 64:
+        raise ValueError("not an address")
+    return address
+
+
+def _principal_of(raw: dict[str, Any]) -> Principal | None:
+    if "s" not in raw:
+        return None
     client, expires = raw["c"], raw["e"]
     return Principal(
         subject=str(raw["s"]),
@@ -91,9 +105,11 @@ def _principal_of(blob: bytes) -> Principal | None:
 @attrs.frozen
 class Relayed:
     """What the seal of a relayed request says: whom the relaying worker verified its
-    client's token for (None on a server without authorization)."""
+    client's token for (None on a server without authorization), and the client's address
+    as that worker resolved it (TM-WORK-PEER)."""
 
     principal: Principal | None
+    address: str | None = None
 
 
 def _refused(why: str) -> RemoteProtocolError:
@@ -115,6 +131,11 @@ class RelaySeal:
 
     key: bytes = attrs.field(repr=False)
     max_age: float = 30.0
+    #: The client's address of a request this worker relays, as its fair shares read it
+    #: (the runtime's ``UnitPolicy.client_address``); by default the connection's peer.
+    address_of: Callable[[HttpRequest], str | None] = attrs.field(
+        default=lambda request: request.peer_host, repr=False
+    )
 
     def _mac(self, stamp: bytes, blob: bytes, request: HttpRequest) -> bytes:
         parts = [
@@ -129,8 +150,33 @@ class RelaySeal:
     def seal(self, request: HttpRequest, now: float) -> str:
         """The header value for ``request``, relayed now on behalf of its principal."""
         stamp = str(int(now * 1000)).encode("ascii")
-        blob = _principal_blob(request.principal)
+        blob = _seal_blob(request.principal, self.address_of(request))
         return f"{stamp.decode()}.{_b64(blob)}.{_b64(self._mac(stamp, blob, request))}"
+
+    def admit(
+        self, request: HttpRequest, now: float, *, principal_required: bool
+    ) -> HttpRequest:
+        """``request``, arrived at the relay port, as its client's (T-AUTH-17,
+        TM-WORK-PEER): bound to the principal its seal names and to the client's address
+        the relaying worker resolved, marked relayed.
+
+        Raises:
+            RemoteProtocolError: 403 as ``open`` does, or when ``principal_required`` (a
+                server with authorization) and the seal names nobody.
+        """
+        relayed = self.open(request, now)
+        if principal_required and relayed.principal is None:
+            raise RemoteProtocolError(
+                "Forbidden: a relayed request names no principal.",
+                code=ErrorCode.INVALID_REQUEST,
+                http_status=403,
+            )
+        # The seal names the client's address, not its port: the port here is the relaying
+        # worker's connection's, no part of the client's (a span's client.port).
+        return attrs.evolve(
+            request, principal=relayed.principal, relayed=True, peer_host=relayed.address,
+            peer_port=None,
+        )
 
     def open(self, request: HttpRequest, now: float) -> Relayed:
         """Who a request that arrived at the relay port speaks for.
@@ -159,7 +205,10 @@ class RelaySeal:
         if abs(now * 1000 - stamp) > self.max_age * 1000:
             raise _refused("a relay seal out of date")
         try:
-            return Relayed(_principal_of(blob))
+            raw = json.loads(blob)
+            if not isinstance(raw, dict):
+                raise TypeError("not an object")
+            return Relayed(_principal_of(raw), _address_of(raw))
         except (ValueError, KeyError, TypeError):
             raise _refused("a relay seal naming no principal") from None
 

@@ -212,7 +212,7 @@ class TaskManager:
             return None
         run = TaskRun(
             self, call, front=front, principal=principal, owner=owner, answers=answers,
-            charge=charge,
+            charge=charge, peer=peer,
         )
         if charge is not None:
             charge.hold()

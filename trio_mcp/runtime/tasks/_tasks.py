@@ -116,6 +116,7 @@ class TaskRun(EnvelopePort):
         owner: str,
         answers: Mapping[str, JSON],
         charge: Charge | None = None,
+        peer: str | None = None,
     ) -> None:
         #: The answers the handler can be given: from the creating request's MRTR rounds,
         #: then from tasks/update.
@@ -129,6 +130,8 @@ class TaskRun(EnvelopePort):
         self._manager = manager
         self._front: Front | None = front
         self.principal = principal
+        #: The creating request's client address (RequestPort.peer).
+        self.peer = peer
         #: TM-AUTH-BIND / TK-BIND: whose task this is.
         self.principal_key = principal.key if principal is not None else ""
         self.owner = owner
