@@ -29,6 +29,7 @@ from opentelemetry.trace import (
 
 from ..base._ports import InputRequired
 from ..protocol import ErrorResponse, ProtocolError
+from ..protocol._methods import METHODS, ScopeKind
 from ._telemetry import HTTP_REQUEST, Body
 
 if TYPE_CHECKING:
@@ -159,19 +160,23 @@ class OtelTelemetry:
             "mcp.method.name": method,
             "jsonrpc.request.id": _bounded(str(request.id)),
         }
+        # What the request names, as the method table says (its row's target and scope):
+        # a tool (tools/call), a prompt (prompts/get), a resource's URI.
+        row = METHODS.get(method)
+        named_by = params.get(row.target) if row is not None and row.target is not None else None
+        scope = row.scope if row is not None else None
         target: str | None = None
-        name = params.get("name")
-        if method == "tools/call":
+        tool_call = scope is ScopeKind.TOOL
+        if tool_call:
             attributes["gen_ai.operation.name"] = "execute_tool"
-            if isinstance(name, str):
-                target = _bounded(name)
+            if isinstance(named_by, str):
+                target = _bounded(named_by)
                 attributes["gen_ai.tool.name"] = target
-        elif method == "prompts/get" and isinstance(name, str):
-            target = _bounded(name)
+        elif scope is ScopeKind.PROMPT and isinstance(named_by, str):
+            target = _bounded(named_by)
             attributes["gen_ai.prompt.name"] = target
-        uri = params.get("uri")
-        if isinstance(uri, str) and method.startswith("resources/"):
-            attributes["mcp.resource.uri"] = _bounded(uri)
+        elif row is not None and row.capability == "resources" and isinstance(named_by, str):
+            attributes["mcp.resource.uri"] = _bounded(named_by)
         meta = params.get("_meta")
         parent = _parent_in(meta) if isinstance(meta, Mapping) else None
         # The revision a 2026-07-28 request names, or the one an initialize asks for; else
@@ -228,7 +233,7 @@ class OtelTelemetry:
                             # An unknown tool or prompt is an error, and a name any client may
                             # choose: it stays out of the span's name (low cardinality).
                             span.update_name(method)
-                    elif method == "tools/call" and outcome.result.get("isError") is True:
+                    elif tool_call and outcome.result.get("isError") is True:
                         error = "tool_error"
                         span.set_attribute("error.type", error)
                         span.set_status(StatusCode.ERROR)
