@@ -257,3 +257,23 @@ def test_client_is_a_public_name() -> None:
     from trio_mcp.client import Client as direct
 
     assert direct is trio_mcp.Client
+
+
+@pytest.mark.spec("TM-CLIENT-STANDALONE")
+async def test_a_legacy_session_opens_its_get_stream_when_something_can_hear_it(
+    live_server: StartServer,
+) -> None:
+    """A 2025-11-25 client with no callback opens no GET stream (the server holds none for
+    it while it calls a tool); a listen block opens it; a client given a callback for what
+    may come outside any request (here log messages) opens it at once."""
+    server = await live_server()
+    with trio.fail_after(30):
+        async with Client(server.url, mode="legacy") as quiet:
+            await quiet.call_tool("echo", {"text": "hi"})
+            before = server.stats()["long_streams_open"]
+            async with quiet.listen():
+                listening = server.stats()["long_streams_open"]
+        async with Client(server.url, mode="legacy", on_log=lambda params: None) as hearing:
+            at_once = server.stats()["long_streams_open"]
+            await hearing.call_tool("echo", {"text": "hi"})
+    assert (0, 1, 1) == (before, listening, at_once)

@@ -142,6 +142,11 @@ class Client:
             raise ValueError(f"mode must be 'auto', 'legacy' or a protocol version, not {mode!r}")
         self._target = target
         self._mode = mode
+        #: TM-CLIENT-STANDALONE: whether the application hears what a server may send
+        #: outside any request (questions, log messages, notifications), so that a legacy
+        #: session opens its GET stream at once.
+        self._hears = any(x is not None for x in (on_elicit, on_sample, roots, on_log,
+                                                  on_notification))
         self._answerer = Answerer(Callbacks(on_elicit=on_elicit, on_sample=on_sample,
                                             roots=roots, on_log=on_log,
                                             on_notification=on_notification,
@@ -235,7 +240,8 @@ class Client:
                                 client_info=self._client_info,
                                 idle_reattach=self._idle_reattach)
         await session.start()
-        await nursery.start(session.run_standalone)
+        if self._hears:
+            await session.standalone()
         return session
 
     @property
@@ -427,6 +433,7 @@ class Client:
                     filters["resourceSubscriptions"] = sorted(uris)
                 await nursery.start(self._listen_modern, era, filters, send, listening)
             else:
+                await era.standalone()
                 if not era.standalone_open:
                     raise ClientError("the server offers no stream for notifications (GET)")
                 for uri in resource_uris:

@@ -105,6 +105,8 @@ class LegacySession:
         self.instructions: str | None = None
         #: The session's GET stream is open (run_standalone).
         self.standalone_open = False
+        #: The GET stream was asked for (``standalone``): a new session opens it again.
+        self._standalone_wanted = False
         #: Sessions started again after the server ended one (TM-CLIENT-SESSION).
         self.restarts = 0
         self._gone = False
@@ -177,6 +179,9 @@ class LegacySession:
             await self._restart()
             result = await self._request(method, params, on_progress)
         self._remember(method, params)
+        if method == "resources/subscribe":
+            # The updates of a subscription come on the GET stream (TM-CLIENT-STANDALONE).
+            await self.standalone()
         return result
 
     def _remember(self, method: str, params: Mapping[str, Any] | None) -> None:
@@ -200,7 +205,8 @@ class LegacySession:
             await self.start()
             self._gone = False
             self.restarts += 1
-            self._nursery.start_soon(self.run_standalone)
+            if self._standalone_wanted:
+                self._nursery.start_soon(self.run_standalone)
             if self._log_level is not None:
                 await self._request("logging/setLevel", {"level": self._log_level}, None)
             for uri in sorted(self._subscriptions):
@@ -378,6 +384,13 @@ class LegacySession:
                     return
 
     # -- the standalone stream ------------------------------------------------------------
+
+    async def standalone(self) -> None:
+        """Open the session's GET stream if it was not asked for yet (TM-CLIENT-STANDALONE):
+        once open, or refused, it returns; the stream is read until the session ends."""
+        if not self._standalone_wanted:
+            self._standalone_wanted = True
+            await self._nursery.start(self.run_standalone)
 
     async def run_standalone(
         self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
