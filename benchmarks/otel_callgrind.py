@@ -20,14 +20,13 @@ Ratios are against ``off``.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from edge_callgrind import SCRIPT, measure  # noqa: E402
+from edge_callgrind import SCRIPT, measure, write_json  # noqa: E402
 
 WITH_SDK = HERE / "servers" / "trio_mcp_otel_bench.py"
 
@@ -61,11 +60,7 @@ def main() -> None:
     off = next((r["per_call"] for r in rows if r["contender"] == "off"), rows[0]["per_call"])
     summary = {r["contender"]: {"per_call": r["per_call"], "ratio_to_off": r["per_call"] / off}
                for r in rows}
-    text = json.dumps({"summary": summary, "rows": rows}, indent=2)
-    if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text + "\n", encoding="utf-8")
-    print(text)
+    write_json(args.out, {"summary": summary, "rows": rows})
 
 
 if __name__ == "__main__":
