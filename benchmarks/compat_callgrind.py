@@ -11,14 +11,13 @@ warmed by 300 calls, then ``--calls`` echo calls on one connection, JSON respons
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from edge_callgrind import SCRIPT, measure  # noqa: E402
+from edge_callgrind import SCRIPT, measure, write_json  # noqa: E402
 
 COMPAT = HERE / "servers" / "trio_mcp_compat_bench.py"
 
@@ -41,7 +40,7 @@ def main() -> None:
         print(f"{row['contender']}: {row['per_call']:,.0f} instructions per call "
               f"(+{row['over_none']:,.0f}, {row['per_call'] / base:.4f}x)")
     if args.out:
-        args.out.write_text(json.dumps(rows, indent=2) + "\n")
+        write_json(args.out, rows)
 
 
 if __name__ == "__main__":

@@ -69,6 +69,16 @@ def total_ir(directory: Path, prefix: str) -> int:
     raise RuntimeError(f"no dump of callgrind in {directory}: {[p.name for p in dumps]}")
 
 
+def write_json(out: Path | None, result: object) -> None:
+    """Print ``result`` as JSON and, given ``out``, write it there: the callgrind scripts'
+    one way of keeping a measurement."""
+    text = json.dumps(result, indent=2)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text + "\n", encoding="utf-8")
+    print(text)
+
+
 def measure(
     label: str, env: dict[str, str], calls: int, json_response: bool, server: str = "trio-mcp",
     script: Path = SCRIPT,
@@ -131,11 +141,7 @@ def main() -> None:
         by = {r["contender"]: r["per_call"] for r in rows if r["mode"] == mode}
         summary[mode] = {**by, "after_over_before": by["after"] / by["before"]}
     result = {"server": args.server, "summary": summary, "rows": rows}
-    text = json.dumps(result, indent=2)
-    if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text + "\n", encoding="utf-8")
-    print(text)
+    write_json(args.out, result)
 
 
 if __name__ == "__main__":

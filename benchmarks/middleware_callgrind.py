@@ -11,14 +11,13 @@ middleware, each measured as edge_callgrind.py measures (a session warmed by 300
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from edge_callgrind import SCRIPT, measure  # noqa: E402
+from edge_callgrind import SCRIPT, measure, write_json  # noqa: E402
 
 WITH_MIDDLEWARE = HERE / "servers" / "trio_mcp_middleware_bench.py"
 
@@ -39,8 +38,7 @@ def main() -> None:
     print(f"one middleware: +{summary['per_call_cost']:,.0f} instructions "
           f"({summary['ratio']:.4f}x)")
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps({"summary": summary, "rows": rows}, indent=2) + "\n")
+        write_json(args.out, {"summary": summary, "rows": rows})
 
 
 if __name__ == "__main__":

@@ -152,6 +152,7 @@ AREAS: Mapping[str, tuple[str, ...]] = {
     "workers.md": (_tm("WORK", "STORE"),),
     "handlers.md": (_tm("HAND"),),
     "client.md": (_tm("CLIENT"),),
+    "telemetry.md": (_tm("OTEL"),),
     "extensions.md": (_EXT_ID, _tm("EXT", "SKILL")),
     "stdio.md": (r"T-STDIO-\d+", _tm("STDIO")),
 }

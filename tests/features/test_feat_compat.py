@@ -150,6 +150,11 @@ def middleware_server(log: list[str]) -> MCPServer:
         """Never runs: its middleware passes call_next a request of its own."""
         return "never"
 
+    @mcp.prompt()
+    def greet(name: str) -> str:
+        """A prompt, so that completion/complete is served."""
+        return f"Hello {name}"
+
     return mcp
 
 
@@ -172,7 +177,16 @@ async def test_fastmcp_middleware_hooks_and_sdk_middleware_wrap_requests_in_orde
         after_list = list(log)
         log.clear()
         refused = await rpc(live.url, era, "tools/call", {"name": "rewrite", "arguments": {}})
+        log.clear()
+        completed = await rpc(live.url, era, "completion/complete", {
+            "ref": {"type": "ref/prompt", "name": "greet"},
+            "argument": {"name": "name", "value": "A"}})
+        after_complete = list(log)
     assert "hi" == result["content"][0]["text"]
+    # FastMCP has no hook for completion/complete: it passes on_message and on_request.
+    assert "result" in completed, completed
+    assert ["message completion/complete", "request", "sdk completion/complete None"] == (
+        after_complete)
     assert [
         "message tools/call", "request", "call_tool echo {'text': 'hi'}",
         "sdk tools/call None", "inner", "handler", "call_tool out",

@@ -13,11 +13,12 @@ import datetime
 import functools
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import attrs
 
 from ..base._config import ResponseMode, ServerConfig
+from ..protocol._methods import APP_METHODS
 from ._context import Context as _Ctx
 from ._depends import Depends
 from ._display import Icon
@@ -294,16 +295,18 @@ class MiddlewareContext:
         return dataclasses.replace(self, **changes)
 
 
-#: FastMCP's hook for each method trio-mcp's middleware wraps.
-_HOOKS = {
-    "tools/call": "on_call_tool",
-    "tools/list": "on_list_tools",
-    "resources/read": "on_read_resource",
-    "resources/list": "on_list_resources",
-    "resources/templates/list": "on_list_resource_templates",
-    "prompts/get": "on_get_prompt",
-    "prompts/list": "on_list_prompts",
-}
+def _hook_of(method: str) -> str:
+    """FastMCP's hook for ``method``, named from its spelling in the method table:
+    ``tools/call`` on_call_tool, ``tools/list`` on_list_tools,
+    ``resources/templates/list`` on_list_resource_templates."""
+    *nouns, verb = method.split("/")
+    kept = nouns[-1:] if verb == "list" else []
+    named = [noun.removesuffix("s") for noun in nouns[:len(nouns) - len(kept)]] + kept
+    return f"on_{verb}_{'_'.join(named)}"
+
+
+#: FastMCP's hook for each method trio-mcp's middleware wraps (the application's).
+_HOOKS: Final = {method: _hook_of(method) for method in APP_METHODS}
 
 Hook = Callable[[MiddlewareContext, Callable[[MiddlewareContext], Awaitable[Any]]], Awaitable[Any]]
 
@@ -331,8 +334,10 @@ class Middleware:
 
         chain: Callable[[MiddlewareContext], Awaitable[Any]] = handler
         for hook in (_HOOKS.get(ctx.method), "on_request", "on_message"):
-            if hook is not None:
-                chain = functools.partial(getattr(self, hook), call_next=chain)
+            # A method FastMCP has no hook for (completion/complete) passes the other two.
+            step = getattr(self, hook, None) if hook is not None else None
+            if step is not None:
+                chain = functools.partial(step, call_next=chain)
         result: Mapping[str, Any] = await chain(context)
         return result
 

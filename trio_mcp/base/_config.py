@@ -15,6 +15,9 @@ from ..protocol._methods import CACHEABLE_METHODS
 from ..protocol._modern import CacheHint
 
 if TYPE_CHECKING:
+    from opentelemetry.metrics import MeterProvider
+    from opentelemetry.trace import TracerProvider
+
     from ._ports import TokenVerifier
     from ._trace import Tracer
 
@@ -348,6 +351,17 @@ class ServerConfig:
     Redis under different prefixes."""
     auth: AuthConfig | None = None
     """Authorization (T-AUTH-*): None serves every client, as a local server may."""
+    telemetry: bool = True
+    """OpenTelemetry (TM-OTEL-*): a SERVER span per JSON-RPC request and the MCP metrics, when
+    ``opentelemetry-api`` can be imported and OTEL_SDK_DISABLED is not true. False: nothing
+    of OpenTelemetry is imported or called."""
+    tracer_provider: TracerProvider | None = attrs.field(default=None, eq=False, repr=False)
+    """The OpenTelemetry tracer provider this server's spans go to (TM-OTEL-PROVIDERS); None,
+    the default, is the API's global one (opentelemetry-instrument's, or the application's).
+    Servers in one process may each have their own; tests give theirs here and never touch
+    the process's global providers."""
+    meter_provider: MeterProvider | None = attrs.field(default=None, eq=False, repr=False)
+    """The OpenTelemetry meter provider this server's metrics go to; None is the global one."""
     tracer: Tracer | None = attrs.field(default=None, eq=False, repr=False)
     """Told what each session does, for recorded timelines (trio_mcp.base._trace); None, the
     default, costs one attribute check at each point it would be told."""

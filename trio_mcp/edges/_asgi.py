@@ -402,6 +402,8 @@ class ASGIApp:
             body=body or b"",
             local_host=local_host,
             peer_host=peer,
+            peer_port=_client_port(scope),
+            http_version=str(scope.get("http_version", "1.1")),
         )
         async with trio.open_nursery() as nursery:
             responder.watch_with(lambda: nursery.start_soon(_watch_disconnect, receive, responder))
@@ -457,6 +459,13 @@ async def _watch_disconnect(receive: Receive, responder: ASGIResponder) -> None:
         if message["type"] == "http.disconnect":
             responder.gone()
             return
+
+
+def _client_port(scope: Mapping[str, Any]) -> int | None:
+    client = scope.get("client")
+    if isinstance(client, list | tuple) and len(client) > 1 and isinstance(client[1], int):
+        return client[1]
+    return None
 
 
 def _client_host(scope: Mapping[str, Any]) -> str | None:

@@ -252,6 +252,7 @@ class _Connection:
         #: Where the connection arrived (the Host policy's key), read once.
         self.local_host = _local_host(stream)
         self.peer_host = _peer_host(stream)
+        self.peer_port = _peer_port(stream)
 
     @property
     def request_read(self) -> bool:
@@ -726,6 +727,8 @@ class HttpServer:
             body=body,
             local_host=local,
             peer_host=connection.peer_host,
+            peer_port=connection.peer_port,
+            http_version=head.http_version.decode("latin-1"),
         )
         # The connection (its reader, once the runtime asks for one) tells the responder if
         # the client leaves meanwhile.
@@ -876,6 +879,18 @@ def _peer_host(stream: trio.abc.Stream) -> str | None:
 
 def _local_host(stream: trio.abc.Stream) -> str | None:
     return _host(stream, peer=False)
+
+
+def _peer_port(stream: trio.abc.Stream) -> int | None:
+    """The port of the connection's other end, when known (a span's client.port)."""
+    if isinstance(stream, trio.SSLStream):
+        stream = stream.transport_stream
+    if isinstance(stream, trio.SocketStream):
+        with contextlib.suppress(OSError):
+            address = stream.socket.getpeername()
+            if isinstance(address, tuple) and len(address) > 1:
+                return int(address[1])
+    return None
 
 
 def _host(stream: trio.abc.Stream, *, peer: bool) -> str | None:

@@ -67,6 +67,10 @@ class HttpRequest:
     """The address the request arrived on (ASGI ``scope["server"]``), when known."""
     peer_host: str | None = None
     """The address the request came from (ASGI ``scope["client"]``), when known."""
+    peer_port: int | None = None
+    """The port it came from, when known (a span's ``client.port``, TM-OTEL-SPAN)."""
+    http_version: str | None = None
+    """Its HTTP version ("1.1", "2"), when known (``network.protocol.version``)."""
     principal: Principal | None = None
     """Who the request's access token speaks for, once the Runtime has verified it (None
     when the server has no authorization)."""

@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from typing import Any
 
 from ..base._ports import InputRequired
 from ..protocol import (
@@ -27,17 +28,29 @@ logger = logging.getLogger("trio_mcp.session")
 failures = FailureLog(logger, "a handler failed; answered -32603")
 
 
-async def outcome_of(
+def outcome_of(
     handler: Callable[[], Awaitable[Mapping[str, JSON]]],
     request: Request,
     metrics: RequestMetrics | None = None,
-) -> Response | ErrorResponse:
-    """Run ``handler`` for ``request``: its result as a Response, or its error; counted in
-    ``metrics`` with the time it took.
+) -> Coroutine[Any, Any, Response | ErrorResponse]:
+    """Run ``handler`` for ``request`` (awaited): its result as a Response, or its error;
+    counted in ``metrics`` with the time it took.
 
     Cancellation, and any other BaseException (a modern request's InputRequired), passes
-    through to the caller.
+    through to the caller. With telemetry on (TM-OTEL-SPAN) it runs under a SERVER span.
+    Not a coroutine function itself: the caller awaits the body's coroutine directly, so
+    telemetry off adds no coroutine of its own to each request.
     """
+    if metrics is not None and metrics.telemetry is not None:
+        return metrics.telemetry.run(_outcome_of, handler, request, metrics)
+    return _outcome_of(handler, request, metrics)
+
+
+async def _outcome_of(
+    handler: Callable[[], Awaitable[Mapping[str, JSON]]],
+    request: Request,
+    metrics: RequestMetrics | None,
+) -> Response | ErrorResponse:
     started = time.perf_counter()
     outcome = Outcome.CANCELLED
     try:

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import bisect
 import enum
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from ..protocol._methods import CLIENT_REQUESTS
+
+if TYPE_CHECKING:
+    from ._telemetry import Telemetry
 
 __all__ = ["LATENCY_BUCKETS", "Outcome", "RequestMetrics"]
 
@@ -36,7 +39,10 @@ class Outcome(enum.Enum):
 class RequestMetrics:
     """Counts of requests by (method, outcome), and a histogram of handler time by method."""
 
-    def __init__(self) -> None:
+    def __init__(self, telemetry: Telemetry | None = None) -> None:
+        #: OpenTelemetry, when it is on (trio_mcp.runtime._telemetry): outcome_of runs each
+        #: request under its span; legacy sessions report their duration.
+        self.telemetry = telemetry
         self.counts: dict[tuple[str, Outcome], int] = {}
         #: Per method: a count per bucket (the last one is +Inf), then the sum of seconds.
         self.buckets: dict[str, list[int]] = {}

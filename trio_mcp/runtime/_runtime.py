@@ -35,9 +35,11 @@ from ._budget import BodyPool, BodyStatistics
 from ._describe import ObjectRole, RoleKind, RuntimeInfo, SessionRole, TaskRole, TreeIndex
 from ._failures import FailureLog
 from ._memory import MemoryReleaser
+from ._otelswitch import telemetry_for
 from ._pools import Charge, Ledger, LedgerStatistics, Pool, PoolStatistics, handler_pool
 from ._reqstats import RequestMetrics
 from ._stats import counter, gauge, part
+from ._telemetry import with_http
 from .backpressure._responder import Responder
 from .legacy._endpoint import EndpointStatistics, LegacyEndpoint
 from .legacy._legacyport import SessionPort as LegacySessionPort
@@ -171,7 +173,7 @@ class Runtime:
         # process, and cursors from before a restart (or from another worker) do not verify.
         self.codec = CursorCodec(config.derived_key("cursor"), origin=self.peers.origin)
         #: Requests by method and outcome, both eras and tasks (/metrics).
-        self.requests = RequestMetrics()
+        self.requests = RequestMetrics(telemetry_for(config))
         #: TM-SESS-RELEASE: freed memory handed back to the OS.
         self.releaser = MemoryReleaser(config.release_memory_after)
         #: TM-SEC-FAIR: the handlers running, both eras, by client.
@@ -451,9 +453,10 @@ class Runtime:
     ) -> bool:
         """``serve``, with an error of our own (a bug) logged, and answered with a JSON-RPC
         internal error if no response has started: never a traceback on the wire. False
-        when that happened."""
+        when that happened. With telemetry on, its handlers find the request (TM-OTEL-PARENT)."""
         try:
-            await self.serve(request, responder, relay_port=relay_port)
+            serve = with_http(self.serve, t) if (t := self.requests.telemetry) else self.serve
+            await serve(request, responder, relay_port=relay_port)
         except Exception as exc:
             self.failures.caught(exc, context=f"serving {request.method}")
             if not responder.started:

@@ -445,6 +445,7 @@ class LegacyEndpoint:
                         detail=f"Last-Event-ID {cursor.stream}.{cursor.seq}")
         # T-RESUME-5 / T-RESUME-6: re-attach to the cursor's own stream, after the cursor.
         pooled = self._stream_slot(session, cursor.stream, unit)
+        session.handlers.stream_event(cursor.stream, "mcp.stream.reattach", cursor.seq)
         await self._serve_view(
             session, cursor.stream, cursor.seq, responder, attached_comment=True, pooled=pooled
         )

@@ -303,6 +303,14 @@ class Handlers:
         self._out.close_request(flight.stream, rid)
         flight.done.set()
 
+    def stream_event(self, stream: int, name: str, cursor: int) -> None:
+        """TM-OTEL-EVENTS: ``name`` on the spans of the requests answered on ``stream``."""
+        if (telemetry := self._metrics.telemetry) is not None:
+            for flight in [f for f in self.inflight.values() if f.stream == stream]:
+                telemetry.request_event(
+                    flight.request, name, {"mcp.stream.id": stream, "mcp.stream.cursor": cursor}
+                )
+
     def cancelled_by_client(self) -> bool:
         """Whether a handler in flight was cancelled by its client."""
         return any(f.cancelled_by_client for f in self.inflight.values())

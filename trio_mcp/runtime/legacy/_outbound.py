@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
@@ -21,6 +21,9 @@ from ...protocol import (
     RequestId,
     Response,
 )
+
+if TYPE_CHECKING:
+    from .._telemetry import Telemetry
 
 __all__ = ["ClientRequests", "Outbound"]
 
@@ -41,10 +44,15 @@ class ClientRequests:
     ``send`` puts a message on the stream of the request it relates to (Session.send)."""
 
     def __init__(
-        self, base: int, send: Callable[[Request | Notification, RequestId | None], bool]
+        self,
+        base: int,
+        send: Callable[[Request | Notification, RequestId | None], bool],
+        telemetry: Telemetry | None = None,
     ) -> None:
         self._ids = itertools.count(base)
         self._send = send
+        #: TM-OTEL-INJECT: puts the trace context in each request's _meta, when on.
+        self._telemetry = telemetry
         self.waiting: dict[int, Outbound] = {}
 
     def __len__(self) -> int:
@@ -65,6 +73,17 @@ class ClientRequests:
                 ``timeout``, or the request could not be sent.
         """
         rid = next(self._ids)
+        if self._telemetry is not None:
+            # TM-OTEL-INJECT: a CLIENT span for it, whose context its _meta carries.
+            with self._telemetry.outgoing(method, rid):
+                params = self._telemetry.with_context(params)
+                return await self._ask(rid, method, params, related, timeout)
+        return await self._ask(rid, method, params, related, timeout)
+
+    async def _ask(
+        self, rid: int, method: str, params: Mapping[str, Any] | None,
+        related: RequestId | None, timeout: float,
+    ) -> Mapping[str, Any]:
         out = Outbound(request_id=rid, method=method)
         self.waiting[rid] = out
         try:

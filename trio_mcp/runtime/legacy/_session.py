@@ -181,14 +181,14 @@ class Session:
             session_id=session_id, config=config, codec=host.codec, log=self.log,
             primes=revision_at_least(version, PRIMING_SINCE), copies=host.copies,
             spawn=self.spawn, fail_request=lambda rid: self.handlers.cancel_request(rid),
-            heard=self.heard,
+            heard=self.heard, on_cut=lambda *event: self.handlers.stream_event(*event),
         )
         self.handlers = Handlers(
             config, self.out, handle=lambda f: self._handle(RequestPort(self, f), f.request),
             spawn=self.spawn, metrics=host.metrics, ended=self.touch, heard=self.heard,
             pool=host.handlers, unit=unit,
         )
-        self.outbound = ClientRequests(host.outbound_base, self.send)
+        self.outbound = ClientRequests(host.outbound_base, self.send, host.metrics.telemetry)
         self.notifications = ClientNotifications(
             session_id, config, host.app, cancel=self.handlers.cancel_request,
             elsewhere=lambda rid: host.peers.forward(self, ControlKind.CANCEL, rid),

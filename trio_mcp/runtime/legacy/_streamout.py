@@ -101,8 +101,12 @@ class StreamOut:
         spawn: Callable[..., bool],
         fail_request: Callable[[RequestId], object],
         heard: Callable[[], None],
+        on_cut: Callable[[int, str, int], None] | None = None,
     ) -> None:
         self.id = session_id
+        #: Told of a view cut for stalling: its stream, the event's name and its cursor
+        #: (Handlers.stream_event, TM-OTEL-EVENTS).
+        self._on_cut = on_cut
         self.config = config
         self.codec = codec
         self.log = log
@@ -428,6 +432,8 @@ class StreamOut:
         """A view cut its stalled reader (TM-BP-COUNTERS)."""
         self.counts.streams_cut += 1
         if view is not None:
+            if self._on_cut is not None:
+                self._on_cut(view.stream, "mcp.stream.cut", view.delivered)
             if self.recent_cuts is None:
                 self.recent_cuts = collections.deque(maxlen=3)
             # Kept for the session's life: without the tasks, which are over soon.

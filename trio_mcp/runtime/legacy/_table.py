@@ -264,6 +264,9 @@ class SessionTable:
             del self.sessions[session.id]
             self.pool.discard(session)
         if totals is not None:
+            if (telemetry := self.host.metrics.telemetry) is not None:
+                # TM-OTEL-METRICS: mcp.server.session.duration.
+                telemetry.session_ended(trio.current_time() - session.created_at, session.version)
             # TM-SESS-RELEASE: what the session held, freed once its tasks are done.
             self._ending[session] = totals.held_bytes
             counts, ended = self._counts, totals.statistics

@@ -387,6 +387,10 @@ class ModernExchange(EnvelopePort):
 
     def _cut(self) -> None:
         self._server.stats.streams_cut += 1
+        requests = self._server.requests
+        if requests is not None and requests.telemetry is not None:
+            # TM-OTEL-EVENTS: on the request's span, which its cancellation ends.
+            requests.telemetry.request_event(self._request, "mcp.stream.cut", {})
         self.cancel()
 
     # -- the port ---------------------------------------------------------------------------

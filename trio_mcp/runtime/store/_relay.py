@@ -171,8 +171,11 @@ class RelaySeal:
                 code=ErrorCode.INVALID_REQUEST,
                 http_status=403,
             )
+        # The seal names the client's address, not its port: the port here is the relaying
+        # worker's connection's, no part of the client's (a span's client.port).
         return attrs.evolve(
-            request, principal=relayed.principal, relayed=True, peer_host=relayed.address
+            request, principal=relayed.principal, relayed=True, peer_host=relayed.address,
+            peer_port=None,
         )
 
     def open(self, request: HttpRequest, now: float) -> Relayed:

@@ -210,6 +210,7 @@ class TaskRun(EnvelopePort):
         self._front = None
         self.snapshot, self.deadline = self._manager.published(self)
         self._manager.kept(self)
+        self._told()
         return self.snapshot
 
     def abandon(self) -> None:
@@ -224,6 +225,15 @@ class TaskRun(EnvelopePort):
             status, time.time() if at is None else at, **kwargs
         )
         self._manager.changed(self)
+        self._told()
+
+    def _told(self) -> None:
+        """TM-OTEL-EVENTS: the task's status, on the span of its request while it runs."""
+        requests = self._manager.requests
+        if requests is not None and requests.telemetry is not None and self.snapshot:
+            requests.telemetry.request_event(self._request, "mcp.task.status", {
+                "mcp.task.id": self.task_id, "mcp.task.status": self.snapshot.status.value,
+            })
 
     def _end(self, outcome: Response | ErrorResponse | InputRequired | None) -> None:
         assert self.snapshot is not None
