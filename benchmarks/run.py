@@ -592,8 +592,10 @@ async def warm_up(port: int) -> None:
 async def _warm_up_session(url: str) -> None:
     async with Client(url, mode="legacy") as client:
         await client.call_tool("echo", {"text": "warm"})
-        await client.call_tool("stream", {"n": 20, "size": 200},
-                               on_progress=lambda progress, total, message: None)
+        # The workers' benchmark server (bench_workers.py) has no stream tool.
+        if "stream" in {tool["name"] for tool in await client.list_tools()}:
+            await client.call_tool("stream", {"n": 20, "size": 200},
+                                   on_progress=lambda progress, total, message: None)
 
 
 # -- rps --------------------------------------------------------------------------------------
