@@ -5,57 +5,27 @@
 # same SDK), resources, prompts, an elicitation round and a cancellation too.
 from __future__ import annotations
 
-import importlib.util
 import subprocess
-import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 import trio
 from support.fixtures import free_port
+from support.node import ts_peer, ts_peer_launcher
 
 from trio_mcp import Client
 from trio_mcp.client import ClientEra
 
 ROOT = Path(__file__).resolve().parents[2]
-LAUNCHER = ROOT / "benchmarks" / "servers" / "ts_sdk_v2_bench.py"
-
-
-def _launcher() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("ts_sdk_v2_bench", LAUNCHER)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
 def ts_url() -> Iterator[str]:
     """The TypeScript peer on a free port, until the module's tests are done."""
-    import socket
-    import time
-
-    _launcher().install()
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, str(LAUNCHER), "--port", str(port)], cwd=ROOT,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert proc.poll() is None, "the TypeScript peer ended"
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "the TypeScript peer did not listen"
-                time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+    with ts_peer() as url:
+        yield url
 
 
 @pytest.mark.spec("TM-CLIENT-ERA")
@@ -92,7 +62,7 @@ def ts_features_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
     from support.node import node, node_env
 
-    modules = _launcher().install()
+    modules = ts_peer_launcher().install()
     folder = tmp_path_factory.mktemp("ts-features")
     shutil.copy(TS_FEATURES, folder / TS_FEATURES.name)
     (folder / "node_modules").symlink_to(modules, target_is_directory=True)

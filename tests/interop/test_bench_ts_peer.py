@@ -8,66 +8,25 @@
 # README says every test does for a missing dependency.
 from __future__ import annotations
 
-import importlib.util
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
-from pathlib import Path
-from types import ModuleType
 
 import pytest
 import trio
-from support.fixtures import free_port
 from support.modern import messages_of, modern_request, post
-
-ROOT = Path(__file__).resolve().parents[2]
-LAUNCHER = ROOT / "benchmarks" / "servers" / "ts_sdk_v2_bench.py"
-
-def launcher() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("ts_sdk_v2_bench", LAUNCHER)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from support.node import ts_peer, ts_peer_launcher
 
 
 @pytest.fixture(scope="module")
 def ts_peer_url() -> Iterator[str]:
     """The peer served as benchmarks/run.py starts it, on a free port; stopped after."""
-    launcher().install()
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, str(LAUNCHER), "--port", str(port)], cwd=ROOT,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert proc.poll() is None, proc.communicate()[0].decode()[-3000:]
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "the TypeScript peer did not listen"
-                time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        if proc.stdout is not None:
-            proc.stdout.close()
+    with ts_peer() as url:
+        yield url
 
 
 def test_the_ts_peer_runs_the_pinned_sdk() -> None:
     """What npm installed is what package-lock.json pins: the SDK's 2.4.0 server and the
     node adapter 2.1.2 the issue names."""
-    module = launcher()
+    module = ts_peer_launcher()
     module.install()
     versions = module.versions()
 

@@ -12,10 +12,15 @@
 # benchmarks' TypeScript SDK peer: benchmarks/servers/node_tools.py, loaded here by its path.
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
+import socket
 import subprocess
 import sys
+import tempfile
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -34,6 +39,8 @@ __all__ = [
     "node_env",
     "npm_command",
     "sdk_version",
+    "ts_peer",
+    "ts_peer_launcher",
 ]
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -59,18 +66,71 @@ INSPECTOR_CACHE = ROOT / ".cache" / "inspector"
 NODE_TOOLS = ROOT / "benchmarks" / "servers" / "node_tools.py"
 
 
-def _node_tools() -> ModuleType:
-    """benchmarks/servers/node_tools.py, as the module ``node_tools`` (once per process, the
-    same module object the benchmarks' launcher imports when loaded in a test)."""
-    loaded = sys.modules.get("node_tools")
+#: The benchmarks' TypeScript SDK v2 peer (issue 42), which some tests serve too.
+TS_PEER_LAUNCHER = ROOT / "benchmarks" / "servers" / "ts_sdk_v2_bench.py"
+
+
+def _load(name: str, path: Path) -> ModuleType:
+    """The benchmarks' module at ``path`` as ``name`` (once per process: the tests cannot
+    import the benchmarks' folder as a package)."""
+    loaded = sys.modules.get(name)
     if loaded is not None:
         return loaded
-    spec = importlib.util.spec_from_file_location("node_tools", NODE_TOOLS)
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    sys.modules["node_tools"] = module
+    sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def _node_tools() -> ModuleType:
+    """benchmarks/servers/node_tools.py, as the module ``node_tools`` (the same module
+    object the benchmarks' launcher imports when loaded in a test)."""
+    return _load("node_tools", NODE_TOOLS)
+
+
+def ts_peer_launcher() -> ModuleType:
+    """benchmarks/servers/ts_sdk_v2_bench.py (``install``, ``versions``)."""
+    return _load("ts_sdk_v2_bench", TS_PEER_LAUNCHER)
+
+
+@contextlib.contextmanager
+def ts_peer(timeout: float = 60.0) -> Iterator[str]:
+    """The TypeScript peer served as benchmarks/run.py starts it, on a free port of
+    127.0.0.1: its MCP URL while the block runs; stopped after. A peer that ends before it
+    listens fails with what it printed: its output goes to a file, not to a pipe that no one
+    reads while it serves (a full pipe would stop it)."""
+    ts_peer_launcher().install()
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with tempfile.TemporaryFile() as output:
+        proc = subprocess.Popen(
+            [sys.executable, str(TS_PEER_LAUNCHER), "--port", str(port)], cwd=ROOT,
+            stdout=output, stderr=subprocess.STDOUT,
+        )
+        try:
+            deadline = time.monotonic() + timeout
+            while True:
+                if proc.poll() is not None:
+                    output.seek(0)
+                    printed = output.read().decode(errors="replace")
+                    raise AssertionError(f"the TypeScript peer ended: {printed[-3000:]}")
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                    break
+                except OSError:
+                    assert time.monotonic() < deadline, "the TypeScript peer did not listen"
+                    time.sleep(0.1)
+            yield f"http://127.0.0.1:{port}/mcp"
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
 
 
 def node() -> Path:
