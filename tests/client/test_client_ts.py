@@ -5,7 +5,6 @@
 # same SDK), resources, prompts, an elicitation round and a cancellation too.
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -57,33 +56,17 @@ def ts_features_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     node_modules is the benchmarks' pinned install (node finds packages beside the script),
     until the module's tests are done."""
     import shutil
-    import socket
-    import time
 
-    from support.node import node, node_env
+    from support.node import listening, node, node_env
 
     modules = ts_peer_launcher().install()
     folder = tmp_path_factory.mktemp("ts-features")
     shutil.copy(TS_FEATURES, folder / TS_FEATURES.name)
     (folder / "node_modules").symlink_to(modules, target_is_directory=True)
     port = free_port()
-    proc = subprocess.Popen([str(node()), str(folder / TS_FEATURES.name), "--port", str(port)],
-                            cwd=folder, env=node_env(), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "the TypeScript server did not listen"
-                time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+    command = [str(node()), str(folder / TS_FEATURES.name), "--port", str(port)]
+    with listening(command, port, cwd=folder, env=node_env()) as url:
+        yield url
 
 
 @pytest.mark.spec("TM-CLIENT-ERA", "TM-CLIENT-ASK", "TM-CLIENT-CANCEL")

@@ -35,6 +35,7 @@ __all__ = [
     "install_conformance_next",
     "install_inspector",
     "install_ts_client",
+    "listening",
     "node",
     "node_env",
     "npm_command",
@@ -98,30 +99,38 @@ def ts_peer_launcher() -> ModuleType:
 @contextlib.contextmanager
 def ts_peer(timeout: float = 60.0) -> Iterator[str]:
     """The TypeScript peer served as benchmarks/run.py starts it, on a free port of
-    127.0.0.1: its MCP URL while the block runs; stopped after. A peer that ends before it
-    listens fails with what it printed: its output goes to a file, not to a pipe that no one
-    reads while it serves (a full pipe would stop it)."""
+    127.0.0.1: its MCP URL while the block runs; stopped after."""
     ts_peer_launcher().install()
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = _free_port()
+    command = [sys.executable, str(TS_PEER_LAUNCHER), "--port", str(port)]
+    with listening(command, port, cwd=ROOT, timeout=timeout) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def listening(
+    command: list[str], port: int, *, cwd: Path, env: dict[str, str] | None = None,
+    timeout: float = 60.0,
+) -> Iterator[str]:
+    """``command`` run until the block ends, once it listens on ``port`` of 127.0.0.1: its
+    MCP URL. A server that ends before it listens fails with what it printed: its output
+    goes to a file, not to a pipe that no one reads while it serves (a full pipe would stop
+    it)."""
     with tempfile.TemporaryFile() as output:
-        proc = subprocess.Popen(
-            [sys.executable, str(TS_PEER_LAUNCHER), "--port", str(port)], cwd=ROOT,
-            stdout=output, stderr=subprocess.STDOUT,
-        )
+        proc = subprocess.Popen(command, cwd=cwd, env=env, stdout=output,
+                                stderr=subprocess.STDOUT)
         try:
             deadline = time.monotonic() + timeout
             while True:
                 if proc.poll() is not None:
                     output.seek(0)
                     printed = output.read().decode(errors="replace")
-                    raise AssertionError(f"the TypeScript peer ended: {printed[-3000:]}")
+                    raise AssertionError(f"{command[1]} ended: {printed[-3000:]}")
                 try:
                     socket.create_connection(("127.0.0.1", port), timeout=1).close()
                     break
                 except OSError:
-                    assert time.monotonic() < deadline, "the TypeScript peer did not listen"
+                    assert time.monotonic() < deadline, f"{command[1]} did not listen"
                     time.sleep(0.1)
             yield f"http://127.0.0.1:{port}/mcp"
         finally:
@@ -131,6 +140,13 @@ def ts_peer(timeout: float = 60.0) -> Iterator[str]:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
 
 
 def node() -> Path:
