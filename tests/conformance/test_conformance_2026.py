@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -32,7 +31,7 @@ from support.node import (
     node,
     node_env,
 )
-from support.process import DEMO_KINDS, demo_serve_command, start_until
+from support.process import DEMO_KINDS, serving_demo
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -123,22 +122,8 @@ def demo_server_url(request: pytest.FixtureRequest) -> Iterator[str]:
     server, and with two workers and a Redis session store (issue 21); yields the URL it
     prints. Its later output is drained by a thread, so that a full pipe can never stall
     it."""
-    proc, match, lines = start_until(
-        demo_serve_command(request), r"serving (?:\S+ )?at (http://\S+)", cwd=ROOT,
-    )
-    assert proc.stdout is not None
-    drain = threading.Thread(target=lines.extend, args=(proc.stdout,), daemon=True)
-    drain.start()
-    try:
-        yield match.group(1)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        drain.join(timeout=5)
+    with serving_demo(request, cwd=ROOT) as url:
+        yield url
 
 
 def _run_suite(node_modules: Path, url: str, out: Path, *args: str) -> Run:

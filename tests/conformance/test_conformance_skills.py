@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ from support.node import (
     node,
     node_env,
 )
-from support.process import DEMO_KINDS, demo_serve_command, start_until
+from support.process import DEMO_KINDS, serving_demo
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -39,22 +38,8 @@ def node_modules() -> Path:
 @pytest.fixture(scope="module", params=DEMO_KINDS)
 def demo_server_url(request: pytest.FixtureRequest) -> Iterator[str]:
     """The demo server as a subprocess; its later output drained by a thread."""
-    proc, match, lines = start_until(
-        demo_serve_command(request), r"serving (?:\S+ )?at (http://\S+)", cwd=ROOT,
-    )
-    assert proc.stdout is not None
-    drain = threading.Thread(target=lines.extend, args=(proc.stdout,), daemon=True)
-    drain.start()
-    try:
-        yield match.group(1)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        drain.join(timeout=5)
+    with serving_demo(request, cwd=ROOT) as url:
+        yield url
 
 
 def _run(node_modules: Path, url: str, scenario: str, out: Path) -> tuple[str, list[Any]]:

@@ -1,15 +1,17 @@
 # Servers in processes of their own, for tests of what a command line does.
 from __future__ import annotations
 
+import contextlib
 import re
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import pytest
 
-__all__ = ["DEMO_KINDS", "demo_serve_command", "start_until"]
+__all__ = ["DEMO_KINDS", "demo_serve_command", "serving_demo", "start_until"]
 
 #: The ways the conformance tests serve the demo: on each HTTP server, and as two workers
 #: sharing a Redis session store (issue 21).
@@ -47,3 +49,26 @@ def start_until(
             return proc, match, lines
     proc.kill()
     raise AssertionError(f"{cmd[0]} did not start:\n" + "".join(lines))
+
+
+@contextlib.contextmanager
+def serving_demo(request: pytest.FixtureRequest, *, cwd: Path) -> Iterator[str]:
+    """The demo served as ``demo_serve_command`` says, while the block runs: the URL it
+    prints. Its later output is drained by a thread, so that a full pipe can never stall
+    it; it is stopped after."""
+    proc, match, lines = start_until(
+        demo_serve_command(request), r"serving (?:\S+ )?at (http://\S+)", cwd=cwd,
+    )
+    assert proc.stdout is not None
+    drain = threading.Thread(target=lines.extend, args=(proc.stdout,), daemon=True)
+    drain.start()
+    try:
+        yield match.group(1)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        drain.join(timeout=5)
