@@ -15,6 +15,7 @@ from support.fixtures import wait_until
 from support.replaying import Replaying, serve_replaying
 
 from trio_mcp import Client, ConnectionLost, ResumptionFailed
+from trio_mcp.client._legacy import RESUME_ATTEMPTS
 
 
 async def _serve(nursery: trio.Nursery, **settings: object) -> Replaying:
@@ -78,14 +79,53 @@ async def test_a_resumption_required_signal_re_attaches_without_waiting_for_the_
     assert [{"type": "text", "text": "done"}] == result["content"]
 
 
+@pytest.mark.spec("TM-CLIENT-CATCHUP", "TM-CLIENT-ONCE")
+async def test_a_resumed_stream_is_read_once_more_from_its_cursor_after_its_priming_event(
+    nursery: trio.Nursery,
+) -> None:
+    """A resume answered with two events, a priming event and the rest without the three
+    events that followed (the Python SDK's server's window between its replay and its live
+    tail): the client reads the stream again from its cursor before it reads on, and the
+    progress callback fires 1 to 40 in order, once each."""
+    state = await _serve(nursery, events=40, drops=(17,), resume="window")
+    seen: list[float] = []
+    with trio.fail_after(10):
+        async with Client(state.url) as client:
+            result = await client.call_tool("count", on_progress=_append_to(seen))
+            tally = client.tally()
+
+    assert "done" == result["content"][0]["text"]
+    assert [float(i) for i in range(1, 41)] == seen
+    assert ["e17", "e19"] == state.resumes
+    assert 1 == tally.catch_ups
+
+
+@pytest.mark.spec("TM-CLIENT-CATCHUP")
+async def test_a_refused_catch_up_read_leaves_the_call_to_its_resumed_stream(
+    nursery: trio.Nursery,
+) -> None:
+    """A server that refuses the second read (409: one connection a stream) does not fail
+    the call: it returns with what its resumed stream brought, the withheld events missing."""
+    state = await _serve(nursery, events=40, drops=(17,), resume="window", catch_up="refuse")
+    seen: list[float] = []
+    with trio.fail_after(10):
+        async with Client(state.url) as client:
+            result = await client.call_tool("count", on_progress=_append_to(seen))
+
+    assert "done" == result["content"][0]["text"]
+    assert [float(i) for i in range(1, 41) if i not in (20, 21, 22)] == seen
+
+
 @pytest.mark.spec("TM-CLIENT-GAP")
 @pytest.mark.parametrize(("resume", "code"), [("gap", -31001), ("empty", None),
                                               ("refuse", -32600)])
 async def test_a_resume_the_server_cannot_serve_fails_the_call(
     nursery: trio.Nursery, resume: str, code: int | None
 ) -> None:
-    """A resume answered with -31001 (and a resumption-failed event), with an empty stream,
-    or refused (404) fails the call with ResumptionFailed, after one resume, at once."""
+    """A resume answered with -31001 (and a resumption-failed event) or refused (404) fails
+    the call with ResumptionFailed at once; one answered with an empty stream does after
+    RESUME_ATTEMPTS such answers in a row (a server may answer so while a connection it has
+    not yet seen go still holds the stream)."""
     state = await _serve(nursery, events=40, drops=(17,), resume=resume)
     seen: list[float] = []
     with trio.fail_after(10):
@@ -93,7 +133,7 @@ async def test_a_resume_the_server_cannot_serve_fails_the_call(
             with pytest.raises(ResumptionFailed) as caught:
                 await client.call_tool("count", on_progress=lambda p, t, m: seen.append(p))
 
-    assert 1 == len(state.resumes)
+    assert (RESUME_ATTEMPTS if resume == "empty" else 1) == len(state.resumes)
     assert code == caught.value.code
     assert [float(i) for i in range(1, 18)] == seen
 

@@ -23,18 +23,21 @@ CLOSES: list[bool] = []
 
 
 @server.tool()
-async def polled(n: int, ctx: Context, close_after: int = -1) -> str:
+async def polled(n: int, ctx: Context, close_after: int = -1, again: bool = False) -> str:
     """Send n numbered notifications; after `close_after` of them (if >= 0), close the
     connection, then wait a moment so the client sees the close before the rest.
 
     Args:
         n: how many notifications.
         close_after: when to close the connection (-1: never).
+        again: close it a second time at once.
     """
     for i in range(n):
         if i == close_after:
             await trio.sleep(0.05)  # the view has written what came before
             CLOSES.append(ctx.close_sse_stream())
+            if again:
+                CLOSES.append(ctx.close_sse_stream())
             await trio.sleep(0.05)
         await ctx.log("info", {"i": i})
     if close_after == n:
@@ -42,10 +45,9 @@ async def polled(n: int, ctx: Context, close_after: int = -1) -> str:
     return f"polled {n}"
 
 
-def call(n: int, close_after: int = -1) -> dict[str, Any]:
-    return rpc_request(
-        "tools/call", {"name": "polled", "arguments": {"n": n, "close_after": close_after}}
-    )
+def call(n: int, close_after: int = -1, again: bool = False) -> dict[str, Any]:
+    return rpc_request("tools/call", {"name": "polled", "arguments": {
+        "n": n, "close_after": close_after, "again": again}})
 
 
 def standalone_note(live: LiveServer, session: McpSession, i: int) -> None:
@@ -136,6 +138,28 @@ async def test_retry_comes_before_the_server_closes_a_request_connection_early(
     assert [0, 1] == first.numbers and [2, 3] == second.numbers
     assert request["id"] == second.messages[-1]["id"] and "result" in second.messages[-1]
     assert [] == second.retries  # a stream that ended after its response: no retry
+
+
+@pytest.mark.spec("T-PSSE-2")
+async def test_closing_a_connection_that_is_already_closing_closes_nothing(
+    live_server: StartServer,
+) -> None:
+    """A handler that closes its request's connection twice in a row is told True, then
+    False: the second close finds that connection ending and closes nothing, so a handler
+    that closes whenever ``close_sse_stream`` succeeds closes each connection once."""
+    live = await live_server(server, ServerConfig(retry_ms=RETRY_MS))
+    with trio.fail_after(TIMEOUT):
+        session = await open_session(live.url)
+        request = call(4, close_after=2, again=True)
+        first, second = Wire(), Wire()
+        async with open_call(session, request) as stream:
+            ended = await read_until(stream, first)
+        assert first.last_id is not None
+        async with resume(session, first.last_id) as stream:
+            await read_until(stream, second)
+
+    assert ended and [True, False] == CLOSES
+    assert [0, 1] == first.numbers and [2, 3] == second.numbers
 
 
 @pytest.mark.spec("T-GET-7", "T-GET-8", "TM-RES-PRIME")

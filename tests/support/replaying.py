@@ -5,8 +5,13 @@ counts of ``drops`` (one per connection). How it answers a resume (GET with Last
 its ``resume`` mode: ``replay`` sends the whole stream again from its start (the events the
 client has included, as a server without an event store's cursor handling may), ``correct``
 sends what follows the cursor, ``empty`` answers with an empty stream, ``gap`` says the
-events are lost (a ``resumption-failed`` event and a -31001 answer, as trio-mcp does), and
-``refuse`` answers 404. A notifications/cancelled it receives is kept in ``cancelled``."""
+events are lost (a ``resumption-failed`` event and a -31001 answer, as trio-mcp does),
+``refuse`` answers 404, and ``window`` is the Python SDK's server 2.3.0: what follows the
+cursor, two events of it, then a priming event, then the rest without the next ``window``
+events (stored between its replay and its live tail, sent neither way); a second resume
+reads its "store", every event after its cursor, and ends (409 with ``catch_up="refuse"``,
+as a server that allows one connection a stream answers). A notifications/cancelled it
+receives is kept in ``cancelled``."""
 
 from __future__ import annotations
 
@@ -38,6 +43,10 @@ class Replaying:
     answered: int = 0
     #: An event of this many bytes of data sent after the first progress (and on a resume).
     huge: int = 0
+    #: ``window`` mode: how many events the first resume withholds, and how a second
+    #: resume is answered ("serve" or "refuse").
+    window: int = 3
+    catch_up: str = "serve"
     #: Speak 2026-07-28: server/discover lists it, and the call's stream has no ids.
     modern: bool = False
     url: str = ""
@@ -164,6 +173,19 @@ async def _answer(state: Replaying, conn: h11.Connection, stream: trio.SocketStr
             await _sse(conn, stream, [b"event: resumption-failed\ndata: {}\n\n",
                                       ("data: " + json.dumps(lost) + "\n\n").encode()],
                        cut=False)
+            return
+        if state.resume == "window":
+            after = int(last.removeprefix("e"))
+            if len(state.resumes) > 1:
+                if state.catch_up == "refuse":
+                    await _json(conn, stream, 409, {"jsonrpc": "2.0", "id": None, "error": {
+                        "code": -32600, "message": "the stream has a connection"}})
+                    return
+                await _sse(conn, stream, full[after:], cut=False)
+                return
+            priming = f"id: p{len(state.resumes)}\ndata: \n\n".encode()
+            await _sse(conn, stream, [*full[after:after + 2], priming,
+                                      *full[after + 2 + state.window:]], cut=False)
             return
         events = full
         if state.resume == "correct":

@@ -19,8 +19,10 @@ import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
 import uvicorn
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.streamable_http import StreamableHTTPServerTransport
 
 SERVERS = Path(__file__).resolve().parents[2] / "benchmarks" / "servers"
 
@@ -33,8 +35,29 @@ async def chatty(ctx: Context, n: int, closes: list[int]) -> str:
     for i in range(n):
         await ctx.report_progress(i + 1, n)
         if i + 1 in closes:
-            await ctx.close_sse_stream()
+            await _close_when_attached(ctx)
+            # 0-10 ms before the next event (the client re-attaches after 5 ms), so the
+            # re-attach races the tool's next events, as against a tool that works between
+            # its reports.
+            await anyio.sleep((i * 7919 % 11) / 1000)
     return f"chatty {n}"
+
+
+async def _close_when_attached(ctx: Context) -> None:
+    """Close the request's stream once a client connection is attached to it (at most 0.05 s
+    of waiting): the SDK's ``close_sse_stream`` does nothing while none is, and a close
+    that lands there would not be a drop. The SDK offers no way to ask, so the transport
+    and the stream's key are read from the closure it hands the tool."""
+    callback = ctx.request_context.close_sse_stream
+    cells = {type(c.cell_contents): c.cell_contents
+             for c in getattr(callback, "__closure__", None) or ()}
+    transport = cells.get(StreamableHTTPServerTransport)
+    key = cells.get(str)
+    with anyio.move_on_after(0.05):
+        # The SDK has no event for it: a short poll.
+        while transport is not None and key not in transport._sse_stream_writers:  # noqa: ASYNC110
+            await anyio.sleep(0.002)
+    await ctx.close_sse_stream()
 
 
 def main() -> None:

@@ -614,7 +614,9 @@ class Context(SessionContext):
     def close_sse_stream(self) -> bool:
         """Close this request's SSE connection now; the client resumes it with GET and
         Last-Event-ID and the response arrives there (SEP-1699 polling, T-PSSE-2). Legacy
-        sessions only: a 2026-07-28 stream cannot be resumed (MT-SSE-6), so it stays open."""
+        sessions only: a 2026-07-28 stream cannot be resumed (MT-SSE-6), so it stays open.
+        Returns whether it closed one: False while none with an event id is attached, or
+        the attached one is already closing."""
         return self._request_port.close_stream()
 
 

@@ -41,6 +41,10 @@ class Tally:
 
     applied: int
     duplicates: int
+    resumes: int = 0
+    """Re-attaches of calls' streams (TM-CLIENT-RESUME)."""
+    catch_ups: int = 0
+    """Resumed streams read once more from their cursor (TM-CLIENT-CATCHUP)."""
 
 
 class Call:
@@ -145,6 +149,8 @@ class Ledger:
         self._streams: dict[Hashable, EventIds] = {}
         self._applied = 0
         self._duplicates = 0
+        self._resumes = 0
+        self._catch_ups = 0
 
     def open(
         self, method: str, on_progress: ProgressCallback | None = None, *,
@@ -170,7 +176,14 @@ class Ledger:
         self._streams.pop(call.id, None)
 
     def tally(self) -> Tally:
-        return Tally(applied=self._applied, duplicates=self._duplicates)
+        return Tally(applied=self._applied, duplicates=self._duplicates,
+                     resumes=self._resumes, catch_ups=self._catch_ups)
+
+    def note_resume(self) -> None:
+        self._resumes += 1
+
+    def note_catch_up(self) -> None:
+        self._catch_ups += 1
 
     def first_time(self, stream: Hashable, event_id: str | None) -> bool:
         """Whether an event of ``stream`` is new; an event without an id of its own is."""

@@ -36,6 +36,9 @@ MAX_RETRY_MS: Final = 60_000
 #: in between (the Python SDK's server, mcp 2.3.0: "the replay→live-tail ordering window");
 #: a re-attach reads them from its store, and exactly-once makes it harmless.
 DEFAULT_IDLE_REATTACH: Final = 5.0
+#: The longest a resumed stream waits, unread, while its catch-up read runs (seconds); the
+#: catch-up itself ends after ``idle_reattach`` without an event.
+_CATCH_UP_LIMIT: Final = 60.0
 #: Server requests answered at once; past them, the stream that brought the next one waits
 #: for its answer before it is read further, so a server cannot make the client start tasks
 #: without bound.
@@ -272,14 +275,18 @@ class LegacySession:
         response: httpx2.Response,
         cursor: Cursor,
         idle_after: float | None = None,
+        *,
+        resumed: bool = False,
     ) -> None:
         """Apply what ``response`` brings until ``call`` has its answer or the stream ends
         (or says to resume); ``idle_after``: or until no event came for that long
-        (``cursor.idle``)."""
+        (``cursor.idle``); ``resumed``: ``response`` re-attaches ``call``'s stream, and a
+        priming event on it is caught up on (TM-CLIENT-CATCHUP)."""
         cursor.read = 0
         cursor.idle = False
         with trio.CancelScope() as idle:
-            await self._read_events(call, stream, response, cursor, idle, idle_after)
+            await self._read_events(call, stream, response, cursor, idle, idle_after,
+                                    call if resumed else None)
         cursor.idle = idle.cancelled_caught
 
     async def _read_events(
@@ -290,10 +297,18 @@ class LegacySession:
         cursor: Cursor,
         idle: trio.CancelScope,
         idle_after: float | None,
+        catch_up: Call | None,
     ) -> None:
         if idle_after is not None:
             idle.deadline = trio.current_time() + idle_after
         async for item in read_incoming(response):
+            if catch_up is not None and _is_priming(item) and cursor.last_id is not None:
+                # TM-CLIENT-CATCHUP: once a connection, not read further till caught up.
+                idle.deadline = trio.current_time() + _CATCH_UP_LIMIT
+                await self._catch_up(catch_up, cursor)
+                catch_up = None
+                if call is not None and call.done.is_set():
+                    return
             if idle_after is not None:
                 idle.deadline = trio.current_time() + idle_after
             cursor.note(item)
@@ -346,7 +361,7 @@ class LegacySession:
     async def _resume(self, call: Call, cursor: Cursor) -> None:
         """TM-CLIENT-RESUME: re-attach ``call``'s stream until its answer comes or the
         server says it cannot come (TM-CLIENT-GAP)."""
-        failures = 0
+        failures = empties = 0
         while not call.done.is_set():
             if cursor.lost is not None:
                 call.fail(ResumptionFailed(f"{call.method}: the server lost this request's "
@@ -357,6 +372,7 @@ class LegacySession:
                                          "event id, so it cannot be resumed"))
                 return
             await trio.sleep(cursor.retry_ms / 1000)
+            self._ledger.note_resume()
             try:
                 async with self._http.stream(
                     "GET", self._url,
@@ -371,17 +387,46 @@ class LegacySession:
                             f"(HTTP {response.status_code}): {text[:200]}",
                             code=_code_of(text)))
                         return
-                    await self._read(call, call.id, response, cursor, self._idle_reattach)
-                    if cursor.read == 0 and not cursor.idle and not call.done.is_set():
-                        call.fail(ResumptionFailed(
-                            f"{call.method}: the server answered the resume with nothing"))
-                        return
+                    await self._read(call, call.id, response, cursor, self._idle_reattach,
+                                     resumed=True)
+                    if cursor.read or cursor.idle:
+                        empties = 0
+                    elif not call.done.is_set():
+                        empties += 1
+                        if empties >= RESUME_ATTEMPTS:
+                            call.fail(ResumptionFailed(
+                                f"{call.method}: the server answered the resume with "
+                                f"nothing, {empties} times in a row"))
+                            return
             except httpx2.TransportError as error:
                 failures += 1
                 if failures >= RESUME_ATTEMPTS:
                     call.fail(ConnectionLost(f"{call.method}: the server could not be "
                                              f"reached to resume: {error!r}"))
                     return
+
+    async def _catch_up(self, call: Call, cursor: Cursor) -> None:
+        """TM-CLIENT-CATCHUP: read ``call``'s stream once more from ``cursor``, on a
+        connection of its own, while the resumed one waits: what a server stored between
+        its replay and its live tail comes from its store, in its order, and what the live
+        tail brings again is dropped by its event id. A server that will not serve it
+        (409, say) leaves the call as it was."""
+        behind = Cursor(last_id=cursor.last_id, retry_ms=cursor.retry_ms)
+        self._ledger.note_catch_up()
+        with contextlib.suppress(httpx2.TransportError):
+            async with self._http.stream(
+                "GET", self._url,
+                headers={**self._headers("text/event-stream"),
+                         "last-event-id": behind.last_id or ""},
+            ) as response:
+                if response.status_code != 200 or not is_sse(response):
+                    return
+                # It may become the live tail itself, if the resumed stream ended meanwhile:
+                # then it has a seam of its own, caught up on the same way.
+                await self._read(call, call.id, response, behind,
+                                 self._idle_reattach or DEFAULT_IDLE_REATTACH, resumed=True)
+        cursor.last_id = behind.last_id
+        cursor.lost = cursor.lost or behind.lost
 
     # -- the standalone stream ------------------------------------------------------------
 
@@ -427,6 +472,11 @@ class LegacySession:
             self.standalone_open = False
             if not started:
                 task_status.started()
+
+
+def _is_priming(item: Incoming) -> bool:
+    """An event with an id and nothing else: a priming event (T-PSSE-1)."""
+    return item.event_id is not None and not item.data and item.event == "message"
 
 
 class _SessionGone(Exception):

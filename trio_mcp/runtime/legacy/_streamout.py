@@ -287,6 +287,10 @@ class StreamOut:
             # Without an event id the client has no cursor to resume from: closing would
             # lose the stream, so it stays open.
             return False
+        if view.end_reason is not None:
+            # Already ending: this call closes nothing (a handler polling for an attached
+            # connection waits for the client's next one).
+            return False
         view.stop(ViewEnd.SERVER_CLOSED)
         return True
 
