@@ -15,7 +15,7 @@ from support.fixtures import wait_until
 from support.replaying import Replaying, serve_replaying
 
 from trio_mcp import Client, ConnectionLost, ResumptionFailed
-from trio_mcp.client._legacy import RESUME_ATTEMPTS
+from trio_mcp.client._legacy import CATCH_UP_DEPTH, RESUME_ATTEMPTS
 
 
 async def _serve(nursery: trio.Nursery, **settings: object) -> Replaying:
@@ -114,6 +114,25 @@ async def test_a_refused_catch_up_read_leaves_the_call_to_its_resumed_stream(
 
     assert "done" == result["content"][0]["text"]
     assert [float(i) for i in range(1, 41) if i not in (20, 21, 22)] == seen
+
+
+@pytest.mark.spec("TM-CLIENT-CATCHUP")
+async def test_a_server_that_primes_every_read_gets_a_bounded_number_of_them(
+    nursery: trio.Nursery,
+) -> None:
+    """A server whose every answer to a second read starts with a priming event of its own
+    would have each catch-up read start another: the client nests CATCH_UP_DEPTH of them at
+    most, and the call returns, each notification applied once."""
+    state = await _serve(nursery, events=40, drops=(17,), resume="window", catch_up="prime")
+    seen: list[float] = []
+    with trio.fail_after(10):
+        async with Client(state.url) as client:
+            result = await client.call_tool("count", on_progress=_append_to(seen))
+            tally = client.tally()
+
+    assert "done" == result["content"][0]["text"]
+    assert [float(i) for i in range(1, 41)] == seen
+    assert CATCH_UP_DEPTH == tally.catch_ups == len(state.resumes) - 1
 
 
 @pytest.mark.spec("TM-CLIENT-GAP")

@@ -10,7 +10,8 @@ events are lost (a ``resumption-failed`` event and a -31001 answer, as trio-mcp 
 cursor, two events of it, then a priming event, then the rest without the next ``window``
 events (stored between its replay and its live tail, sent neither way); a second resume
 reads its "store", every event after its cursor, and ends (409 with ``catch_up="refuse"``,
-as a server that allows one connection a stream answers). A notifications/cancelled it
+as a server that allows one connection a stream answers; with ``"prime"`` it starts with
+a priming event of its own). A notifications/cancelled it
 receives is kept in ``cancelled``."""
 
 from __future__ import annotations
@@ -181,7 +182,10 @@ async def _answer(state: Replaying, conn: h11.Connection, stream: trio.SocketStr
                     await _json(conn, stream, 409, {"jsonrpc": "2.0", "id": None, "error": {
                         "code": -32600, "message": "the stream has a connection"}})
                     return
-                await _sse(conn, stream, full[after:], cut=False)
+                primed = [f"id: p{len(state.resumes)}\ndata: \n\n".encode()]
+                await _sse(conn, stream,
+                           [*(primed if state.catch_up == "prime" else []), *full[after:]],
+                           cut=False)
                 return
             priming = f"id: p{len(state.resumes)}\ndata: \n\n".encode()
             await _sse(conn, stream, [*full[after:after + 2], priming,

@@ -39,6 +39,10 @@ DEFAULT_IDLE_REATTACH: Final = 5.0
 #: The longest a resumed stream waits, unread, while its catch-up read runs (seconds); the
 #: catch-up itself ends after ``idle_reattach`` without an event.
 _CATCH_UP_LIMIT: Final = 60.0
+#: Catch-up reads one re-attach may nest (TM-CLIENT-CATCHUP): a read becomes the live tail
+#: when the stream it reads beside ends meanwhile, and has a seam of its own; a server that
+#: primes every read cannot make the client nest them without end.
+CATCH_UP_DEPTH: Final = 4
 #: Server requests answered at once; past them, the stream that brought the next one waits
 #: for its answer before it is read further, so a server cannot make the client start tasks
 #: without bound.
@@ -276,17 +280,18 @@ class LegacySession:
         cursor: Cursor,
         idle_after: float | None = None,
         *,
-        resumed: bool = False,
+        catch_ups: int = 0,
     ) -> None:
         """Apply what ``response`` brings until ``call`` has its answer or the stream ends
         (or says to resume); ``idle_after``: or until no event came for that long
-        (``cursor.idle``); ``resumed``: ``response`` re-attaches ``call``'s stream, and a
-        priming event on it is caught up on (TM-CLIENT-CATCHUP)."""
+        (``cursor.idle``); ``catch_ups``: ``response`` re-attaches ``call``'s stream, and a
+        priming event on it is caught up on with that many reads nested at most
+        (TM-CLIENT-CATCHUP)."""
         cursor.read = 0
         cursor.idle = False
         with trio.CancelScope() as idle:
             await self._read_events(call, stream, response, cursor, idle, idle_after,
-                                    call if resumed else None)
+                                    catch_ups)
         cursor.idle = idle.cancelled_caught
 
     async def _read_events(
@@ -297,17 +302,18 @@ class LegacySession:
         cursor: Cursor,
         idle: trio.CancelScope,
         idle_after: float | None,
-        catch_up: Call | None,
+        catch_ups: int,
     ) -> None:
         if idle_after is not None:
             idle.deadline = trio.current_time() + idle_after
         async for item in read_incoming(response):
-            if catch_up is not None and _is_priming(item) and cursor.last_id is not None:
+            if (catch_ups and call is not None and _is_priming(item)
+                    and cursor.last_id is not None):
                 # TM-CLIENT-CATCHUP: once a connection, not read further till caught up.
                 idle.deadline = trio.current_time() + _CATCH_UP_LIMIT
-                await self._catch_up(catch_up, cursor)
-                catch_up = None
-                if call is not None and call.done.is_set():
+                await self._catch_up(call, cursor, catch_ups - 1)
+                catch_ups = 0
+                if call.done.is_set():
                     return
             if idle_after is not None:
                 idle.deadline = trio.current_time() + idle_after
@@ -388,7 +394,7 @@ class LegacySession:
                             code=_code_of(text)))
                         return
                     await self._read(call, call.id, response, cursor, self._idle_reattach,
-                                     resumed=True)
+                                     catch_ups=CATCH_UP_DEPTH)
                     if cursor.read or cursor.idle:
                         empties = 0
                     elif not call.done.is_set():
@@ -405,12 +411,12 @@ class LegacySession:
                                              f"reached to resume: {error!r}"))
                     return
 
-    async def _catch_up(self, call: Call, cursor: Cursor) -> None:
+    async def _catch_up(self, call: Call, cursor: Cursor, nested: int) -> None:
         """TM-CLIENT-CATCHUP: read ``call``'s stream once more from ``cursor``, on a
         connection of its own, while the resumed one waits: what a server stored between
         its replay and its live tail comes from its store, in its order, and what the live
         tail brings again is dropped by its event id. A server that will not serve it
-        (409, say) leaves the call as it was."""
+        (409, say) leaves the call as it was; ``nested``: reads this one may nest."""
         behind = Cursor(last_id=cursor.last_id, retry_ms=cursor.retry_ms)
         self._ledger.note_catch_up()
         with contextlib.suppress(httpx2.TransportError):
@@ -424,7 +430,7 @@ class LegacySession:
                 # It may become the live tail itself, if the resumed stream ended meanwhile:
                 # then it has a seam of its own, caught up on the same way.
                 await self._read(call, call.id, response, behind,
-                                 self._idle_reattach or DEFAULT_IDLE_REATTACH, resumed=True)
+                                 self._idle_reattach or DEFAULT_IDLE_REATTACH, catch_ups=nested)
         cursor.last_id = behind.last_id
         cursor.lost = cursor.lost or behind.lost
 
