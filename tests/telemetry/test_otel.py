@@ -237,6 +237,83 @@ async def test_errors_are_recorded_as_the_conventions_say(otel: Otel, live_serve
     assert "broken" in named and "nope" * 10 not in named
 
 
+@pytest.mark.spec("TM-OTEL-NOTIFY", "TM-OTEL-METRICS")
+async def test_a_clients_notification_is_a_server_span_of_the_trace_in_its_meta(
+    otel: Otel, live_server: Any
+) -> None:
+    """A 2025-11-25 session's notifications/initialized and a roots/list_changed whose _meta
+    carries a traceparent are each a SERVER span named by their method, the second a child of
+    the caller's span, with the session's attributes; each is counted in the duration metric."""
+    live = await live_server(traced_server(), otel.config())
+    session = await open_session(live.url, capabilities={"roots": {"listChanged": True}})
+    response = await session.notify("notifications/roots/list_changed",
+                                    {"_meta": {"traceparent": TRACEPARENT}})
+    assert response.status == 202
+
+    [initialized] = otel.finished("notifications/initialized")
+    [changed] = otel.finished("notifications/roots/list_changed")
+    assert changed.kind is SpanKind.SERVER
+    assert format(changed.context.trace_id, "032x") == TRACE_ID
+    assert changed.parent is not None and format(changed.parent.span_id, "016x") == PARENT_ID
+    attributes = _attrs(changed)
+    assert isinstance(attributes.pop("client.port"), int)
+    assert attributes == {
+        "mcp.method.name": "notifications/roots/list_changed",
+        "mcp.session.id": session.id,
+        "mcp.protocol.version": session.protocol_version,
+        "network.transport": "tcp",
+        "network.protocol.name": "http",
+        "network.protocol.version": "1.1",
+        "client.address": "127.0.0.1",
+        "server.address": "127.0.0.1",
+    }
+    assert _attrs(initialized)["mcp.session.id"] == session.id
+    methods = {p.attributes["mcp.method.name"]
+               for p in otel.points("mcp.server.operation.duration")}
+    assert {"notifications/initialized", "notifications/roots/list_changed"} <= methods
+
+
+@pytest.mark.spec("TM-OTEL-NOTIFY")
+async def test_a_notification_the_server_does_not_know_is_one_other_series(
+    otel: Otel, live_server: Any
+) -> None:
+    """A thousand notifications of a thousand methods no table row names (a 100 KB name among
+    them) are spans named _OTHER, the method, cut to 256 characters, in their attribute only,
+    and one series of the duration metric, not a thousand."""
+    live = await live_server(traced_server(), otel.config())
+    session = await open_session(live.url)
+    assert (await session.notify("notifications/" + "x" * 100_000)).status == 202
+    for i in range(999):
+        assert (await session.notify(f"notifications/made-up-{i}")).status == 202
+
+    others = otel.finished("_OTHER")
+    assert 1000 == len(others)
+    assert max(len(_attrs(s)["mcp.method.name"]) for s in others) == 256
+    methods = {p.attributes["mcp.method.name"]
+               for p in otel.points("mcp.server.operation.duration")}
+    assert {"_OTHER", "notifications/initialized"} == methods
+
+
+@pytest.mark.spec("TM-OTEL-NOTIFY")
+async def test_a_2026_07_28_notification_is_a_span_of_its_revision(
+    otel: Otel, live_server: Any
+) -> None:
+    """A notification POSTed in 2026-07-28 (answered 202, dispatched to nothing) is a SERVER
+    span too, its revision from its _meta, its parent the trace there, with no session."""
+    live = await live_server(traced_server(), otel.config())
+    message = modern_request("notifications/cancelled", {"requestId": 7,
+                                                         "_meta": {"traceparent": TRACEPARENT}})
+    del message["id"]
+    response = await post(live.url, message)
+    assert response.status == 202, response.body
+
+    [span] = otel.finished("notifications/cancelled")
+    assert format(span.context.trace_id, "032x") == TRACE_ID
+    attributes = _attrs(span)
+    assert attributes["mcp.protocol.version"] == "2026-07-28"
+    assert "mcp.session.id" not in attributes
+
+
 @pytest.mark.spec("TM-OTEL-PARENT")
 async def test_a_hostile_meta_context_is_ignored(otel: Otel, live_server: Any) -> None:
     """A traceparent that is no string and a 1 MB baggage in _meta: the call is served, and

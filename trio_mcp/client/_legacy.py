@@ -40,9 +40,11 @@ DEFAULT_IDLE_REATTACH: Final = 5.0
 #: catch-up itself ends after ``idle_reattach`` without an event.
 _CATCH_UP_LIMIT: Final = 60.0
 #: Catch-up reads one re-attach may nest (TM-CLIENT-CATCHUP): a read becomes the live tail
-#: when the stream it reads beside ends meanwhile, and has a seam of its own; a server that
-#: primes every read cannot make the client nest them without end.
-CATCH_UP_DEPTH: Final = 4
+#: when the stream it reads beside ends meanwhile (the server closed it), and has a seam of
+#: its own; a server that primes every read cannot make the client nest them without end.
+#: Each nested read leaves the one before, so a call holds two connections at most; under
+#: load, the Python SDK's server made 9 in a row of 20 closes.
+CATCH_UP_DEPTH: Final = 64
 #: Server requests answered at once; past them, the stream that brought the next one waits
 #: for its answer before it is read further, so a server cannot make the client start tasks
 #: without bound.
@@ -281,39 +283,45 @@ class LegacySession:
         idle_after: float | None = None,
         *,
         catch_ups: int = 0,
+        beside: _Reading | None = None,
     ) -> None:
         """Apply what ``response`` brings until ``call`` has its answer or the stream ends
         (or says to resume); ``idle_after``: or until no event came for that long
         (``cursor.idle``); ``catch_ups``: ``response`` re-attaches ``call``'s stream, and a
         priming event on it is caught up on with that many reads nested at most
-        (TM-CLIENT-CATCHUP)."""
+        (TM-CLIENT-CATCHUP); ``beside``: the connection this read is a catch-up beside."""
         cursor.read = 0
         cursor.idle = False
         with trio.CancelScope() as idle:
-            await self._read_events(call, stream, response, cursor, idle, idle_after,
-                                    catch_ups)
+            await self._read_events(call, stream, _Reading(response), cursor, idle,
+                                    idle_after, catch_ups, beside)
         cursor.idle = idle.cancelled_caught
 
     async def _read_events(
         self,
         call: Call | None,
         stream: Hashable,
-        response: httpx2.Response,
+        reading: _Reading,
         cursor: Cursor,
         idle: trio.CancelScope,
         idle_after: float | None,
         catch_ups: int,
+        beside: _Reading | None,
     ) -> None:
         if idle_after is not None:
             idle.deadline = trio.current_time() + idle_after
-        async for item in read_incoming(response):
+        async for item in read_incoming(reading.response):
             if (catch_ups and call is not None and _is_priming(item)
                     and cursor.last_id is not None):
                 # TM-CLIENT-CATCHUP: once a connection, not read further till caught up.
+                if beside is not None:
+                    # This catch-up read became the live tail: the stream it was read beside
+                    # ended, and what that one still holds is in the store, read from here.
+                    await beside.leave()
                 idle.deadline = trio.current_time() + _CATCH_UP_LIMIT
-                await self._catch_up(call, cursor, catch_ups - 1)
+                await self._catch_up(call, cursor, catch_ups - 1, reading)
                 catch_ups = 0
-                if call.done.is_set():
+                if call.done.is_set() or reading.left:
                     return
             if idle_after is not None:
                 idle.deadline = trio.current_time() + idle_after
@@ -411,12 +419,15 @@ class LegacySession:
                                              f"reached to resume: {error!r}"))
                     return
 
-    async def _catch_up(self, call: Call, cursor: Cursor, nested: int) -> None:
+    async def _catch_up(
+        self, call: Call, cursor: Cursor, nested: int, beside: _Reading
+    ) -> None:
         """TM-CLIENT-CATCHUP: read ``call``'s stream once more from ``cursor``, on a
         connection of its own, while the resumed one waits: what a server stored between
         its replay and its live tail comes from its store, in its order, and what the live
         tail brings again is dropped by its event id. A server that will not serve it
-        (409, say) leaves the call as it was; ``nested``: reads this one may nest."""
+        (409, say) leaves the call as it was; ``nested``: reads this one may nest;
+        ``beside``: the connection it is read beside, left if this one becomes the live tail."""
         behind = Cursor(last_id=cursor.last_id, retry_ms=cursor.retry_ms)
         self._ledger.note_catch_up()
         with contextlib.suppress(httpx2.TransportError):
@@ -430,7 +441,8 @@ class LegacySession:
                 # It may become the live tail itself, if the resumed stream ended meanwhile:
                 # then it has a seam of its own, caught up on the same way.
                 await self._read(call, call.id, response, behind,
-                                 self._idle_reattach or DEFAULT_IDLE_REATTACH, catch_ups=nested)
+                                 self._idle_reattach or DEFAULT_IDLE_REATTACH, catch_ups=nested,
+                                 beside=beside)
         cursor.last_id = behind.last_id
         cursor.lost = cursor.lost or behind.lost
 
@@ -478,6 +490,18 @@ class LegacySession:
             self.standalone_open = False
             if not started:
                 task_status.started()
+
+
+@attrs.define(eq=False)
+class _Reading:
+    """A connection being read for a call's stream, and whether the client left it."""
+
+    response: httpx2.Response
+    left: bool = False
+
+    async def leave(self) -> None:
+        self.left = True
+        await self.response.aclose()
 
 
 def _is_priming(item: Incoming) -> bool:

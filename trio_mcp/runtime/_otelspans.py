@@ -33,7 +33,7 @@ from ..protocol._methods import METHODS, ScopeKind
 from ._telemetry import HTTP_REQUEST, Body
 
 if TYPE_CHECKING:
-    from ..protocol import Request, Response
+    from ..protocol import Notification, Request, Response
     from ._reqstats import RequestMetrics
 
 __all__ = ["OtelTelemetry"]
@@ -55,6 +55,10 @@ API_METERS: Final = metrics.__name__
 
 #: Where a 2026-07-28 request names its revision in its _meta.
 META_VERSION: Final = "io.modelcontextprotocol/protocolVersion"
+
+#: The name of a notification whose method the server does not know, in span names and
+#: metrics (as OpenTelemetry's HTTP conventions name an unknown method).
+OTHER: Final = "_OTHER"
 
 #: The trace context keys of a _meta (W3C Trace Context and Baggage, SEP-414).
 CONTEXT_KEYS: Final = frozenset({"traceparent", "tracestate", "baggage"})
@@ -91,6 +95,46 @@ def _parent_in(carrier: Mapping[str, Any]) -> Context | None:
         return _valid(propagate.extract(found))
     except (ValueError, TypeError):
         return None
+
+
+def _received(
+    method: str, params: Mapping[str, Any], attributes: dict[str, str | int]
+) -> Context | None:
+    """Add to ``attributes`` what a received message's span has from its ``_meta`` and
+    its HTTP request (session, revision, transport, addresses); return its parent: the
+    trace context of its ``_meta``, else of its HTTP request's headers."""
+    meta = params.get("_meta")
+    parent = _parent_in(meta) if isinstance(meta, Mapping) else None
+    # The revision a 2026-07-28 message names, or the one an initialize asks for; else the
+    # header's, below.
+    named = meta.get(META_VERSION) if isinstance(meta, Mapping) else None
+    if named is None and method == "initialize":
+        named = params.get("protocolVersion")
+    version = named if isinstance(named, str) else None
+    http = HTTP_REQUEST.get()
+    if http is not None:
+        if parent is None and http.context:
+            parent = _parent_in(http.context)
+        if http.session is not None:
+            attributes["mcp.session.id"] = _bounded(http.session)
+        if version is None:
+            version = http.version
+        if http.stdio:
+            attributes["network.transport"] = "pipe"
+        else:
+            attributes["network.transport"] = "tcp"
+            attributes["network.protocol.name"] = "http"
+        if http.http_version is not None:
+            attributes["network.protocol.version"] = _bounded(http.http_version)
+        if http.client is not None:
+            attributes["client.address"] = http.client
+        if http.client_port is not None:
+            attributes["client.port"] = http.client_port
+        if http.server is not None:
+            attributes["server.address"] = http.server
+    if version is not None:
+        attributes["mcp.protocol.version"] = _bounded(version)
+    return parent
 
 
 class OtelTelemetry:
@@ -177,37 +221,7 @@ class OtelTelemetry:
             attributes["gen_ai.prompt.name"] = target
         elif row is not None and row.capability == "resources" and isinstance(named_by, str):
             attributes["mcp.resource.uri"] = _bounded(named_by)
-        meta = params.get("_meta")
-        parent = _parent_in(meta) if isinstance(meta, Mapping) else None
-        # The revision a 2026-07-28 request names, or the one an initialize asks for; else
-        # the header's, below.
-        named = meta.get(META_VERSION) if isinstance(meta, Mapping) else None
-        if named is None and method == "initialize":
-            named = params.get("protocolVersion")
-        version = named if isinstance(named, str) else None
-        http = HTTP_REQUEST.get()
-        if http is not None:
-            if parent is None and http.context:
-                parent = _parent_in(http.context)
-            if http.session is not None:
-                attributes["mcp.session.id"] = _bounded(http.session)
-            if version is None:
-                version = http.version
-            if http.stdio:
-                attributes["network.transport"] = "pipe"
-            else:
-                attributes["network.transport"] = "tcp"
-                attributes["network.protocol.name"] = "http"
-            if http.http_version is not None:
-                attributes["network.protocol.version"] = _bounded(http.http_version)
-            if http.client is not None:
-                attributes["client.address"] = http.client
-            if http.client_port is not None:
-                attributes["client.port"] = http.client_port
-            if http.server is not None:
-                attributes["server.address"] = http.server
-        if version is not None:
-            attributes["mcp.protocol.version"] = _bounded(version)
+        parent = _received(method, params, attributes)
         error: str | None = None
         # The parent's context is made current, its baggage with it (for the handler, and for
         # what it sends the client), and the span started in it.
@@ -253,6 +267,25 @@ class OtelTelemetry:
         finally:
             if token is not None:
                 otel_context.detach(token)
+
+    def notification(self, note: Notification) -> None:
+        """TM-OTEL-NOTIFY: a SERVER span for a notification the client sent, from its
+        receipt to its hand-over (its hook, if any, runs later, in the session's own task),
+        with the attributes and parent a request's span has, and its duration recorded."""
+        if self.idle():
+            return
+        started = time.perf_counter()
+        params: Mapping[str, Any] = note.params if isinstance(note.params, Mapping) else {}
+        attributes: dict[str, str | int] = {"mcp.method.name": _bounded(note.method)}
+        parent = _received(note.method, params, attributes)
+        # A method no table row names is the client's choice: in the span's attribute, not
+        # in its name nor the metric's series, which stay few.
+        named = note.method if note.method in METHODS else OTHER
+        self._tracer.start_span(
+            named, context=parent, kind=SpanKind.SERVER, attributes=attributes,
+            record_exception=False, set_status_on_exception=False,
+        ).end()
+        self._time(started, named, attributes, None)
 
     def _time(
         self, started: float, method: str, span_attributes: Mapping[str, str | int],

@@ -391,6 +391,8 @@ class Runtime:
                     )
                 route = route_post(request.headers, body)
                 if isinstance(route, ModernNotification):
+                    if (telemetry := self.requests.telemetry) is not None:
+                        telemetry.notification(route.notification)
                     # MT-POST-5 (MUST): an accepted notification gets 202 and no body.
                     await responder.reply(Reply(status=202))
                     return

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 import attrs
 
 if TYPE_CHECKING:
-    from ..protocol import ErrorResponse, Request, Response
+    from ..protocol import ErrorResponse, Notification, Request, Response
     from ..protocol._transport import HttpRequest
 
 __all__ = ["HTTP_REQUEST", "Body", "HttpSide", "Telemetry", "with_http"]
@@ -72,6 +72,10 @@ class Telemetry(Protocol):
         metrics: Any,
     ) -> Response | ErrorResponse:
         """``body(handler, request, metrics)`` under a SERVER span, timed."""
+        ...
+
+    def notification(self, note: Notification) -> None:
+        """The client sent ``note`` (a SERVER span, timed: TM-OTEL-NOTIFY)."""
         ...
 
     def session_ended(self, seconds: float, version: str) -> None:

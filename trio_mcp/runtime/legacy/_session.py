@@ -342,6 +342,8 @@ class Session:
             if isinstance(message, Request):
                 requests.append(message)
             elif isinstance(message, Notification):
+                if (telemetry := self._host.metrics.telemetry) is not None:
+                    telemetry.notification(message)
                 self.notifications.receive(message)
             else:
                 self.receive_response(message)
