@@ -22,11 +22,11 @@ async def chatty(n: int, closes: list[int], ctx: Context) -> str:
     Args:
         n: how many progress notifications.
         closes: after which of them the server closes the connection (once the client's
-            next connection is attached, waiting at most 1 s for it).
+            next connection is attached, waiting at most 3 s for it).
     """
     for i in range(n):
         await ctx.report_progress(i + 1, n)
         if i + 1 in closes:
-            with trio.move_on_after(1):
+            with trio.move_on_after(3):
                 await close_when_attached(ctx)
     return f"chatty {n}"
