@@ -19,6 +19,7 @@ from ...protocol._logtext import LogLimiter, printable
 
 if TYPE_CHECKING:
     from ...base._config import ServerConfig
+    from .._telemetry import Telemetry
 
 __all__ = ["ClientNotifications"]
 
@@ -42,6 +43,7 @@ class ClientNotifications:
         spawn: Callable[..., bool],
         port: Callable[[], SessionPort],
         dropped_log: LogLimiter,
+        telemetry: Telemetry | None = None,
     ) -> None:
         self._session_id = session_id
         self._config = config
@@ -55,6 +57,8 @@ class ClientNotifications:
         #: TM-SEC-LOG: one line per interval for notifications dropped, whichever session
         #: dropped them.
         self._dropped_log = dropped_log
+        #: OpenTelemetry, when it is on: each notification is a span (TM-OTEL-NOTIFY).
+        self._telemetry = telemetry
         self._waiting: dict[str, tuple[NotificationHandler, dict[str, Any]]] = {}
         self._bytes = 0
         self._running = False
@@ -64,6 +68,8 @@ class ClientNotifications:
         self.dropped = 0
 
     def receive(self, note: Notification) -> None:
+        if self._telemetry is not None:
+            self._telemetry.notification(note)
         if note.method == "notifications/cancelled":
             params = note.params or {}
             rid = params.get("requestId")

@@ -174,9 +174,8 @@ class Session:
         self.config = config = host.config
         self.phase = Phase.AWAITING_INITIALIZED
         # What the client made the session keep counts against its window (TM-SEC-STATE).
-        self.log = EventLog(
-            config.retention, reserved=SESSION_FOOTPRINT + client_state_bytes, base=log_base
-        )
+        self.log = EventLog(config.retention, reserved=SESSION_FOOTPRINT + client_state_bytes,
+                            base=log_base)
         self.out = StreamOut(
             session_id=session_id, config=config, codec=host.codec, log=self.log,
             primes=revision_at_least(version, PRIMING_SINCE), copies=host.copies,
@@ -193,6 +192,7 @@ class Session:
             session_id, config, host.app, cancel=self.handlers.cancel_request,
             elsewhere=lambda rid: host.peers.forward(self, ControlKind.CANCEL, rid),
             spawn=self.spawn, port=lambda: SessionPort(self), dropped_log=host.dropped_log,
+            telemetry=host.metrics.telemetry,
         )
         #: The level the client set with logging/setLevel (None: not set, U-LOG-3).
         self.log_level: str | None = None
@@ -342,8 +342,6 @@ class Session:
             if isinstance(message, Request):
                 requests.append(message)
             elif isinstance(message, Notification):
-                if (telemetry := self._host.metrics.telemetry) is not None:
-                    telemetry.notification(message)
                 self.notifications.receive(message)
             else:
                 self.receive_response(message)
