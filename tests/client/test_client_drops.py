@@ -14,11 +14,11 @@ import pytest
 import trio
 from support import sdk_dropping
 from support.dropping import dropping
-from support.fixtures import StartServer
+from support.fixtures import StartServer, wait_until
 from support.sdk_dropping import running
 
 from trio_mcp import Client, ServerConfig
-from trio_mcp.client import Tally
+from trio_mcp.client import Notification, Tally
 
 STREAMS = 50
 DROPS = 20
@@ -97,3 +97,35 @@ async def test_a_thousand_server_drops_against_the_sdk_server_apply_every_messag
 
     assert (STREAMS, 0, 0) == (measured.returned, measured.twice, measured.lost)
     assert measured.tally.catch_ups > 0
+
+
+@pytest.mark.slow
+@pytest.mark.spec("TM-CLIENT-ONCE", "TM-CLIENT-CATCHUP")
+async def test_the_sessions_get_stream_dropped_by_the_sdk_server_brings_each_notification_once(
+    sdk_url: str,
+) -> None:
+    """The SDK's server closes the session's GET stream at 20 random points while it sends
+    200 resources/updated on it, five times: each notification reaches on_notification once,
+    none is lost, though the SDK's server sends neither way what it stores while the resumed
+    GET stream attaches (TM-CLIENT-CATCHUP reads those from its store)."""
+    rng = random.Random(41)
+    seen: list[str] = []
+
+    def heard(note: Notification) -> None:
+        if note.method == "notifications/resources/updated":
+            seen.append(note.params["uri"])
+
+    with trio.fail_after(120):
+        async with Client(sdk_url, mode="legacy", idle_reattach=0.5,
+                          on_notification=heard) as client:
+            for _ in range(5):
+                seen.clear()
+                closes = sorted(rng.sample(range(1, EVENTS), DROPS))
+                result = await client.call_tool("announce", {"n": EVENTS, "closes": closes})
+                assert f"announced {EVENTS}" == result["content"][0]["text"]
+                with trio.move_on_after(10):
+                    await wait_until(lambda: len(set(seen)) == EVENTS)
+                assert sorted(seen) == sorted(f"note://{i}" for i in range(1, EVENTS + 1))
+            tally = client.tally()
+
+    assert tally.catch_ups > 0

@@ -22,7 +22,7 @@ from pathlib import Path
 import anyio
 import uvicorn
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.streamable_http import StreamableHTTPServerTransport
+from mcp.server.streamable_http import GET_STREAM_KEY, StreamableHTTPServerTransport
 
 SERVERS = Path(__file__).resolve().parents[2] / "benchmarks" / "servers"
 
@@ -43,16 +43,40 @@ async def chatty(ctx: Context, n: int, closes: list[int]) -> str:
     return f"chatty {n}"
 
 
-async def _close_when_attached(ctx: Context) -> None:
-    """Close the request's stream once a client connection is attached to it (at most 0.05 s
-    of waiting): the SDK's ``close_sse_stream`` does nothing while none is, and a close
-    that lands there would not be a drop. The SDK offers no way to ask, so the transport
-    and the stream's key are read from the closure it hands the tool."""
+@mcp.tool()
+async def announce(ctx: Context, n: int, closes: list[int]) -> str:
+    """Once the session's GET stream is attached (2 s at most), send resources/updated for
+    note://1..n on it, closing that stream after each count in closes."""
+    transport, _key = _attachments(ctx)
+    with anyio.move_on_after(2):
+        while transport is not None and GET_STREAM_KEY not in transport._sse_stream_writers:  # noqa: ASYNC110
+            await anyio.sleep(0.002)
+    for i in range(n):
+        await ctx.session.send_resource_updated(f"note://{i + 1}")
+        if i + 1 in closes:
+            with anyio.move_on_after(0.05):
+                while (transport is not None  # noqa: ASYNC110
+                       and GET_STREAM_KEY not in transport._sse_stream_writers):
+                    await anyio.sleep(0.002)
+            await ctx.close_standalone_sse_stream()
+            await anyio.sleep((i * 7919 % 11) / 1000)
+    return f"announced {n}"
+
+
+def _attachments(ctx: Context) -> tuple[StreamableHTTPServerTransport | None, str | None]:
+    """The transport serving ``ctx``'s request and the request's stream key, read from the
+    closure the SDK hands the tool as ``close_sse_stream`` (it offers no way to ask)."""
     callback = ctx.request_context.close_sse_stream
     cells = {type(c.cell_contents): c.cell_contents
              for c in getattr(callback, "__closure__", None) or ()}
-    transport = cells.get(StreamableHTTPServerTransport)
-    key = cells.get(str)
+    return cells.get(StreamableHTTPServerTransport), cells.get(str)
+
+
+async def _close_when_attached(ctx: Context) -> None:
+    """Close the request's stream once a client connection is attached to it (at most 0.05 s
+    of waiting): the SDK's ``close_sse_stream`` does nothing while none is, and a close
+    that lands there would not be a drop."""
+    transport, key = _attachments(ctx)
     with anyio.move_on_after(0.05):
         # The SDK has no event for it: a short poll.
         while transport is not None and key not in transport._sse_stream_writers:  # noqa: ASYNC110

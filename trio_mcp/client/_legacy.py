@@ -311,17 +311,17 @@ class LegacySession:
         if idle_after is not None:
             idle.deadline = trio.current_time() + idle_after
         async for item in read_incoming(reading.response):
-            if (catch_ups and call is not None and _is_priming(item)
-                    and cursor.last_id is not None):
+            if (catch_ups and _is_priming(item) and cursor.last_id is not None
+                    and cursor.lost is None):
                 # TM-CLIENT-CATCHUP: once a connection, not read further till caught up.
                 if beside is not None:
                     # This catch-up read became the live tail: the stream it was read beside
                     # ended, and what that one still holds is in the store, read from here.
                     await beside.leave()
                 idle.deadline = trio.current_time() + _CATCH_UP_LIMIT
-                await self._catch_up(call, cursor, catch_ups - 1, reading)
+                await self._catch_up(call, stream, cursor, catch_ups - 1, reading)
                 catch_ups = 0
-                if call.done.is_set() or reading.left:
+                if (call is not None and call.done.is_set()) or reading.left:
                     return
             if idle_after is not None:
                 idle.deadline = trio.current_time() + idle_after
@@ -420,14 +420,16 @@ class LegacySession:
                     return
 
     async def _catch_up(
-        self, call: Call, cursor: Cursor, nested: int, beside: _Reading
+        self, call: Call | None, stream: Hashable, cursor: Cursor, nested: int,
+        beside: _Reading,
     ) -> None:
-        """TM-CLIENT-CATCHUP: read ``call``'s stream once more from ``cursor``, on a
-        connection of its own, while the resumed one waits: what a server stored between
-        its replay and its live tail comes from its store, in its order, and what the live
-        tail brings again is dropped by its event id. A server that will not serve it
-        (409, say) leaves the call as it was; ``nested``: reads this one may nest;
-        ``beside``: the connection it is read beside, left if this one becomes the live tail."""
+        """TM-CLIENT-CATCHUP: read ``stream`` (``call``'s; the session's GET stream when
+        ``call`` is None) once more from ``cursor``, on a connection of its own, while the
+        resumed one waits: what a server stored between its replay and its live tail comes
+        from its store, in its order, and what the live tail brings again is dropped by its
+        event id. A server that will not serve it (409, say) leaves the stream as it was;
+        ``nested``: reads this one may nest; ``beside``: the connection it is read beside,
+        left if this one becomes the live tail."""
         behind = Cursor(last_id=cursor.last_id, retry_ms=cursor.retry_ms)
         self._ledger.note_catch_up()
         with contextlib.suppress(httpx2.TransportError):
@@ -440,7 +442,7 @@ class LegacySession:
                     return
                 # It may become the live tail itself, if the resumed stream ended meanwhile:
                 # then it has a seam of its own, caught up on the same way.
-                await self._read(call, call.id, response, behind,
+                await self._read(call, stream, response, behind,
                                  self._idle_reattach or DEFAULT_IDLE_REATTACH, catch_ups=nested,
                                  beside=beside)
         cursor.last_id = behind.last_id
@@ -468,6 +470,7 @@ class LegacySession:
         try:
             while True:
                 headers = self._headers("text/event-stream")
+                resumed = cursor.last_id is not None
                 if cursor.last_id is not None:
                     headers["last-event-id"] = cursor.last_id
                 try:
@@ -479,7 +482,8 @@ class LegacySession:
                         if not started:
                             started = True
                             task_status.started()
-                        await self._read(None, _STANDALONE, response, cursor)
+                        await self._read(None, _STANDALONE, response, cursor,
+                                         catch_ups=CATCH_UP_DEPTH if resumed else 0)
                 except httpx2.TransportError:
                     failures += 1
                     if failures >= RESUME_ATTEMPTS:
