@@ -15,6 +15,7 @@ from support.fixtures import wait_until
 from support.replaying import Replaying, serve_replaying
 
 from trio_mcp import Client, ConnectionLost, ResumptionFailed
+from trio_mcp.client import Tally
 from trio_mcp.client._legacy import CATCH_UP_DEPTH, RESUME_ATTEMPTS
 
 
@@ -79,6 +80,15 @@ async def test_a_resumption_required_signal_re_attaches_without_waiting_for_the_
     assert [{"type": "text", "text": "done"}] == result["content"]
 
 
+async def _count(state: Replaying) -> tuple[str, list[float], Tally]:
+    """Call ``count`` on ``state``'s server: its text, the progress seen, the tally."""
+    seen: list[float] = []
+    with trio.fail_after(10):
+        async with Client(state.url) as client:
+            result = await client.call_tool("count", on_progress=_append_to(seen))
+            return result["content"][0]["text"], seen, client.tally()
+
+
 @pytest.mark.spec("TM-CLIENT-CATCHUP", "TM-CLIENT-ONCE")
 async def test_a_resumed_stream_is_read_once_more_from_its_cursor_after_its_priming_event(
     nursery: trio.Nursery,
@@ -88,13 +98,9 @@ async def test_a_resumed_stream_is_read_once_more_from_its_cursor_after_its_prim
     tail): the client reads the stream again from its cursor before it reads on, and the
     progress callback fires 1 to 40 in order, once each."""
     state = await _serve(nursery, events=40, drops=(17,), resume="window")
-    seen: list[float] = []
-    with trio.fail_after(10):
-        async with Client(state.url) as client:
-            result = await client.call_tool("count", on_progress=_append_to(seen))
-            tally = client.tally()
+    text, seen, tally = await _count(state)
 
-    assert "done" == result["content"][0]["text"]
+    assert "done" == text
     assert [float(i) for i in range(1, 41)] == seen
     assert ["e17", "e19"] == state.resumes
     assert 1 == tally.catch_ups
@@ -107,12 +113,9 @@ async def test_a_refused_catch_up_read_leaves_the_call_to_its_resumed_stream(
     """A server that refuses the second read (409: one connection a stream) does not fail
     the call: it returns with what its resumed stream brought, the withheld events missing."""
     state = await _serve(nursery, events=40, drops=(17,), resume="window", catch_up="refuse")
-    seen: list[float] = []
-    with trio.fail_after(10):
-        async with Client(state.url) as client:
-            result = await client.call_tool("count", on_progress=_append_to(seen))
+    text, seen, _tally = await _count(state)
 
-    assert "done" == result["content"][0]["text"]
+    assert "done" == text
     assert [float(i) for i in range(1, 41) if i not in (20, 21, 22)] == seen
 
 
@@ -124,13 +127,9 @@ async def test_a_server_that_primes_every_read_gets_a_bounded_number_of_them(
     would have each catch-up read start another: the client nests CATCH_UP_DEPTH of them at
     most, and the call returns, each notification applied once."""
     state = await _serve(nursery, events=40, drops=(17,), resume="window", catch_up="prime")
-    seen: list[float] = []
-    with trio.fail_after(10):
-        async with Client(state.url) as client:
-            result = await client.call_tool("count", on_progress=_append_to(seen))
-            tally = client.tally()
+    text, seen, tally = await _count(state)
 
-    assert "done" == result["content"][0]["text"]
+    assert "done" == text
     assert [float(i) for i in range(1, 41)] == seen
     assert CATCH_UP_DEPTH == tally.catch_ups == len(state.resumes) - 1
 

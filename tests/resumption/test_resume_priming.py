@@ -67,6 +67,23 @@ async def first_events(live: LiveServer, session: McpSession) -> tuple[Wire, Wir
     return post, get
 
 
+async def _closed_and_resumed(
+    live: LiveServer, request: dict[str, Any]
+) -> tuple[bool, Wire, Wire]:
+    """Send ``request`` in a new session and read its stream until the server closes it,
+    then resume it and read it to its end: whether the first connection ended, and what
+    each brought."""
+    with trio.fail_after(TIMEOUT):
+        session = await open_session(live.url)
+        first, second = Wire(), Wire()
+        async with open_call(session, request) as stream:
+            ended = await read_until(stream, first)
+        assert first.last_id is not None
+        async with resume(session, first.last_id) as stream:
+            await read_until(stream, second)
+    return ended, first, second
+
+
 @pytest.fixture(autouse=True)
 def _fresh() -> None:
     CLOSES.clear()
@@ -122,15 +139,8 @@ async def test_retry_comes_before_the_server_closes_a_request_connection_early(
     that connection is an event with the configured `retry` and no data; the request goes
     on, and its remaining messages and its response arrive on the resumed stream."""
     live = await live_server(server, ServerConfig(retry_ms=RETRY_MS))
-    with trio.fail_after(TIMEOUT):
-        session = await open_session(live.url)
-        request = call(4, close_after=2)
-        first, second = Wire(), Wire()
-        async with open_call(session, request) as stream:
-            ended = await read_until(stream, first)
-        assert first.last_id is not None
-        async with resume(session, first.last_id) as stream:
-            await read_until(stream, second)
+    request = call(4, close_after=2)
+    ended, first, second = await _closed_and_resumed(live, request)
 
     assert ended and [True] == CLOSES
     last = first.events[-1]
@@ -148,15 +158,7 @@ async def test_closing_a_connection_that_is_already_closing_closes_nothing(
     False: the second close finds that connection ending and closes nothing, so a handler
     that closes whenever ``close_sse_stream`` succeeds closes each connection once."""
     live = await live_server(server, ServerConfig(retry_ms=RETRY_MS))
-    with trio.fail_after(TIMEOUT):
-        session = await open_session(live.url)
-        request = call(4, close_after=2, again=True)
-        first, second = Wire(), Wire()
-        async with open_call(session, request) as stream:
-            ended = await read_until(stream, first)
-        assert first.last_id is not None
-        async with resume(session, first.last_id) as stream:
-            await read_until(stream, second)
+    ended, first, second = await _closed_and_resumed(live, call(4, close_after=2, again=True))
 
     assert ended and [True, False] == CLOSES
     assert [0, 1] == first.numbers and [2, 3] == second.numbers

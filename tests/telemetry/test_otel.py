@@ -130,6 +130,20 @@ def traced_server() -> Server:
     return server
 
 
+def _over_loopback(session: Any) -> dict[str, str]:
+    """The attributes a span of a message of ``session`` (HTTP/1.1 on 127.0.0.1) has,
+    its client's port aside."""
+    return {
+        "mcp.session.id": session.id,
+        "mcp.protocol.version": session.protocol_version,
+        "network.transport": "tcp",
+        "network.protocol.name": "http",
+        "network.protocol.version": "1.1",
+        "client.address": "127.0.0.1",
+        "server.address": "127.0.0.1",
+    }
+
+
 def _attrs(span: ReadableSpan) -> dict[str, Any]:
     return dict(span.attributes or {})
 
@@ -161,13 +175,7 @@ async def test_a_tools_call_with_a_traceparent_in_meta_is_a_server_span_of_the_c
         "jsonrpc.request.id": str(answer["id"]),
         "gen_ai.operation.name": "execute_tool",
         "gen_ai.tool.name": "echo",
-        "mcp.session.id": session.id,
-        "mcp.protocol.version": session.protocol_version,
-        "network.transport": "tcp",
-        "network.protocol.name": "http",
-        "network.protocol.version": "1.1",
-        "client.address": "127.0.0.1",
-        "server.address": "127.0.0.1",
+        **_over_loopback(session),
     }
     assert span.status.status_code is StatusCode.UNSET
 
@@ -258,14 +266,7 @@ async def test_a_clients_notification_is_a_server_span_of_the_trace_in_its_meta(
     attributes = _attrs(changed)
     assert isinstance(attributes.pop("client.port"), int)
     assert attributes == {
-        "mcp.method.name": "notifications/roots/list_changed",
-        "mcp.session.id": session.id,
-        "mcp.protocol.version": session.protocol_version,
-        "network.transport": "tcp",
-        "network.protocol.name": "http",
-        "network.protocol.version": "1.1",
-        "client.address": "127.0.0.1",
-        "server.address": "127.0.0.1",
+        "mcp.method.name": "notifications/roots/list_changed", **_over_loopback(session),
     }
     assert _attrs(initialized)["mcp.session.id"] == session.id
     methods = {p.attributes["mcp.method.name"]
