@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 from collections.abc import Callable, Hashable, Mapping
 from typing import Any, Final
 
@@ -323,6 +324,7 @@ class LegacySession:
                 catch_ups = 0
                 if (call is not None and call.done.is_set()) or reading.left:
                     return
+                idle.deadline = math.inf
             if idle_after is not None:
                 idle.deadline = trio.current_time() + idle_after
             cursor.note(item)
@@ -498,7 +500,8 @@ class LegacySession:
 
 @attrs.define(eq=False)
 class _Reading:
-    """A connection being read for a call's stream, and whether the client left it."""
+    """A connection being read for a stream (a call's, or the session's GET stream), and
+    whether the client left it."""
 
     response: httpx2.Response
     left: bool = False
