@@ -24,6 +24,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
+from support.process import stop
+
 __all__ = [
     "CACHE",
     "CACHE_NEXT",
@@ -134,12 +136,7 @@ def listening(
                     time.sleep(0.1)
             yield f"http://127.0.0.1:{port}/mcp"
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop(proc)
 
 
 def _free_port() -> int:

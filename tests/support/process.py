@@ -8,6 +8,7 @@ import sys
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,6 +17,17 @@ __all__ = ["DEMO_KINDS", "demo_serve_command", "serving_demo", "start_until"]
 #: The ways the conformance tests serve the demo: on each HTTP server, and as two workers
 #: sharing a Redis session store (issue 21).
 DEMO_KINDS = ["trio-mcp", "hypercorn", "workers+redis"]
+
+
+def stop(proc: subprocess.Popen[Any], timeout: float = 10) -> None:
+    """End ``proc``: asked to (SIGTERM), then killed if it has not ended in ``timeout``
+    seconds."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def demo_serve_command(request: pytest.FixtureRequest) -> list[str]:
@@ -65,10 +77,5 @@ def serving_demo(request: pytest.FixtureRequest, *, cwd: Path) -> Iterator[str]:
     try:
         yield match.group(1)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
         drain.join(timeout=5)

@@ -104,6 +104,7 @@ def running(script: Path, *args: str) -> Iterator[str]:
     """Run a server script in a process of its own on a free port of 127.0.0.1 (the port
     its last argument, after ``args``) until the generator is closed; yields its MCP URL."""
     from support.fixtures import free_port
+    from support.process import stop
 
     port = free_port()
     cmd = [sys.executable, str(script), *args, str(port)]
@@ -120,5 +121,4 @@ def running(script: Path, *args: str) -> Iterator[str]:
                 time.sleep(0.1)
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        stop(proc, timeout=30)
